@@ -1,0 +1,67 @@
+// Optimizer: a base optimizer that updates one contiguous index range of a model's flat
+// parameters and holds state for that range only. A sharded strategy attaches it to the shard its
+// rank owns; a single process attaches it to the whole buffer. Nothing here knows about sharding.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/core/param_layout.h"
+#include "engine/optim/optimizer_config.h"
+
+namespace shardlab {
+
+class Optimizer {
+ public:
+  explicit Optimizer(OptimizerConfig config) : config_(std::move(config)) {}
+  virtual ~Optimizer() = default;
+
+  const std::string& name() const { return config_.name; }
+  const OptimizerConfig& config() const { return config_; }
+
+  // Allocates zeroed state for the flat range [range.begin, range.end) and resets the step count.
+  void attach(IndexRange range);
+  IndexRange range() const { return range_; }
+
+  // One update of the attached range. params and grads hold exactly range().size() elements
+  // (element i is flat index range().begin + i). lr is this step's rate, schedule applied.
+  void step(std::span<float> params, std::span<const float> grads, double lr);
+
+  // Updates done since attach (Adam's bias correction uses it).
+  int64_t steps() const { return steps_; }
+
+  // Named per-element state arrays (e.g. "exp_avg", "exp_avg_sq"), each range().size() long.
+  // Checkpoints and resharding read and write state through these.
+  virtual std::vector<std::pair<std::string, std::span<float>>> state() = 0;
+  int64_t state_bytes();
+
+  // Name, hyper-parameters, range, step count and state, as bytes. deserialize() checks that the
+  // bytes are well formed and were written by the same optimizer kind for the same range, and
+  // throws FormatError / InvalidArgument naming what differs; nothing is changed on failure.
+  std::vector<uint8_t> serialize();
+  void deserialize(std::span<const uint8_t> bytes);
+
+ protected:
+  // Size the state arrays for n elements, zero-filled (or the optimizer's initial value).
+  virtual void allocate_state(int64_t n) = 0;
+  // The update itself; steps() already counts this step (1 on the first call).
+  virtual void update(std::span<float> params, std::span<const float> grads, double lr) = 0;
+
+  OptimizerConfig config_;
+
+ private:
+  IndexRange range_;
+  int64_t steps_ = 0;
+};
+
+// Builds the optimizer named by config.name; throws InvalidArgument for an unknown name (listing
+// the known ones) or a hyper-parameter out of range.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config);
+// "sgd", "adam", "adamw", "rmsprop", "adagrad".
+const std::vector<std::string>& optimizer_names();
+
+}  // namespace shardlab

@@ -1,0 +1,32 @@
+// Training-run options; the job file's "schedule" and "train" objects map onto these.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace shardlab {
+
+struct ScheduleConfig {
+  std::string kind = "constant";  // "constant" | "warmup_cosine"
+  int64_t warmup_steps = 0;       // warmup_cosine: linear ramp from lr/warmup to lr
+  double min_lr_ratio = 0.0;      // warmup_cosine: the cosine ends at lr * min_lr_ratio
+};
+
+struct EarlyStoppingConfig {
+  int64_t patience = 0;    // evaluations without improvement before stopping (0: never stop early)
+  double min_delta = 0.0;  // an eval loss must beat the best by more than this to count
+};
+
+struct TrainConfig {
+  int64_t steps = 0;    // optimizer steps; 0 means use epochs
+  int64_t epochs = 0;   // passes over the training set when steps is 0
+  int64_t batch_size = 64;
+  int64_t eval_every = 0;  // steps between evaluations (0: only at the end)
+  int64_t eval_batches = 0;  // batches per evaluation (0: the whole evaluation set)
+  int64_t log_every = 50;  // steps between progress lines
+  uint64_t seed = 1;       // data order
+  ScheduleConfig schedule;
+  EarlyStoppingConfig early_stopping;
+};
+
+}  // namespace shardlab

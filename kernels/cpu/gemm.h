@@ -1,0 +1,19 @@
+// Dense matrix multiply on the CPU through OpenBLAS's cblas, row-major.
+#pragma once
+
+#include <cstdint>
+
+namespace shardlab::kernels {
+
+enum class Trans { No, Yes };
+
+// C[m x n] = alpha * op(A) * op(B) + beta * C, all row-major, where op(A) is m x k and op(B) k x n.
+// lda/ldb/ldc are the row strides of A, B and C as stored.
+void gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// ShardLab runs one BLAS thread per rank (ranks are the parallelism); call once per process
+// before any GEMM.
+void use_single_blas_thread();
+
+}  // namespace shardlab::kernels
