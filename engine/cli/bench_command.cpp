@@ -1,0 +1,78 @@
+// shardlab bench: performance figures measured on this machine.
+//   optimizer  base-optimizer update throughput next to a STREAM-style triad (engine/bench)
+//   mlp        single-process MLP training throughput on Fashion-MNIST, in samples/s
+#include <fmt/format.h>
+
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <iostream>
+#include <sstream>
+
+#include "engine/bench/optimizer_bench.h"
+#include "engine/cli/args.h"
+#include "engine/cli/commands.h"
+#include "engine/train/build.h"
+
+namespace shardlab::cli {
+namespace {
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+int bench_optimizer(const std::vector<std::string>& argv) {
+  Args args(argv, {{"--params", "--reps", "--optimizers"}, {}});
+  if (!args.positional().empty()) SL_THROW(UsageError, "unexpected argument '{}'", args.positional()[0]);
+  OptimizerBenchOptions opt;
+  opt.n = args.get_int("--params", opt.n, 1024, int64_t{1} << 31);
+  opt.reps = static_cast<int>(args.get_int("--reps", opt.reps, 1, 1000));
+  opt.optimizers = split_list(args.get("--optimizers"));
+  for (const auto& name : opt.optimizers) {
+    const auto& known = optimizer_names();
+    if (std::find(known.begin(), known.end(), name) == known.end())
+      SL_THROW(UsageError, "--optimizers: unknown optimizer '{}' (known: {})", name,
+               fmt::join(known, ", "));
+  }
+  run_optimizer_bench(opt, std::cout);
+  return 0;
+}
+
+int bench_mlp(const std::vector<std::string>& argv) {
+  Args args(argv, {{"--steps", "--batch", "--data"}, {}});
+  if (!args.positional().empty()) SL_THROW(UsageError, "unexpected argument '{}'", args.positional()[0]);
+  JobSpec job;
+  job.name = "bench-mlp";
+  job.model.kind = "mlp";
+  job.data.dataset = "fashion-mnist";
+  job.data.path = args.get("--data", job.data.path);
+  job.train.steps = args.get_int("--steps", 500, 10, 1000000);
+  job.train.batch_size = args.get_int("--batch", 64, 1, 60000);
+  job.train.log_every = job.train.steps;
+  TrainingSetup s = build_training(job);
+  // Time training alone: no evaluation set.
+  Trainer trainer(*s.model, *s.optimizer, *s.data.train, nullptr, s.job.train, job.optimizer.lr);
+  const TrainResult r = trainer.run();
+  fmt::print("mlp {}-{}-{}-{}, {} parameters, adam, batch {}, {} steps, 1 BLAS thread\n",
+             s.job.model.mlp.input_dim, s.job.model.mlp.hidden[0], s.job.model.mlp.hidden[1],
+             s.job.model.mlp.num_classes, s.model->num_params(), job.train.batch_size, r.steps);
+  fmt::print("training throughput: {:.0f} samples/s ({:.2f} ms per step)\n", r.samples_per_second,
+             1e3 * r.train_seconds / static_cast<double>(r.steps));
+  return 0;
+}
+
+}  // namespace
+
+int bench_command(const std::vector<std::string>& argv) {
+  if (argv.empty()) SL_THROW(UsageError, "bench needs a target: optimizer or mlp");
+  const std::vector<std::string> rest(argv.begin() + 1, argv.end());
+  if (argv[0] == "optimizer") return bench_optimizer(rest);
+  if (argv[0] == "mlp") return bench_mlp(rest);
+  SL_THROW(UsageError, "unknown bench target '{}' (known: optimizer, mlp)", argv[0]);
+}
+
+}  // namespace shardlab::cli

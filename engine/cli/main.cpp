@@ -1,0 +1,73 @@
+// shardlab: the command-line front end. The only place where an error becomes an exit status:
+// 0 success, 1 a failed command (bad job, missing data, ...), 2 a usage mistake, 70 a bug.
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "engine/cli/args.h"
+#include "engine/cli/commands.h"
+#include "engine/core/error.h"
+#include "kernels/cpu/gemm.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: shardlab <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  run JOB.json [--set key=value]... [--quiet]   train the job in this process\n"
+    "  bench optimizer [--params N] [--reps R]        base-optimizer update throughput vs. triad\n"
+    "  bench mlp [--steps N]                          MLP training throughput on Fashion-MNIST\n"
+    "  info                                           build options, MPI library, GPUs\n"
+    "  help                                           this text\n"
+    "\n"
+    "Set SHARDLAB_DEBUG=1 to see where in the source an error was raised.\n";
+
+void print_error(const char* kind, const shardlab::Error& e) {
+  std::fprintf(stderr, "shardlab: %s%s\n", kind, e.what());
+  const char* dbg = std::getenv("SHARDLAB_DEBUG");
+  if (dbg && *dbg && *dbg != '0') std::fprintf(stderr, "  (raised at %s)\n", e.where().c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  const std::string cmd = args.front();
+  args.erase(args.begin());
+  try {
+    shardlab::kernels::use_single_blas_thread();
+    if (cmd == "run") return shardlab::cli::run_command(args);
+    if (cmd == "bench") return shardlab::cli::bench_command(args);
+    if (cmd == "info") return shardlab::cli::info_command(args);
+    if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    std::fprintf(stderr, "shardlab: unknown command '%s'\n%s", cmd.c_str(), kUsage);
+    return 2;
+  } catch (const shardlab::cli::UsageError& e) {
+    print_error("", e);
+    std::fprintf(stderr, "run 'shardlab help' for usage\n");
+    return 2;
+  } catch (const shardlab::InternalError& e) {
+    print_error("internal error: ", e);
+    return 70;
+  } catch (const shardlab::Error& e) {
+    print_error("error: ", e);
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "shardlab: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "shardlab: internal error: %s\n", e.what());
+    return 70;
+  }
+}

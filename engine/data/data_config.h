@@ -19,7 +19,7 @@ struct DataConfig {
   int64_t train_limit = 0;  // use only the first N training samples (0: all)
   int64_t eval_limit = 0;   // use only the first N evaluation samples (0: all)
   double eval_fraction = 0.1;  // chars: share of the text held out for evaluation (the tail)
-  uint64_t seed = 1;           // shuffling seed
+  // (The data order is seeded by train.seed, where the sampler lives.)
 };
 
 }  // namespace shardlab

@@ -1,0 +1,70 @@
+#include "engine/model/cross_entropy.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/core/error.h"
+
+namespace shardlab {
+namespace {
+
+void check_logits(const Tensor& logits, std::span<const int32_t> targets, const char* who) {
+  SL_ENFORCE(logits.rank() == 2, "{}: expected logits [rows, classes], got shape {}", who,
+             to_string(logits.shape()));
+  SL_ENFORCE(logits.dim(0) == static_cast<int64_t>(targets.size()),
+             "{}: {} rows of logits but {} targets", who, logits.dim(0), targets.size());
+}
+
+}  // namespace
+
+float SoftmaxCrossEntropy::forward(const Tensor& logits, std::span<const int32_t> targets) {
+  check_logits(logits, targets, "SoftmaxCrossEntropy");
+  const int64_t R = logits.dim(0), C = logits.dim(1);
+  SL_ENFORCE(R > 0 && C > 0, "SoftmaxCrossEntropy: empty logits {}", to_string(logits.shape()));
+  for (int64_t r = 0; r < R; ++r) {
+    const int32_t t = targets[static_cast<size_t>(r)];
+    SL_ENFORCE(t >= 0 && t < C, "SoftmaxCrossEntropy: target {} of row {} is outside [0, {})", t, r,
+               C);
+  }
+  targets_.assign(targets.begin(), targets.end());
+  probs_.resize(logits.shape());
+  double total = 0;
+  for (int64_t r = 0; r < R; ++r) {
+    const float* lr = logits.data() + r * C;
+    float* pr = probs_.data() + r * C;
+    const float mx = *std::max_element(lr, lr + C);
+    double sum = 0;
+    for (int64_t c = 0; c < C; ++c) sum += std::exp(static_cast<double>(lr[c] - mx));
+    const double lse = mx + std::log(sum);
+    for (int64_t c = 0; c < C; ++c) pr[c] = static_cast<float>(std::exp(lr[c] - lse));
+    total += lse - lr[targets_[static_cast<size_t>(r)]];
+  }
+  return static_cast<float>(total / static_cast<double>(R));
+}
+
+void SoftmaxCrossEntropy::backward(Tensor& dlogits) const {
+  SL_ENFORCE(!targets_.empty(), "SoftmaxCrossEntropy: backward called before forward");
+  const int64_t R = probs_.dim(0), C = probs_.dim(1);
+  dlogits.resize(probs_.shape());
+  const float inv_rows = 1.0f / static_cast<float>(R);
+  for (int64_t r = 0; r < R; ++r) {
+    const float* pr = probs_.data() + r * C;
+    float* dr = dlogits.data() + r * C;
+    for (int64_t c = 0; c < C; ++c) dr[c] = pr[c] * inv_rows;
+    dr[targets_[static_cast<size_t>(r)]] -= inv_rows;
+  }
+}
+
+int64_t count_correct(const Tensor& logits, std::span<const int32_t> targets) {
+  check_logits(logits, targets, "count_correct");
+  const int64_t R = logits.dim(0), C = logits.dim(1);
+  int64_t correct = 0;
+  for (int64_t r = 0; r < R; ++r) {
+    const float* lr = logits.data() + r * C;
+    const int64_t best = std::max_element(lr, lr + C) - lr;
+    correct += best == targets[static_cast<size_t>(r)];
+  }
+  return correct;
+}
+
+}  // namespace shardlab

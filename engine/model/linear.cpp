@@ -1,0 +1,74 @@
+#include "engine/model/linear.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/core/error.h"
+#include "engine/model/shape_util.h"
+#include "kernels/cpu/gemm.h"
+
+namespace shardlab {
+
+using kernels::gemm;
+using kernels::Trans;
+
+Linear::Linear(int64_t in, int64_t out, bool bias) : in_(in), out_(out), bias_(bias) {
+  SL_ENFORCE(in > 0 && out > 0, "Linear: sizes must be > 0, got in={} out={}", in, out);
+}
+
+void Linear::declare(ParamLayout& layout, const std::string& prefix, int block) {
+  w_index_ = layout.add(prefix + "weight", {out_, in_}, block);
+  if (bias_) b_index_ = layout.add(prefix + "bias", {out_}, block);
+}
+
+void Linear::bind(const ParamBinding& binding) {
+  w_ = binding.param(w_index_);
+  dw_ = binding.grad(w_index_);
+  if (bias_) {
+    b_ = binding.param(b_index_);
+    db_ = binding.grad(b_index_);
+  }
+}
+
+void Linear::init(Rng& rng) {
+  SL_ENFORCE(w_ != nullptr, "Linear: init before bind");
+  const float bound = 1.0f / std::sqrt(static_cast<float>(in_));
+  rng.fill_uniform({w_, static_cast<size_t>(in_ * out_)}, -bound, bound);
+  if (bias_) std::fill(b_, b_ + out_, 0.0f);
+}
+
+void Linear::forward(const Tensor& x, Tensor& y) {
+  SL_ENFORCE(w_ != nullptr, "Linear: forward before bind");
+  const int64_t rows = detail::rows_with_last(x, in_, "Linear");
+  x_.resize(x.shape());
+  std::copy(x.data(), x.data() + x.numel(), x_.data());
+  y.resize(detail::with_last(x.shape(), out_));
+  if (rows == 0) return;
+  gemm(Trans::No, Trans::Yes, rows, out_, in_, 1.0f, x.data(), in_, w_, in_, 0.0f, y.data(), out_);
+  if (bias_) {
+    for (int64_t r = 0; r < rows; ++r) {
+      float* yr = y.data() + r * out_;
+      for (int64_t o = 0; o < out_; ++o) yr[o] += b_[o];
+    }
+  }
+}
+
+void Linear::backward(const Tensor& dy, Tensor& dx) {
+  const int64_t rows = x_.numel() / in_;
+  detail::check_grad(dy, rows * out_, out_, "Linear");
+  dx.resize(x_.shape());
+  if (rows == 0) return;
+  // dW += dy^T x   ([out, rows] x [rows, in])
+  gemm(Trans::Yes, Trans::No, out_, in_, rows, 1.0f, dy.data(), out_, x_.data(), in_, 1.0f, dw_,
+       in_);
+  if (bias_) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* dyr = dy.data() + r * out_;
+      for (int64_t o = 0; o < out_; ++o) db_[o] += dyr[o];
+    }
+  }
+  // dx = dy W   ([rows, out] x [out, in])
+  gemm(Trans::No, Trans::No, rows, in_, out_, 1.0f, dy.data(), out_, w_, in_, 0.0f, dx.data(), in_);
+}
+
+}  // namespace shardlab

@@ -1,0 +1,35 @@
+#include "engine/optim/adagrad.h"
+
+#include "engine/core/error.h"
+#include "engine/optim/validate.h"
+#include "kernels/cpu/adagrad_update.h"
+
+namespace shardlab {
+
+Adagrad::Adagrad(OptimizerConfig config) : Optimizer(std::move(config)) {
+  SL_ENFORCE(config_.name == "adagrad",
+             "optimizer.name: Adagrad cannot run '{}' (expected adagrad)", config_.name);
+  validate_optimizer_config(config_);
+}
+
+std::vector<std::pair<std::string, std::span<float>>> Adagrad::state() {
+  return {{"sum", sum_}};
+}
+
+void Adagrad::allocate_state(int64_t n) {
+  sum_.assign(static_cast<size_t>(n), static_cast<float>(config_.initial_accumulator));
+}
+
+void Adagrad::update(std::span<float> params, std::span<const float> grads, double lr) {
+  kernels::AdagradArgs a;
+  a.param = params.data();
+  a.grad = grads.data();
+  a.sum = sum_.data();
+  a.n = static_cast<int64_t>(params.size());
+  a.lr = lr;
+  a.eps = config_.eps;
+  a.weight_decay = config_.weight_decay;
+  kernels::adagrad_update(a);
+}
+
+}  // namespace shardlab

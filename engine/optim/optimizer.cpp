@@ -1,0 +1,339 @@
+// The shared half of every optimizer: range bookkeeping, the step count, hyper-parameter
+// validation, the factory and the binary state format.
+//
+// State format, version 1 (all integers and floats little-endian):
+//   magic      8 bytes  "SLOPTIM\0"
+//   version    u32
+//   name       str      (u32 length, then that many bytes)
+//   hyper      u32 count, then count x (str key, f64 value): every OptimizerConfig number, so a
+//                         checkpoint describes itself
+//   range      i64 begin, i64 end
+//   steps      i64
+//   state      u32 count, then count x (str name, i64 length, length x f32)
+//   checksum   u32      CRC-32 (zlib) of every byte before it
+// The checksum comes last so that one pass writes the file; a reader checks it before trusting
+// any length field in between.
+#include "engine/optim/optimizer.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <functional>
+
+#include "engine/core/error.h"
+#include "engine/optim/adagrad.h"
+#include "engine/optim/adam.h"
+#include "engine/optim/rmsprop.h"
+#include "engine/optim/sgd.h"
+#include "engine/optim/validate.h"
+
+namespace shardlab {
+
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "the optimizer state format is written with memcpy and assumes a little-endian host");
+
+constexpr char kMagic[8] = {'S', 'L', 'O', 'P', 'T', 'I', 'M', '\0'};
+constexpr uint32_t kVersion = 1;
+
+uint32_t crc32_of(const uint8_t* data, size_t n) {
+  // crc32_z takes a size_t length, so multi-GiB states need no chunking.
+  return static_cast<uint32_t>(crc32_z(crc32_z(0L, Z_NULL, 0), data, n));
+}
+
+std::vector<std::pair<std::string, double>> hyper_parameters(const OptimizerConfig& c) {
+  return {{"lr", c.lr},
+          {"weight_decay", c.weight_decay},
+          {"momentum", c.momentum},
+          {"nesterov", c.nesterov ? 1.0 : 0.0},
+          {"beta1", c.beta1},
+          {"beta2", c.beta2},
+          {"eps", c.eps},
+          {"alpha", c.alpha},
+          {"initial_accumulator", c.initial_accumulator}};
+}
+
+class Writer {
+ public:
+  explicit Writer(size_t reserve) { out_.reserve(reserve); }
+  void bytes(const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    out_.insert(out_.end(), b, b + n);
+  }
+  template <typename T>
+  void pod(T v) {
+    bytes(&v, sizeof v);
+  }
+  void str(const std::string& s) {
+    pod(static_cast<uint32_t>(s.size()));
+    bytes(s.data(), s.size());
+  }
+  std::vector<uint8_t>& out() { return out_; }
+
+ private:
+  std::vector<uint8_t> out_;
+};
+
+// Bounds-checked cursor: every read names what it was reading when the bytes run out.
+class Reader {
+ public:
+  explicit Reader(std::span<const uint8_t> b) : b_(b) {}
+  size_t pos() const { return pos_; }
+  size_t left() const { return b_.size() - pos_; }
+  const uint8_t* take(size_t n, const char* what) {
+    SL_ENFORCE_T(FormatError, n <= left(),
+                 "optimizer state: truncated while reading {} at byte {} (needs {} bytes, {} left)",
+                 what, pos_, n, left());
+    const uint8_t* p = b_.data() + pos_;
+    pos_ += n;
+    return p;
+  }
+  template <typename T>
+  T pod(const char* what) {
+    T v;
+    std::memcpy(&v, take(sizeof v, what), sizeof v);
+    return v;
+  }
+  std::string str(const char* what) {
+    const auto n = pod<uint32_t>(what);
+    const uint8_t* p = take(n, what);
+    return std::string(reinterpret_cast<const char*>(p), n);
+  }
+
+ private:
+  std::span<const uint8_t> b_;
+  size_t pos_ = 0;
+};
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+std::string range_str(IndexRange r) {
+  return fmt::format("[{}, {})", r.begin, r.end);
+}
+
+// Helpers for validate_optimizer_config: each names the field as the job file spells it.
+void check_finite(double v, const char* field) {
+  SL_ENFORCE(std::isfinite(v), "optimizer.{}: must be a finite number, got {}", field, v);
+}
+void check_positive(double v, const char* field) {
+  check_finite(v, field);
+  SL_ENFORCE(v > 0.0, "optimizer.{}: must be > 0, got {}", field, v);
+}
+void check_non_negative(double v, const char* field) {
+  check_finite(v, field);
+  SL_ENFORCE(v >= 0.0, "optimizer.{}: must be >= 0, got {}", field, v);
+}
+void check_unit(double v, const char* field) {
+  check_finite(v, field);
+  SL_ENFORCE(v >= 0.0 && v < 1.0, "optimizer.{}: must be in [0, 1), got {}", field, v);
+}
+void check_unused(bool set, const std::string& name, const char* field, const char* users,
+                  double v) {
+  SL_ENFORCE(!set, "optimizer.{}: not used by {} (only by {}), got {}", field, name, users, v);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Optimizer
+
+void Optimizer::attach(IndexRange range) {
+  SL_ENFORCE(range.begin >= 0 && range.end >= range.begin,
+             "optimizer.attach: invalid range {} (needs 0 <= begin <= end)", range_str(range));
+  allocate_state(range.size());
+  range_ = range;
+  steps_ = 0;
+}
+
+void Optimizer::step(std::span<float> params, std::span<const float> grads, double lr) {
+  const auto n = static_cast<size_t>(range_.size());
+  SL_ENFORCE(params.size() == n,
+             "optimizer.step: params has {} elements but the attached range {} has {}",
+             params.size(), range_str(range_), n);
+  SL_ENFORCE(grads.size() == n,
+             "optimizer.step: grads has {} elements but the attached range {} has {}", grads.size(),
+             range_str(range_), n);
+  SL_ENFORCE(std::isfinite(lr) && lr >= 0.0, "optimizer.step: lr must be finite and >= 0, got {}",
+             lr);
+  // The kernels take restrict pointers: overlapping params and grads would be undefined.
+  const std::less<const float*> lt;
+  SL_ENFORCE(n == 0 || !lt(params.data(), grads.data() + n) || !lt(grads.data(), params.data() + n),
+             "optimizer.step: params and grads overlap");
+  ++steps_;
+  update(params, grads, lr);
+}
+
+int64_t Optimizer::state_bytes() {
+  int64_t bytes = 0;
+  for (const auto& [name, s] : state()) bytes += static_cast<int64_t>(s.size() * sizeof(float));
+  return bytes;
+}
+
+std::vector<uint8_t> Optimizer::serialize() {
+  const auto arrays = state();
+  const auto hyper = hyper_parameters(config_);
+  size_t size = sizeof kMagic + 4 + 4 + name().size() + 4 + 2 * 8 + 8 + 4 + 4;
+  for (const auto& [k, v] : hyper) size += 4 + k.size() + 8;
+  for (const auto& [k, s] : arrays) size += 4 + k.size() + 8 + s.size() * sizeof(float);
+
+  Writer w(size);
+  w.bytes(kMagic, sizeof kMagic);
+  w.pod(kVersion);
+  w.str(name());
+  w.pod(static_cast<uint32_t>(hyper.size()));
+  for (const auto& [k, v] : hyper) {
+    w.str(k);
+    w.pod(v);
+  }
+  w.pod(range_.begin);
+  w.pod(range_.end);
+  w.pod(steps_);
+  w.pod(static_cast<uint32_t>(arrays.size()));
+  for (const auto& [k, s] : arrays) {
+    w.str(k);
+    w.pod(static_cast<int64_t>(s.size()));
+    w.bytes(s.data(), s.size() * sizeof(float));
+  }
+  w.pod(crc32_of(w.out().data(), w.out().size()));
+  return std::move(w.out());
+}
+
+void Optimizer::deserialize(std::span<const uint8_t> bytes) {
+  // Phase 1: everything is read and checked against this optimizer; nothing is written.
+  SL_ENFORCE_T(FormatError, bytes.size() >= sizeof kMagic + 4 + 4,
+               "optimizer state: {} bytes is too short to be an optimizer state", bytes.size());
+  SL_ENFORCE_T(FormatError, std::memcmp(bytes.data(), kMagic, sizeof kMagic) == 0,
+               "optimizer state: bad magic, not a ShardLab optimizer state");
+  Reader r(bytes.first(bytes.size() - 4));
+  r.take(sizeof kMagic, "magic");
+  const auto version = r.pod<uint32_t>("version");
+  SL_ENFORCE_T(FormatError, version == kVersion,
+               "optimizer state: unsupported format version {} (this build reads {})", version,
+               kVersion);
+  uint32_t stored_crc;
+  std::memcpy(&stored_crc, bytes.data() + bytes.size() - 4, 4);
+  const uint32_t crc = crc32_of(bytes.data(), bytes.size() - 4);
+  SL_ENFORCE_T(FormatError, crc == stored_crc,
+               "optimizer state: checksum mismatch (stored {:08x}, computed {:08x}): the bytes are "
+               "corrupt or truncated",
+               stored_crc, crc);
+
+  const std::string stored_name = r.str("optimizer name");
+  const auto n_hyper = r.pod<uint32_t>("hyper-parameter count");
+  for (uint32_t i = 0; i < n_hyper; ++i) {
+    // Recorded so a checkpoint describes itself; on load the current configuration wins (a
+    // resumed job may legitimately change lr or weight decay), so they are only read past.
+    r.str("hyper-parameter name");
+    r.pod<double>("hyper-parameter value");
+  }
+  IndexRange stored_range;
+  stored_range.begin = r.pod<int64_t>("range begin");
+  stored_range.end = r.pod<int64_t>("range end");
+  const auto stored_steps = r.pod<int64_t>("step count");
+  SL_ENFORCE_T(FormatError, stored_steps >= 0, "optimizer state: negative step count {}",
+               stored_steps);
+
+  struct Array {
+    std::string name;
+    int64_t length;
+    const uint8_t* data;
+  };
+  std::vector<Array> stored;
+  const auto n_arrays = r.pod<uint32_t>("state array count");
+  for (uint32_t i = 0; i < n_arrays; ++i) {
+    Array a;
+    a.name = r.str("state array name");
+    a.length = r.pod<int64_t>("state array length");
+    SL_ENFORCE_T(FormatError, a.length >= 0 && static_cast<uint64_t>(a.length) <= r.left() / 4,
+                 "optimizer state: state array '{}' claims {} elements, only {} bytes left", a.name,
+                 a.length, r.left());
+    a.data = r.take(static_cast<size_t>(a.length) * sizeof(float), "state array data");
+    stored.push_back(std::move(a));
+  }
+  SL_ENFORCE_T(FormatError, r.left() == 0,
+               "optimizer state: {} unexpected bytes after the last state array", r.left());
+
+  SL_ENFORCE(stored_name == name(),
+             "optimizer state: written by optimizer '{}', cannot load into '{}'", stored_name,
+             name());
+  SL_ENFORCE(stored_range.begin == range_.begin && stored_range.end == range_.end,
+             "optimizer state: written for range {}, this optimizer is attached to {}",
+             range_str(stored_range), range_str(range_));
+  const auto arrays = state();
+  std::vector<std::string> have, want;
+  for (const auto& a : stored) have.push_back(a.name);
+  for (const auto& [k, s] : arrays) want.push_back(k);
+  SL_ENFORCE(have == want,
+             "optimizer state: has state arrays [{}], this {} optimizer keeps [{}] (different "
+             "momentum setting?)",
+             join(have), name(), join(want));
+  for (size_t i = 0; i < arrays.size(); ++i)
+    SL_ENFORCE(static_cast<size_t>(stored[i].length) == arrays[i].second.size(),
+               "optimizer state: state array '{}' has {} elements, expected {}", stored[i].name,
+               stored[i].length, arrays[i].second.size());
+
+  // Phase 2: commit. Nothing below can throw.
+  for (size_t i = 0; i < arrays.size(); ++i)
+    if (!arrays[i].second.empty())
+      std::memcpy(arrays[i].second.data(), stored[i].data, arrays[i].second.size() * sizeof(float));
+  steps_ = stored_steps;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation and the factory
+
+void validate_optimizer_config(const OptimizerConfig& c) {
+  const auto& names = optimizer_names();
+  SL_ENFORCE(std::find(names.begin(), names.end(), c.name) != names.end(),
+             "optimizer.name: unknown optimizer '{}' (known: {})", c.name, join(names));
+  const bool sgd = c.name == "sgd", adam = c.name == "adam" || c.name == "adamw",
+             rmsprop = c.name == "rmsprop", adagrad = c.name == "adagrad";
+
+  check_positive(c.lr, "lr");
+  check_non_negative(c.weight_decay, "weight_decay");
+  if (sgd || rmsprop)
+    check_non_negative(c.momentum, "momentum");
+  else
+    check_unused(c.momentum != 0.0, c.name, "momentum", "sgd, rmsprop", c.momentum);
+  if (sgd)
+    SL_ENFORCE(!c.nesterov || c.momentum > 0.0,
+               "optimizer.nesterov: needs optimizer.momentum > 0, got momentum {}", c.momentum);
+  else
+    check_unused(c.nesterov, c.name, "nesterov", "sgd", 1.0);
+  if (adam) {
+    check_unit(c.beta1, "beta1");
+    check_unit(c.beta2, "beta2");
+  }
+  if (adam || rmsprop || adagrad) check_positive(c.eps, "eps");
+  if (rmsprop) check_unit(c.alpha, "alpha");
+  if (adagrad)
+    check_non_negative(c.initial_accumulator, "initial_accumulator");
+  else
+    check_unused(c.initial_accumulator != 0.0, c.name, "initial_accumulator", "adagrad",
+                 c.initial_accumulator);
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config) {
+  validate_optimizer_config(config);
+  if (config.name == "sgd") return std::make_unique<Sgd>(config);
+  if (config.name == "adam" || config.name == "adamw") return std::make_unique<Adam>(config);
+  if (config.name == "rmsprop") return std::make_unique<Rmsprop>(config);
+  if (config.name == "adagrad") return std::make_unique<Adagrad>(config);
+  SL_THROW(InternalError, "make_optimizer: '{}' passed validation but has no implementation",
+           config.name);
+}
+
+const std::vector<std::string>& optimizer_names() {
+  static const std::vector<std::string> names = {"sgd", "adam", "adamw", "rmsprop", "adagrad"};
+  return names;
+}
+
+}  // namespace shardlab

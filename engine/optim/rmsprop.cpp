@@ -1,0 +1,40 @@
+#include "engine/optim/rmsprop.h"
+
+#include "engine/core/error.h"
+#include "engine/optim/validate.h"
+#include "kernels/cpu/rmsprop_update.h"
+
+namespace shardlab {
+
+Rmsprop::Rmsprop(OptimizerConfig config) : Optimizer(std::move(config)) {
+  SL_ENFORCE(config_.name == "rmsprop",
+             "optimizer.name: Rmsprop cannot run '{}' (expected rmsprop)", config_.name);
+  validate_optimizer_config(config_);
+}
+
+std::vector<std::pair<std::string, std::span<float>>> Rmsprop::state() {
+  if (config_.momentum == 0.0) return {{"square_avg", square_avg_}};
+  return {{"square_avg", square_avg_}, {"momentum_buffer", momentum_buf_}};
+}
+
+void Rmsprop::allocate_state(int64_t n) {
+  square_avg_.assign(static_cast<size_t>(n), 0.0f);
+  momentum_buf_.assign(config_.momentum == 0.0 ? 0 : static_cast<size_t>(n), 0.0f);
+}
+
+void Rmsprop::update(std::span<float> params, std::span<const float> grads, double lr) {
+  kernels::RmspropArgs a;
+  a.param = params.data();
+  a.grad = grads.data();
+  a.square_avg = square_avg_.data();
+  a.momentum_buf = momentum_buf_.data();
+  a.n = static_cast<int64_t>(params.size());
+  a.lr = lr;
+  a.alpha = config_.alpha;
+  a.eps = config_.eps;
+  a.momentum = config_.momentum;
+  a.weight_decay = config_.weight_decay;
+  kernels::rmsprop_update(a);
+}
+
+}  // namespace shardlab

@@ -1,0 +1,14 @@
+// The shardlab subcommands. Each takes the arguments after its name and returns the exit status;
+// errors are thrown and turned into one line by main().
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace shardlab::cli {
+
+int run_command(const std::vector<std::string>& args);    // shardlab run JOB.json [--set k=v]...
+int bench_command(const std::vector<std::string>& args);  // shardlab bench optimizer|mlp [...]
+int info_command(const std::vector<std::string>& args);   // shardlab info
+
+}  // namespace shardlab::cli

@@ -1,0 +1,31 @@
+// Softmax cross-entropy, the training loss for both models (class logits for the MLP, next-token
+// logits for the GPT model). It is not a Layer: it maps logits and targets to one number.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/core/tensor.h"
+
+namespace shardlab {
+
+class SoftmaxCrossEntropy {
+ public:
+  // Mean over rows of -log softmax(logits[r])[targets[r]], computed through a max-shifted
+  // log-sum-exp so large logits do not overflow. logits: [R, C] with R = targets.size() > 0.
+  // Throws InvalidArgument for a target outside [0, C). Keeps the softmax for backward.
+  float forward(const Tensor& logits, std::span<const int32_t> targets);
+
+  // d(mean loss)/d(logits) of the last forward: (softmax - onehot(target)) / R, shape [R, C].
+  void backward(Tensor& dlogits) const;
+
+ private:
+  Tensor probs_;
+  std::vector<int32_t> targets_;
+};
+
+// Number of rows whose largest logit (the first one, on ties) is at the target class.
+int64_t count_correct(const Tensor& logits, std::span<const int32_t> targets);
+
+}  // namespace shardlab

@@ -1,0 +1,29 @@
+// From a validated JobSpec to the objects that train: datasets, model and base optimizer, with the
+// sizes the data decides (MLP input width and classes, GPT vocabulary) filled in.
+#pragma once
+
+#include <memory>
+
+#include "engine/data/datasets.h"
+#include "engine/job/job_spec.h"
+#include "engine/model/model.h"
+#include "engine/optim/optimizer.h"
+#include "engine/train/trainer.h"
+
+namespace shardlab {
+
+struct TrainingSetup {
+  JobSpec job;  // as built: model sizes completed from the data
+  Datasets data;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Optimizer> optimizer;
+};
+
+// Loads the data, builds and initialises the model, makes the optimizer. Throws the engine's
+// errors (IoError for a missing dataset, InvalidArgument for a bad configuration).
+TrainingSetup build_training(const JobSpec& job);
+
+// build_training + Trainer::run.
+TrainResult run_training(TrainingSetup& setup, const TrainerCallbacks& callbacks = {});
+
+}  // namespace shardlab

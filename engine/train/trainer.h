@@ -1,0 +1,78 @@
+// Trainer: the single-process training loop. Samples a batch, runs forward, loss and backward,
+// steps the base optimizer over the whole flat parameter buffer at the scheduled learning rate,
+// evaluates on held-out data, and stops after N steps/epochs or early when the evaluation loss
+// stops improving. Sharded strategies reuse the same pieces with their own step.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/data/dataset.h"
+#include "engine/model/model.h"
+#include "engine/optim/optimizer.h"
+#include "engine/train/train_config.h"
+
+namespace shardlab {
+
+struct StepInfo {
+  int64_t step = 0;  // 1-based: the number of optimizer steps done
+  int64_t total_steps = 0;
+  int64_t epoch = 0;
+  double loss = 0;       // mean training loss over the steps since the last progress line
+  double lr = 0;         // learning rate of this step
+  double samples_per_second = 0;  // over the steps since the last progress line, training only
+  double tokens_per_second = 0;   // target rows per second (= samples/s for classifiers)
+};
+
+struct EvalResult {
+  int64_t step = 0;
+  double loss = 0;
+  double accuracy = 0;  // fraction of output rows whose argmax is the target
+  int64_t samples = 0;
+};
+
+struct TrainResult {
+  std::vector<double> losses;     // training loss of every step
+  std::vector<EvalResult> evals;  // every evaluation, the final one last
+  int64_t steps = 0;
+  bool stopped_early = false;
+  std::string stop_reason;  // why the run ended
+  double train_seconds = 0;  // forward, backward and update, excluding evaluation
+  double eval_seconds = 0;
+  double samples_per_second = 0;
+  double tokens_per_second = 0;
+  std::vector<float> params;  // the final parameters (a copy of the model's flat buffer)
+  const EvalResult& final_eval() const { return evals.back(); }
+};
+
+struct TrainerCallbacks {
+  std::function<void(const StepInfo&)> on_log;     // every train.log_every steps and at the end
+  std::function<void(const EvalResult&)> on_eval;  // after each evaluation
+};
+
+class Trainer {
+ public:
+  // eval may be null (no evaluation; early stopping then needs none). The optimizer is attached
+  // to the model's whole flat buffer here.
+  Trainer(Model& model, Optimizer& optimizer, const Dataset& train, const Dataset* eval,
+          const TrainConfig& config, double base_lr);
+
+  int64_t total_steps() const { return total_steps_; }
+  TrainResult run(const TrainerCallbacks& callbacks = {});
+  // Mean loss and accuracy over `max_samples` evenly spaced samples of `data` (0: all of them),
+  // in deterministic order, without touching gradients.
+  EvalResult evaluate(const Dataset& data, int64_t max_samples);
+
+ private:
+  Model& model_;
+  Optimizer& optimizer_;
+  const Dataset& train_;
+  const Dataset* eval_;
+  TrainConfig config_;
+  double base_lr_;
+  int64_t total_steps_ = 0;
+};
+
+}  // namespace shardlab

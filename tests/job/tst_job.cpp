@@ -1,0 +1,660 @@
+// Job files: every validation rule names its field, JSON round trips, command-line overrides,
+// malformed and missing files, and the example jobs in resources/jobs.
+#include <QtTest>
+
+#include <QDir>
+#include <QTemporaryDir>
+
+#include <fstream>
+#include <limits>
+
+#include "engine/core/error.h"
+#include "engine/job/job_spec.h"
+#include "engine/job/overrides.h"
+
+using namespace shardlab;
+using nlohmann::json;
+
+namespace {
+
+const QString kJobs = QString(SHARDLAB_SOURCE_DIR) + "/resources/jobs/";
+
+// A small valid job; each row of the data-driven tests patches it (RFC 7386 merge patch).
+const char* kBase = R"({
+  "name": "t",
+  "model": {"kind": "mlp", "mlp": {"hidden": [256, 128]}},
+  "data": {"dataset": "fashion-mnist"},
+  "optimizer": {"name": "adam", "lr": 0.001},
+  "train": {"steps": 100, "batch_size": 8, "eval_every": 50,
+            "schedule": {"kind": "warmup_cosine", "warmup_steps": 10, "min_lr_ratio": 0.1}}
+})";
+
+// Turns the base job into a GPT job on the chars dataset.
+const char* kGpt = R"({"model": {"kind": "gpt"}, "data": {"dataset": "chars"}})";
+
+json patched(const QString& patch) {
+  json doc = json::parse(kBase);
+  doc.merge_patch(json::parse(patch.toStdString()));
+  return doc;
+}
+
+// The message job_from_json throws for `doc`, or "" when it accepts it.
+QString rejection(const json& doc) {
+  try {
+    job_from_json(doc);
+    return {};
+  } catch (const InvalidArgument& e) {
+    return QString::fromStdString(e.what());
+  }
+}
+
+void write_file(const QString& path, const std::string& text) {
+  std::ofstream out(path.toStdString(), std::ios::binary);
+  out << text;
+}
+
+// Counts the members of an aggregate (how many initialisers it accepts), so the tests notice a
+// config field that the job schema does not know.
+struct AnyValue {
+  template <class T>
+  operator T() const;  // only used unevaluated
+};
+template <class T, class... A>
+constexpr size_t field_count() {
+  if constexpr (requires { T{A{}..., AnyValue{}}; })
+    return field_count<T, A..., AnyValue>();
+  else
+    return sizeof...(A);
+}
+
+}  // namespace
+
+class TestJob : public QObject {
+  Q_OBJECT
+ private slots:
+  void baseJobIsValid() {
+    const QString msg = rejection(json::parse(kBase));
+    QVERIFY2(msg.isEmpty(), qPrintable(msg));
+    const QString gpt = rejection(patched(kGpt));
+    QVERIFY2(gpt.isEmpty(), qPrintable(gpt));
+  }
+
+  // ---- rejected documents: the message starts with the field's dotted path ----
+
+  void rejectsWithFieldPath_data() {
+    QTest::addColumn<QString>("patch");
+    QTest::addColumn<QString>("field");
+    QTest::addColumn<QString>("fragment");  // also expected in the message
+
+    auto row = [](const char* tag, const char* patch, const char* field, const char* fragment) {
+      QTest::newRow(tag) << QString(patch) << QString(field) << QString(fragment);
+    };
+    auto gpt_row = [](const char* tag, const char* gpt_fields, const char* field,
+                      const char* fragment) {
+      const QString patch = QString(R"({"model": {"kind": "gpt", "gpt": %1},
+                                         "data": {"dataset": "chars"}})")
+                                .arg(gpt_fields);
+      QTest::newRow(tag) << patch << QString(field) << QString(fragment);
+    };
+
+    // Unknown keys, at every depth, with a suggestion when one is close.
+    row("unknown top", R"({"optimiser": {}})", "optimiser", "did you mean \"optimizer\"");
+    row("unknown optimizer", R"({"optimizer": {"lrr": 0.1}})", "optimizer.lrr",
+        "unknown field (did you mean \"lr\"?)");
+    row("unknown nested", R"({"model": {"mlp": {"hiden": [1]}}})", "model.mlp.hiden",
+        "did you mean \"hidden\"");
+    row("unknown schedule", R"({"train": {"schedule": {"warmup": 5}}})", "train.schedule.warmup",
+        "unknown field");
+    row("unknown far", R"({"data": {"zzz": 1}})", "data.zzz", "unknown field");
+
+    // Wrong JSON types.
+    row("steps string", R"({"train": {"steps": "many"}})", "train.steps",
+        "expected an integer, got string");
+    row("steps fraction", R"({"train": {"steps": 3.5}})", "train.steps",
+        "expected an integer, got 3.5");
+    row("steps bool", R"({"train": {"steps": true}})", "train.steps", "expected an integer");
+    row("lr string", R"({"optimizer": {"lr": "fast"}})", "optimizer.lr", "expected a number");
+    row("nesterov number", R"({"optimizer": {"nesterov": 1}})", "optimizer.nesterov",
+        "expected true or false");
+    row("name number", R"({"name": 7})", "name", "expected a string");
+    row("kind array", R"({"model": {"kind": ["mlp"]}})", "model.kind", "expected a string");
+    row("hidden not array", R"({"model": {"mlp": {"hidden": 256}}})", "model.mlp.hidden",
+        "expected an array");
+    row("hidden element", R"({"model": {"mlp": {"hidden": [256, "x"]}}})", "model.mlp.hidden[1]",
+        "expected an integer");
+    row("section not object", R"({"train": 5})", "train", "expected an object");
+    row("nested not object", R"({"train": {"schedule": "constant"}})", "train.schedule",
+        "expected an object");
+    row("seed negative", R"({"model": {"seed": -1}})", "model.seed", "must be >= 0");
+    row("limit string", R"({"data": {"train_limit": "1"}})", "data.train_limit", "expected a");
+    row("corpus not strings", R"({"data": {"corpus": [1]}})", "data.corpus[0]",
+        "expected a string");
+
+    // Top-level values.
+    row("name empty", R"({"name": ""})", "name", "must not be empty");
+
+    // model
+    row("model kind", R"({"model": {"kind": "cnn"}})", "model.kind", "must be one of");
+    row("hidden zero", R"({"model": {"mlp": {"hidden": [256, 0]}}})", "model.mlp.hidden[1]",
+        "must be >= 1, got 0");
+    row("activation", R"({"model": {"mlp": {"activation": "tanh"}}})", "model.mlp.activation",
+        "\"relu\", \"gelu\"");
+    row("input_dim", R"({"model": {"mlp": {"input_dim": 100}}})", "model.mlp.input_dim", "784");
+    row("num_classes", R"({"model": {"mlp": {"num_classes": 5}}})", "model.mlp.num_classes",
+        "must be 10");
+    row("gpt field with mlp", R"({"model": {"gpt": {"width": 128}}})", "model.gpt.width",
+        "not used by model kind mlp");
+    gpt_row("gpt width", R"({"width": 0})", "model.gpt.width", "must be >= 1");
+    gpt_row("gpt heads", R"({"heads": 0})", "model.gpt.heads", "must be >= 1");
+    gpt_row("gpt layers", R"({"layers": 0})", "model.gpt.layers", "must be >= 1");
+    gpt_row("gpt context", R"({"context": 0})", "model.gpt.context", "must be >= 1");
+    gpt_row("gpt mlp_ratio", R"({"mlp_ratio": 0})", "model.gpt.mlp_ratio", "must be >= 1");
+    gpt_row("gpt vocab", R"({"vocab_size": -1})", "model.gpt.vocab_size", "must be >= 0");
+    gpt_row("heads divide width", R"({"width": 64, "heads": 5})", "model.gpt.heads",
+            "must divide model.gpt.width (64), got 5");
+    row("mlp field with gpt",
+        R"({"model": {"kind": "gpt", "mlp": {"hidden": [64]}}, "data": {"dataset": "chars"}})",
+        "model.mlp.hidden", "not used by model kind gpt");
+
+    // data
+    row("dataset", R"({"data": {"dataset": "mnist"}})", "data.dataset", "must be one of");
+    row("mlp needs fashion", R"({"data": {"dataset": "chars"}})", "data.dataset",
+        "model kind mlp needs \"fashion-mnist\"");
+    row("gpt needs chars", R"({"model": {"kind": "gpt"}})", "data.dataset",
+        "model kind gpt needs \"chars\"");
+    row("eval_fraction zero", R"({"model": {"kind": "gpt"}, "data": {"dataset": "chars",
+        "eval_fraction": 0}})",
+        "data.eval_fraction", "must be in (0, 1)");
+    row("eval_fraction one", R"({"model": {"kind": "gpt"}, "data": {"dataset": "chars",
+        "eval_fraction": 1}})",
+        "data.eval_fraction", "must be in (0, 1)");
+    row("eval_fraction unused", R"({"data": {"eval_fraction": 0.2}})", "data.eval_fraction",
+        "not used by dataset fashion-mnist");
+    row("corpus unused", R"({"data": {"corpus": ["a.txt"]}})", "data.corpus",
+        "not used by dataset fashion-mnist");
+    row("path unused", R"({"model": {"kind": "gpt"}, "data": {"dataset": "chars",
+        "path": "/tmp"}})",
+        "data.path", "not used by dataset chars");
+    row("path empty", R"({"data": {"path": ""}})", "data.path", "must not be empty");
+    row("corpus empty entry", R"({"model": {"kind": "gpt"}, "data": {"dataset": "chars",
+        "corpus": [""]}})",
+        "data.corpus[0]", "must not be empty");
+    row("train_limit", R"({"data": {"train_limit": -1}})", "data.train_limit", "must be >= 0");
+    row("eval_limit", R"({"data": {"eval_limit": -1}})", "data.eval_limit", "must be >= 0");
+
+    // optimizer
+    row("optimizer name", R"({"optimizer": {"name": "lion"}})", "optimizer.name", "sgd, adam");
+    row("lr zero", R"({"optimizer": {"lr": 0}})", "optimizer.lr", "must be > 0, got 0");
+    row("lr negative", R"({"optimizer": {"lr": -1}})", "optimizer.lr", "must be > 0, got -1");
+    row("beta1 one", R"({"optimizer": {"beta1": 1}})", "optimizer.beta1", "must be in [0, 1)");
+    row("beta1 negative", R"({"optimizer": {"beta1": -0.1}})", "optimizer.beta1", "[0, 1)");
+    row("beta2 one", R"({"optimizer": {"beta2": 1.0}})", "optimizer.beta2", "[0, 1)");
+    row("eps zero", R"({"optimizer": {"eps": 0}})", "optimizer.eps", "must be > 0");
+    row("weight_decay", R"({"optimizer": {"weight_decay": -0.1}})", "optimizer.weight_decay",
+        "must be >= 0");
+    row("momentum with adam", R"({"optimizer": {"momentum": 0.9}})", "optimizer.momentum",
+        "not used by adam");
+    row("nesterov with adam", R"({"optimizer": {"nesterov": true}})", "optimizer.nesterov",
+        "not used by adam");
+    row("alpha with adamw", R"({"optimizer": {"name": "adamw", "alpha": 0.9}})", "optimizer.alpha",
+        "not used by adamw");
+    row("accumulator with adam", R"({"optimizer": {"initial_accumulator": 0.1}})",
+        "optimizer.initial_accumulator", "not used by adam");
+    row("beta1 with sgd", R"({"optimizer": {"name": "sgd", "beta1": 0.5}})", "optimizer.beta1",
+        "not used by sgd");
+    row("eps with sgd", R"({"optimizer": {"name": "sgd", "eps": 1e-6}})", "optimizer.eps",
+        "not used by sgd");
+    row("sgd momentum", R"({"optimizer": {"name": "sgd", "momentum": -0.5}})", "optimizer.momentum",
+        "must be >= 0");
+    row("nesterov no momentum", R"({"optimizer": {"name": "sgd", "nesterov": true}})",
+        "optimizer.nesterov", "needs optimizer.momentum > 0");
+    row("rmsprop alpha", R"({"optimizer": {"name": "rmsprop", "alpha": 1}})", "optimizer.alpha",
+        "must be in [0, 1)");
+    row("rmsprop beta2", R"({"optimizer": {"name": "rmsprop", "beta2": 0.9}})", "optimizer.beta2",
+        "not used by rmsprop");
+    row("adagrad accumulator", R"({"optimizer": {"name": "adagrad", "initial_accumulator": -1}})",
+        "optimizer.initial_accumulator", "must be >= 0");
+
+    // train
+    row("batch_size", R"({"train": {"batch_size": 0}})", "train.batch_size", "must be >= 1");
+    row("steps negative", R"({"train": {"steps": -1}})", "train.steps", "must be >= 0");
+    row("epochs negative", R"({"train": {"steps": 0, "epochs": -1}})", "train.epochs",
+        "must be >= 0");
+    row("steps and epochs zero", R"({"train": {"steps": 0}})", "train.steps",
+        "set train.steps or train.epochs");
+    row("steps and epochs both", R"({"train": {"epochs": 2}})", "train.epochs",
+        "not used when train.steps is set");
+    row("log_every", R"({"train": {"log_every": 0}})", "train.log_every", "must be >= 1");
+    row("eval_every", R"({"train": {"eval_every": -1}})", "train.eval_every", "must be >= 0");
+    row("eval_batches", R"({"train": {"eval_batches": -1}})", "train.eval_batches", "must be >= 0");
+    row("schedule kind", R"({"train": {"schedule": {"kind": "step"}}})", "train.schedule.kind",
+        "\"constant\", \"warmup_cosine\"");
+    row("warmup negative", R"({"train": {"schedule": {"warmup_steps": -1}}})",
+        "train.schedule.warmup_steps", "must be >= 0");
+    row("min_lr_ratio high", R"({"train": {"schedule": {"min_lr_ratio": 1.5}}})",
+        "train.schedule.min_lr_ratio", "must be in [0, 1]");
+    row("min_lr_ratio low", R"({"train": {"schedule": {"min_lr_ratio": -0.1}}})",
+        "train.schedule.min_lr_ratio", "must be in [0, 1]");
+    row("constant with warmup", R"({"train": {"schedule": {"kind": "constant",
+        "min_lr_ratio": 0}}})",
+        "train.schedule.warmup_steps", "not used by schedule constant");
+    row("patience", R"({"train": {"early_stopping": {"patience": -1}}})",
+        "train.early_stopping.patience", "must be >= 0");
+    row("min_delta", R"({"train": {"early_stopping": {"patience": 2, "min_delta": -1}}})",
+        "train.early_stopping.min_delta", "must be >= 0");
+    row("min_delta unused", R"({"train": {"early_stopping": {"min_delta": 0.1}}})",
+        "train.early_stopping.min_delta", "not used when patience is 0");
+    row("patience needs evals",
+        R"({"train": {"eval_every": 0, "early_stopping": {"patience": 2}}})",
+        "train.early_stopping.patience", "needs train.eval_every > 0");
+  }
+
+  void rejectsWithFieldPath() {
+    QFETCH(QString, patch);
+    QFETCH(QString, field);
+    QFETCH(QString, fragment);
+    const json doc = patched(patch);
+    const QString msg = rejection(doc);
+    QVERIFY2(msg.startsWith(field + ": "), qPrintable("got: " + msg));
+    QVERIFY2(msg.contains(fragment), qPrintable("got: " + msg));
+    // The collected list agrees, so the GUI can put the message beside the field.
+    const auto errors = check_job_json(doc);
+    QVERIFY(!errors.empty());
+    QCOMPARE(QString::fromStdString(errors.front().field), field);
+  }
+
+  // ---- accepted documents: boundaries and fields explicitly set to their defaults ----
+
+  void accepts_data() {
+    QTest::addColumn<QString>("patch");
+    auto row = [](const char* tag, const char* patch) { QTest::newRow(tag) << QString(patch); };
+    row("base", "{}");
+    row("unused field at its default", R"({"optimizer": {"momentum": 0, "nesterov": false}})");
+    row("sgd nesterov", R"({"optimizer": {"name": "sgd", "momentum": 0.9, "nesterov": true}})");
+    row("rmsprop", R"({"optimizer": {"name": "rmsprop", "momentum": 0.9, "alpha": 0}})");
+    row("adagrad", R"({"optimizer": {"name": "adagrad", "initial_accumulator": 0.1}})");
+    row("adamw betas", R"({"optimizer": {"name": "adamw", "beta1": 0, "beta2": 0.95}})");
+    row("epochs only", R"({"train": {"steps": 0, "epochs": 2}})");
+    row("integer as 1e2", R"({"train": {"steps": 1e2}})");
+    row("min_lr_ratio bounds", R"({"train": {"schedule": {"min_lr_ratio": 1}}})");
+    row("warmup longer than the run", R"({"train": {"steps": 5}})");
+    row("no warmup", R"({"train": {"schedule": {"warmup_steps": 0, "min_lr_ratio": 0}}})");
+    row("constant", R"({"train": {"schedule": {"kind": "constant", "warmup_steps": 0,
+        "min_lr_ratio": 0}}})");
+    row("early stopping", R"({"train": {"early_stopping": {"patience": 3, "min_delta": 0.01}}})");
+    row("linear classifier", R"({"model": {"mlp": {"hidden": []}}})");
+    row("gelu", R"({"model": {"mlp": {"activation": "gelu"}}})");
+    row("huge seed", R"({"model": {"seed": 18446744073709551615}})");
+    row("gpt", kGpt);
+    row("gpt corpus", R"({"model": {"kind": "gpt", "gpt": {"width": 96, "heads": 3}},
+        "data": {"dataset": "chars", "corpus": ["/tmp/a.txt"], "eval_fraction": 0.5}})");
+    row("limits", R"({"data": {"train_limit": 1000, "eval_limit": 100}})");
+  }
+
+  void accepts() {
+    QFETCH(QString, patch);
+    const QString msg = rejection(patched(patch));
+    QVERIFY2(msg.isEmpty(), qPrintable(msg));
+  }
+
+  void readsValues() {
+    const JobSpec job = job_from_json(patched(R"({"optimizer": {"name": "sgd", "lr": 0.25,
+        "momentum": 0.9}, "train": {"steps": 3e3}, "model": {"mlp": {"hidden": [32]}}})"));
+    QCOMPARE(job.name, std::string("t"));
+    QCOMPARE(job.optimizer.name, std::string("sgd"));
+    QCOMPARE(job.optimizer.lr, 0.25);
+    QCOMPARE(job.optimizer.momentum, 0.9);
+    QCOMPARE(job.train.steps, int64_t(3000));
+    QCOMPARE(job.train.batch_size, int64_t(8));
+    QCOMPARE(job.model.mlp.hidden, std::vector<int64_t>{32});
+    QCOMPARE(job.train.schedule.kind, std::string("warmup_cosine"));
+    // Missing fields keep the struct defaults.
+    QCOMPARE(job.optimizer.eps, OptimizerConfig{}.eps);
+    QCOMPARE(job.data.path, DataConfig{}.path);
+    QCOMPARE(job.train.log_every, TrainConfig{}.log_every);
+  }
+
+  void notAnObject() {
+    for (const char* text : {"[]", "3", "null", "\"job\""}) {
+      const QString msg = rejection(json::parse(text));
+      QVERIFY2(msg.startsWith("a job must be a JSON object"), qPrintable(msg));
+    }
+  }
+
+  // The GUI shows every problem; the CLI prints the first with a count of the rest.
+  void collectsAllErrors() {
+    const json doc = patched(R"({"optimizer": {"lr": -1, "lrr": 2},
+                                 "train": {"batch_size": 0, "steps": "x"}})");
+    const auto errors = check_job_json(doc);
+    QStringList fields;
+    for (const auto& e : errors) fields << QString::fromStdString(e.field);
+    // Unknown keys and types first, in document order; "train.steps" reports only its type (it
+    // holds the default 0, which would otherwise also give "set train.steps or train.epochs").
+    QCOMPARE(fields,
+             QStringList({"optimizer.lrr", "train.steps", "optimizer.lr", "train.batch_size"}));
+    QCOMPARE(errors[2].to_string(), std::string("optimizer.lr: must be > 0, got -1"));
+    const QString msg = rejection(doc);
+    QVERIFY2(msg.endsWith("(and 3 more problems)"), qPrintable(msg));
+    QVERIFY(check_job_json(json::parse(kBase)).empty());
+  }
+
+  void validateTypedJob() {
+    JobSpec job = job_from_json(json::parse(kBase));
+    QVERIFY(validate(job).empty());
+    job.optimizer.lr = 0;
+    job.train.batch_size = 0;
+    const auto errors = validate(job);
+    QCOMPARE(errors.size(), size_t(2));
+    QCOMPARE(errors[0].field, std::string("optimizer.lr"));
+    QCOMPARE(errors[1].field, std::string("train.batch_size"));
+  }
+
+  // ---- writing ----
+
+  void roundTrip() {
+    JobSpec job;
+    job.name = "round trip";
+    job.model.kind = "gpt";
+    job.model.seed = std::numeric_limits<uint64_t>::max();
+    job.model.gpt = {
+        .vocab_size = 97, .context = 32, .width = 48, .layers = 3, .heads = 6, .mlp_ratio = 2};
+    job.data.dataset = "chars";
+    job.data.path = DataConfig{}.path;
+    job.data.corpus = {"/tmp/a.txt", "/tmp/b"};
+    job.data.eval_fraction = 0.1 + 0.2;  // not exactly 0.3: doubles must survive exactly
+    job.data.train_limit = 5000;
+    job.optimizer.name = "rmsprop";
+    job.optimizer.lr = 1.0 / 3.0;
+    job.optimizer.momentum = 0.5;
+    job.optimizer.alpha = 0.9;
+    job.optimizer.eps = 1e-10;
+    job.optimizer.weight_decay = 1e-4;
+    job.train.steps = 0;
+    job.train.epochs = 3;
+    job.train.batch_size = 16;
+    job.train.eval_every = 7;
+    job.train.schedule = {.kind = "warmup_cosine", .warmup_steps = 5, .min_lr_ratio = 0.05};
+    job.train.early_stopping = {.patience = 4, .min_delta = 0.001};
+    QVERIFY(validate(job).empty());
+
+    const json doc = job_to_json(job);
+    const JobSpec back = job_from_json(doc);
+    QVERIFY(back == job);
+    QCOMPARE(back.data.eval_fraction, job.data.eval_fraction);
+    QCOMPARE(back.model.seed, job.model.seed);
+    QCOMPARE(back.data.corpus, job.data.corpus);
+    QCOMPARE(back.optimizer.lr, job.optimizer.lr);
+    // Through text as well.
+    QVERIFY(job_from_json(json::parse(doc.dump())) == job);
+
+    // operator== sees a change in any field.
+    JobSpec other = back;
+    other.train.early_stopping.min_delta = 0.002;
+    QVERIFY(!(other == job));
+  }
+
+  // The written document holds every field of every config struct.
+  void writesEveryField() {
+    const json doc = job_to_json(JobSpec{});
+    QCOMPARE(doc.size(), field_count<JobSpec>());
+    QCOMPARE(doc["model"].size(), field_count<ModelConfig>());
+    QCOMPARE(doc["model"]["mlp"].size(), field_count<MlpConfig>());
+    QCOMPARE(doc["model"]["gpt"].size(), field_count<GptConfig>());
+    QCOMPARE(doc["data"].size(), field_count<DataConfig>());
+    QCOMPARE(doc["optimizer"].size(), field_count<OptimizerConfig>());
+    QCOMPARE(doc["train"].size(), field_count<TrainConfig>());
+    QCOMPARE(doc["train"]["schedule"].size(), field_count<ScheduleConfig>());
+    QCOMPARE(doc["train"]["early_stopping"].size(), field_count<EarlyStoppingConfig>());
+    QCOMPARE(field_count<OptimizerConfig>(), size_t(10));  // the counter itself works
+    QVERIFY(doc["optimizer"]["momentum"] == json(0.0));
+    QVERIFY(doc["data"]["corpus"] == json::array());
+  }
+
+  void saveAndLoad() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("job.json");
+    JobSpec job = job_from_json(patched(R"({"optimizer": {"name": "adamw", "beta2": 0.95}})"));
+    save_job(job, path.toStdString());
+    QVERIFY(load_job(path.toStdString()) == job);
+    // Saved in document order, not alphabetically: "name" comes first.
+    std::ifstream in(path.toStdString());
+    std::string first, second;
+    std::getline(in, first);
+    std::getline(in, second);
+    QCOMPARE(QString::fromStdString(second).trimmed(), QString("\"name\": \"t\","));
+    QVERIFY_THROWS_EXCEPTION(IoError,
+                             save_job(job, dir.filePath("no/such/dir/job.json").toStdString()));
+  }
+
+  // ---- overrides ----
+
+  void overrides_data() {
+    QTest::addColumn<QStringList>("assignments");
+    QTest::addColumn<QString>("expected");  // the document after applying them to {"name": "t"}
+    auto row = [](const char* tag, QStringList a, const char* expected) {
+      QTest::newRow(tag) << a << QString(expected);
+    };
+    row("number", {"optimizer.lr=0.01"}, R"({"name": "t", "optimizer": {"lr": 0.01}})");
+    row("exponent", {"optimizer.lr=1e-3"}, R"({"name": "t", "optimizer": {"lr": 0.001}})");
+    row("integer", {"train.steps=10"}, R"({"name": "t", "train": {"steps": 10}})");
+    row("negative", {"train.steps=-4"}, R"({"name": "t", "train": {"steps": -4}})");
+    row("bool", {"optimizer.nesterov=true"}, R"({"name": "t", "optimizer": {"nesterov": true}})");
+    row("bare string", {"optimizer.name=sgd"}, R"({"name": "t", "optimizer": {"name": "sgd"}})");
+    row("quoted string", {"optimizer.name=\"sgd\""},
+        R"({"name": "t", "optimizer": {"name": "sgd"}})");
+    row("path string", {"data.path=/data/fm"}, R"({"name": "t", "data": {"path": "/data/fm"}})");
+    row("array", {"model.mlp.hidden=[128,64]"},
+        R"({"name": "t", "model": {"mlp": {"hidden": [128, 64]}}})");
+    row("nested creation", {"train.schedule.kind=constant"},
+        R"({"name": "t", "train": {"schedule": {"kind": "constant"}}})");
+    row("top level", {"name=other"}, R"({"name": "other"})");
+    row("spaces", {" optimizer.lr = 0.5 "}, R"({"name": "t", "optimizer": {"lr": 0.5}})");
+    row("equals in value", {"name=a=b"}, R"({"name": "a=b"})");
+    row("empty value", {"name="}, R"({"name": ""})");
+    row("later wins", {"train.steps=1", "train.steps=2"},
+        R"({"name": "t", "train": {"steps": 2}})");
+    row("siblings kept", {"optimizer.lr=0.1", "optimizer.name=sgd"},
+        R"({"name": "t", "optimizer": {"lr": 0.1, "name": "sgd"}})");
+    row("unknown key kept for validation", {"optimizer.lrr=1"},
+        R"({"name": "t", "optimizer": {"lrr": 1}})");
+  }
+
+  void overrides() {
+    QFETCH(QStringList, assignments);
+    QFETCH(QString, expected);
+    json doc = {{"name", "t"}};
+    for (const QString& a : assignments) apply_override(doc, a.toStdString());
+    QCOMPARE(QString::fromStdString(doc.dump()),
+             QString::fromStdString(json::parse(expected.toStdString()).dump()));
+  }
+
+  void malformedOverrides_data() {
+    QTest::addColumn<QString>("assignment");
+    QTest::addColumn<QString>("fragment");
+    QTest::newRow("no equals") << "optimizer.lr"
+                               << "expected key=value";
+    QTest::newRow("empty") << ""
+                           << "expected key=value";
+    QTest::newRow("empty key") << "=5"
+                               << "key before '=' is empty";
+    QTest::newRow("blank key") << "  =5"
+                               << "key before '=' is empty";
+    QTest::newRow("double dot") << "a..b=1"
+                                << "empty segment";
+    QTest::newRow("leading dot") << ".a=1"
+                                 << "empty segment";
+    QTest::newRow("trailing dot") << "a.=1"
+                                  << "empty segment";
+    QTest::newRow("through a value") << "name.x=1"
+                                     << "name is not an object";
+  }
+
+  void malformedOverrides() {
+    QFETCH(QString, assignment);
+    QFETCH(QString, fragment);
+    json doc = {{"name", "t"}};
+    const json before = doc;
+    try {
+      apply_override(doc, assignment.toStdString());
+      QFAIL("no exception");
+    } catch (const InvalidArgument& e) {
+      QVERIFY2(QString(e.what()).contains(fragment), e.what());
+      QVERIFY2(QString(e.what()).startsWith("override \"" + assignment + "\""), e.what());
+    }
+    QVERIFY(doc == before);
+  }
+
+  // Overrides go through the same validation as the file.
+  void loadWithOverrides_data() {
+    QTest::addColumn<QString>("assignment");
+    QTest::addColumn<QString>("field");
+    QTest::newRow("unknown key") << "optimizer.lrr=1"
+                                 << "optimizer.lrr";
+    QTest::newRow("wrong type") << "train.steps=abc"
+                                << "train.steps";
+    QTest::newRow("bad name") << "optimizer.name=lion"
+                              << "optimizer.name";
+    QTest::newRow("range") << "train.batch_size=0"
+                           << "train.batch_size";
+    QTest::newRow("unused") << "optimizer.momentum=0.9"
+                            << "optimizer.momentum";
+    QTest::newRow("array element") << "model.mlp.hidden=[128,0]"
+                                   << "model.mlp.hidden[1]";
+    QTest::newRow("section replaced") << "train=3"
+                                      << "train";
+  }
+
+  void loadWithOverrides() {
+    QFETCH(QString, assignment);
+    QFETCH(QString, field);
+    const std::string path = (kJobs + "fashion_mlp.json").toStdString();
+    try {
+      load_job(path, {assignment.toStdString()});
+      QFAIL("no exception");
+    } catch (const InvalidArgument& e) {
+      QVERIFY2(QString(e.what()).startsWith(field + ": "), e.what());
+    }
+  }
+
+  void loadAppliesOverridesInOrder() {
+    const JobSpec job =
+        load_job((kJobs + "fashion_mlp.json").toStdString(),
+                 {"optimizer.name=sgd", "optimizer.lr=0.1", "optimizer.momentum=0.9",
+                  "model.mlp.hidden=[128,64]", "train.steps=10", "train.schedule.warmup_steps=0"});
+    QCOMPARE(job.optimizer.name, std::string("sgd"));
+    QCOMPARE(job.optimizer.lr, 0.1);
+    QCOMPARE(job.optimizer.momentum, 0.9);
+    QCOMPARE(job.model.mlp.hidden, (std::vector<int64_t>{128, 64}));
+    QCOMPARE(job.train.steps, int64_t(10));
+  }
+
+  // ---- files ----
+
+  void malformedJson_data() {
+    QTest::addColumn<QString>("text");
+    // ":LINE:COL:" of the last character read: the end of the offending token (where nlohmann
+    // stops), so a missing comma is reported at the end of the next key.
+    QTest::addColumn<QString>("position");
+    QTest::newRow("trailing comma") << "{\n  \"name\": \"x\",\n  \"train\": {\"steps\": 10,}\n}\n"
+                                    << ":3:25:";
+    QTest::newRow("missing comma") << "{\n  \"name\": \"x\"\n  \"train\": {}\n}\n"
+                                   << ":3:9:";
+    QTest::newRow("bad literal") << "{\"name\": tru}"
+                                 << ":1:13:";
+    QTest::newRow("unclosed") << "{\n  \"name\": \"x\"\n"
+                              << ":3:1:";
+    QTest::newRow("empty file") << ""
+                                << ":1:1:";
+  }
+
+  void malformedJson() {
+    QFETCH(QString, text);
+    QFETCH(QString, position);
+    QTemporaryDir dir;
+    const QString path = dir.filePath("bad.json");
+    write_file(path, text.toStdString());
+    try {
+      load_job(path.toStdString());
+      QFAIL("no exception");
+    } catch (const FormatError& e) {
+      const QString msg = e.what();
+      QVERIFY2(msg.startsWith(path + position + " invalid JSON: "), e.what());
+      QVERIFY2(!msg.contains("json.exception"), e.what());
+    }
+  }
+
+  void repeatedKeyIsAnError() {
+    QVERIFY_THROWS_EXCEPTION(FormatError, parse_job_json(R"({"a": 1, "a": 2})"));
+    try {
+      parse_job_json(R"({"optimizer": {"lr": 0.1, "name": "sgd", "lr": 0.2}, "x": [{}, {}]})",
+                     "job.json");
+      QFAIL("no exception");
+    } catch (const FormatError& e) {
+      QCOMPARE(QString(e.what()), QString("job.json: optimizer.lr: key appears more than once"));
+    }
+    // The same key in different objects is fine.
+    QCOMPARE(parse_job_json(R"({"a": {"k": 1}, "b": {"k": 2}, "c": [{"k": 3}, {"k": 4}]})").size(),
+             size_t(3));
+  }
+
+  void missingFile() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("nope.json");
+    try {
+      load_job(path.toStdString());
+      QFAIL("no exception");
+    } catch (const IoError& e) {
+      QVERIFY2(QString(e.what()).contains(path), e.what());
+    }
+    QVERIFY_THROWS_EXCEPTION(IoError, load_job(dir.path().toStdString()));  // a directory
+  }
+
+  // ---- the example jobs ----
+
+  void exampleJobsLoad_data() {
+    QTest::addColumn<QString>("file");
+    const QStringList files = QDir(kJobs).entryList({"*.json"}, QDir::Files, QDir::Name);
+    for (const char* required : {"fashion_mlp.json", "chars_gpt.json", "fashion_mlp_sgd.json"})
+      QVERIFY2(files.contains(required), required);
+    for (const QString& f : files) QTest::newRow(qPrintable(f)) << f;
+  }
+
+  void exampleJobsLoad() {
+    QFETCH(QString, file);
+    JobSpec job;
+    try {
+      job = load_job((kJobs + file).toStdString());
+    } catch (const Error& e) {
+      QFAIL(e.what());
+    }
+    QVERIFY(job_from_json(job_to_json(job)) == job);
+  }
+
+  void demoJobIsTheDocumentedOne() {
+    const JobSpec job = load_job((kJobs + "fashion_mlp.json").toStdString());
+    QCOMPARE(job.model.kind, std::string("mlp"));
+    QCOMPARE(job.model.mlp.hidden, (std::vector<int64_t>{256, 128}));
+    QCOMPARE(job.data.dataset, std::string("fashion-mnist"));
+    QCOMPARE(job.optimizer.name, std::string("adam"));
+    QCOMPARE(job.optimizer.lr, 1e-3);
+    QCOMPARE(job.train.batch_size, int64_t(64));
+    QCOMPARE(job.train.schedule.kind, std::string("warmup_cosine"));
+    QVERIFY(job.train.steps >= 3000 && job.train.steps <= 4000);
+    QVERIFY(job.train.eval_every > 0 && job.train.eval_every < job.train.steps);
+
+    const JobSpec gpt = load_job((kJobs + "chars_gpt.json").toStdString());
+    QCOMPARE(gpt.model.kind, std::string("gpt"));
+    QCOMPARE(gpt.optimizer.name, std::string("adamw"));
+    QCOMPARE(gpt.model.gpt.context, int64_t(64));
+    QCOMPARE(gpt.model.gpt.width, int64_t(64));
+    QCOMPARE(gpt.model.gpt.layers, int64_t(2));
+    QCOMPARE(gpt.model.gpt.heads, int64_t(4));
+
+    const JobSpec sgd = load_job((kJobs + "fashion_mlp_sgd.json").toStdString());
+    QCOMPARE(sgd.optimizer.name, std::string("sgd"));
+    QVERIFY(sgd.optimizer.momentum > 0);
+  }
+};
+
+QTEST_APPLESS_MAIN(TestJob)
+#include "tst_job.moc"
