@@ -5,7 +5,7 @@
 // l2 = 0, and the unused term is then an exact no-op.
 //
 // The sqrt only vectorises without errno handling: the kernel sources are compiled with
-// -fno-math-errno (see engine/optim/CMakeLists.txt), which changes no result.
+// -fno-math-errno (see kernels/CMakeLists.txt), which changes no result.
 #include "kernels/cpu/adam_update.h"
 
 #include <cmath>

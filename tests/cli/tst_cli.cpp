@@ -1,0 +1,140 @@
+// The `shardlab` command as a user meets it: real processes, real files. Every bad input ends with
+// one clear line on stderr and the documented exit status (1 failed command, 2 usage), never a
+// crash, an uncaught exception or a stack dump; a small real job trains and prints its summary.
+#include <QtTest>
+
+#include <QProcess>
+#include <QTemporaryDir>
+
+namespace {
+
+struct Outcome {
+  int exit_code = -1;
+  QProcess::ExitStatus status = QProcess::CrashExit;
+  QString out, err;
+};
+
+Outcome run_cli(const QStringList& args, int timeout_ms = 120000) {
+  QProcess p;
+  p.setWorkingDirectory(SHARDLAB_SOURCE_DIR);
+  p.start(SHARDLAB_CLI, args);
+  Outcome o;
+  if (!p.waitForFinished(timeout_ms)) {
+    p.kill();
+    p.waitForFinished(5000);
+    o.err = "timed out";
+    return o;
+  }
+  o.exit_code = p.exitCode();
+  o.status = p.exitStatus();
+  o.out = QString::fromUtf8(p.readAllStandardOutput());
+  o.err = QString::fromUtf8(p.readAllStandardError());
+  return o;
+}
+
+const QString kMlpJob = "resources/jobs/fashion_mlp.json";
+
+}  // namespace
+
+class TestCli : public QObject {
+  Q_OBJECT
+ private:
+  QTemporaryDir tmp_;
+
+  QString write(const QString& name, const QByteArray& bytes) {
+    QFile f(tmp_.filePath(name));
+    if (!f.open(QIODevice::WriteOnly)) qFatal("cannot write %s", qPrintable(f.fileName()));
+    f.write(bytes);
+    return f.fileName();
+  }
+
+ private slots:
+  void badInputGivesOneClearLine_data() {
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<int>("exitCode");
+    QTest::addColumn<QString>("message");  // must appear on stderr's first line
+
+    QTest::newRow("no command") << QStringList{} << 2 << "usage: shardlab";
+    QTest::newRow("unknown command") << QStringList{"frobnicate"} << 2 << "unknown command 'frobnicate'";
+    QTest::newRow("run without job") << QStringList{"run"} << 2 << "run needs exactly one job file";
+    QTest::newRow("wrong flag") << QStringList{"run", kMlpJob, "--bogus"} << 2
+                                << "unknown option '--bogus'";
+    QTest::newRow("flag without value") << QStringList{"run", kMlpJob, "--set"} << 2
+                                        << "option '--set' needs a value";
+    QTest::newRow("missing job file") << QStringList{"run", "no/such/job.json"} << 1
+                                      << "no/such/job.json";
+    QTest::newRow("unknown optimizer")
+        << QStringList{"run", kMlpJob, "--set", "optimizer.name=adamm"} << 1
+        << "optimizer.name: unknown optimizer 'adamm'";
+    QTest::newRow("unknown field") << QStringList{"run", kMlpJob, "--set", "optimizer.lrr=1"} << 1
+                                   << "optimizer.lrr: unknown field";
+    QTest::newRow("bad value") << QStringList{"run", kMlpJob, "--set", "train.batch_size=-3"} << 1
+                               << "train.batch_size";
+    QTest::newRow("malformed override") << QStringList{"run", kMlpJob, "--set", "novalue"} << 1
+                                        << "expected key=value";
+    QTest::newRow("missing dataset")
+        << QStringList{"run", kMlpJob, "--set", "data.path=/nonexistent/fmnist"} << 1
+        << "apt-get install dataset-fashion-mnist";
+    QTest::newRow("bench without target") << QStringList{"bench"} << 2 << "bench needs a target";
+    QTest::newRow("bench bad integer") << QStringList{"bench", "optimizer", "--params", "lots"} << 2
+                                       << "needs an integer, got 'lots'";
+    QTest::newRow("bench unknown optimizer")
+        << QStringList{"bench", "optimizer", "--optimizers", "adam,lion"} << 2
+        << "unknown optimizer 'lion'";
+  }
+
+  void badInputGivesOneClearLine() {
+    QFETCH(QStringList, args);
+    QFETCH(int, exitCode);
+    QFETCH(QString, message);
+    const Outcome o = run_cli(args);
+    QCOMPARE(o.status, QProcess::NormalExit);
+    QCOMPARE(o.exit_code, exitCode);
+    const QString first = o.err.section('\n', 0, 0);
+    QVERIFY2(first.contains(message), qPrintable(o.err));
+    QVERIFY2(!o.err.contains("terminate called") && !o.err.contains("Aborted"), qPrintable(o.err));
+  }
+
+  void malformedJobFilesNameFileAndPlace() {
+    const QString trailing = write("trailing.json", "{\"name\": \"x\",\n  \"train\": {\"steps\": 10,}\n}");
+    Outcome o = run_cli({"run", trailing});
+    QCOMPARE(o.exit_code, 1);
+    QVERIFY2(o.err.startsWith("shardlab: error: " + trailing + ":2:"), qPrintable(o.err));
+    QCOMPARE(o.err.count('\n'), 1);  // one line
+
+    const QString garbage = write("garbage.json", QByteArray("\x00\x01\xff garbage", 11));
+    o = run_cli({"run", garbage});
+    QCOMPARE(o.exit_code, 1);
+    QVERIFY2(o.err.contains("invalid JSON"), qPrintable(o.err));
+
+    const QString dup = write("dup.json", R"({"name": "a", "name": "b"})");
+    o = run_cli({"run", dup});
+    QCOMPARE(o.exit_code, 1);
+    QVERIFY2(o.err.contains("more than once"), qPrintable(o.err));
+
+    o = run_cli({"run", tmp_.path()});  // a directory, not a file
+    QCOMPARE(o.exit_code, 1);
+    QVERIFY2(o.err.contains(tmp_.path()), qPrintable(o.err));
+  }
+
+  void smallJobTrainsAndSummarises() {
+    const Outcome o = run_cli({"run", "resources/jobs/chars_gpt.json", "--set", "train.steps=6",
+                               "--set", "train.log_every=3", "--set", "train.eval_every=0",
+                               "--set", "train.eval_batches=1", "--set", "model.gpt.layers=1"});
+    QVERIFY2(o.exit_code == 0, qPrintable(o.err));
+    QVERIFY2(o.out.contains("step      3/6"), qPrintable(o.out));
+    QVERIFY2(o.out.contains("tokens/s"), qPrintable(o.out));
+    QVERIFY2(o.out.contains("summary: completed 6 steps"), qPrintable(o.out));
+    QVERIFY(o.err.isEmpty());
+  }
+
+  void infoReportsBuild() {
+    const Outcome o = run_cli({"info"});
+    QCOMPARE(o.exit_code, 0);
+    QVERIFY(o.out.startsWith("shardlab "));
+    QVERIFY(o.out.contains("mpi: ") && o.out.contains("cuda: "));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCli)
+#include "tst_cli.moc"
