@@ -1,0 +1,228 @@
+// validate(): the value rules of a job (ranges, choices, cross-field rules, fields not used by the
+// chosen kinds). Types and unknown keys are checked while reading, in job_schema.cpp.
+#include "engine/job/job_spec.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/core/error.h"
+#include "engine/job/job_schema.h"
+#include "engine/optim/validate.h"
+
+namespace shardlab {
+
+using job_detail::write_job;
+using nlohmann::json;
+
+namespace {
+
+const std::vector<std::string> kModelKinds = {"mlp", "gpt"};
+const std::vector<std::string> kDatasets = {"fashion-mnist", "chars"};
+const std::vector<std::string> kActivations = {"relu", "gelu"};
+const std::vector<std::string> kScheduleKinds = {"constant", "warmup_cosine"};
+
+// Fields that validate_optimizer_config() (the optimizer module's own rules: names, ranges and
+// the zero-default fields momentum, nesterov, initial_accumulator) does not reject when set for an
+// optimizer that ignores them, with the optimizers that read them.
+const std::map<std::string, std::set<std::string>> kOptimizerFieldUsers = {
+    {"beta1", {"adam", "adamw"}},
+    {"beta2", {"adam", "adamw"}},
+    {"eps", {"adam", "adamw", "rmsprop", "adagrad"}},
+    {"alpha", {"rmsprop"}},
+};
+
+std::string quoted_list(const std::vector<std::string>& items) {
+  std::string s;
+  for (const auto& item : items) s += (s.empty() ? "\"" : ", \"") + item + "\"";
+  return s;
+}
+
+bool contains(const std::vector<std::string>& items, const std::string& x) {
+  return std::find(items.begin(), items.end(), x) != items.end();
+}
+
+class Checker {
+ public:
+  explicit Checker(const JobSpec& job)
+      : doc_(write_job<json>(job)), defaults_(write_job<json>(JobSpec{})) {}
+
+  std::vector<FieldError> take() { return std::move(errors_); }
+
+  void fail(std::string field, std::string message) {
+    errors_.push_back({std::move(field), std::move(message)});
+  }
+
+  template <class T>
+  void at_least(const std::string& field, T value, T min) {
+    if (!(value >= min)) fail(field, fmt::format("must be >= {}, got {}", min, value));
+  }
+  // lo <= value <= hi.
+  void in_range(const std::string& field, double value, double lo, double hi) {
+    if (!(value >= lo && value <= hi))
+      fail(field, fmt::format("must be in [{}, {}], got {}", lo, hi, value));
+  }
+  bool one_of(const std::string& field, const std::string& value,
+              const std::vector<std::string>& choices) {
+    if (contains(choices, value)) return true;
+    fail(field, fmt::format("must be one of {}, got \"{}\"", quoted_list(choices), value));
+    return false;
+  }
+
+  // True when the field at dotted `path` differs from its default.
+  bool is_set(const std::string& path) const {
+    const json::json_pointer ptr = pointer(path);
+    return doc_.at(ptr) != defaults_.at(ptr);
+  }
+  // Reports every field of `section` (a dotted path) that differs from its default.
+  void unused_section(const std::string& section, const std::string& why) {
+    const json::json_pointer ptr = pointer(section);
+    for (const auto& item : doc_.at(ptr).items())
+      if (item.value() != defaults_.at(ptr)[item.key()]) fail(section + "." + item.key(), why);
+  }
+  void unused_field(const std::string& path, const std::string& why) {
+    if (is_set(path)) fail(path, why);
+  }
+
+ private:
+  // "train.schedule" -> "/train/schedule".
+  static json::json_pointer pointer(const std::string& dotted) {
+    std::string s = "/";
+    s += dotted;
+    std::replace(s.begin(), s.end(), '.', '/');
+    return json::json_pointer(s);
+  }
+
+  json doc_, defaults_;
+  std::vector<FieldError> errors_;
+};
+
+void check_model(Checker& c, const JobSpec& job) {
+  const ModelConfig& m = job.model;
+  if (!c.one_of("model.kind", m.kind, kModelKinds)) return;
+  if (m.kind == "mlp") {
+    c.at_least<int64_t>("model.mlp.input_dim", m.mlp.input_dim, 1);
+    for (size_t i = 0; i < m.mlp.hidden.size(); ++i)
+      c.at_least<int64_t>(fmt::format("model.mlp.hidden[{}]", i), m.mlp.hidden[i], 1);
+    c.at_least<int64_t>("model.mlp.num_classes", m.mlp.num_classes, 2);
+    c.one_of("model.mlp.activation", m.mlp.activation, kActivations);
+    if (job.data.dataset == "fashion-mnist") {
+      // The data decides these; a different value could only be a mistake.
+      if (m.mlp.input_dim != 784)
+        c.fail(
+            "model.mlp.input_dim",
+            fmt::format("must be 784 for fashion-mnist (28x28 images), got {}", m.mlp.input_dim));
+      if (m.mlp.num_classes != 10)
+        c.fail("model.mlp.num_classes",
+               fmt::format("must be 10 for fashion-mnist, got {}", m.mlp.num_classes));
+    }
+    c.unused_section("model.gpt", "not used by model kind mlp");
+  } else {
+    const GptConfig& g = m.gpt;
+    c.at_least<int64_t>("model.gpt.vocab_size", g.vocab_size, 0);
+    c.at_least<int64_t>("model.gpt.context", g.context, 1);
+    c.at_least<int64_t>("model.gpt.width", g.width, 1);
+    c.at_least<int64_t>("model.gpt.layers", g.layers, 1);
+    c.at_least<int64_t>("model.gpt.heads", g.heads, 1);
+    c.at_least<int64_t>("model.gpt.mlp_ratio", g.mlp_ratio, 1);
+    if (g.heads >= 1 && g.width >= 1 && g.width % g.heads != 0)
+      c.fail("model.gpt.heads",
+             fmt::format("must divide model.gpt.width ({}), got {}", g.width, g.heads));
+    c.unused_section("model.mlp", "not used by model kind gpt");
+  }
+}
+
+void check_data(Checker& c, const JobSpec& job) {
+  const DataConfig& d = job.data;
+  if (c.one_of("data.dataset", d.dataset, kDatasets)) {
+    const std::string& kind = job.model.kind;
+    if (kind == "mlp" && d.dataset != "fashion-mnist")
+      c.fail("data.dataset",
+             fmt::format("model kind mlp needs \"fashion-mnist\", got \"{}\"", d.dataset));
+    if (kind == "gpt" && d.dataset != "chars")
+      c.fail("data.dataset", fmt::format("model kind gpt needs \"chars\", got \"{}\"", d.dataset));
+    if (d.dataset == "fashion-mnist") {
+      if (d.path.empty()) c.fail("data.path", "must not be empty");
+      c.unused_field("data.corpus", "not used by dataset fashion-mnist");
+      c.unused_field("data.eval_fraction",
+                     "not used by dataset fashion-mnist (it has its own test set)");
+    } else {
+      c.unused_field("data.path", "not used by dataset chars (list text files in data.corpus)");
+      for (size_t i = 0; i < d.corpus.size(); ++i)
+        if (d.corpus[i].empty()) c.fail(fmt::format("data.corpus[{}]", i), "must not be empty");
+      if (!(d.eval_fraction > 0 && d.eval_fraction < 1))
+        c.fail("data.eval_fraction", fmt::format("must be in (0, 1), got {}", d.eval_fraction));
+    }
+  }
+  c.at_least<int64_t>("data.train_limit", d.train_limit, 0);
+  c.at_least<int64_t>("data.eval_limit", d.eval_limit, 0);
+}
+
+void check_optimizer(Checker& c, const OptimizerConfig& o) {
+  try {
+    validate_optimizer_config(o);
+  } catch (const InvalidArgument& e) {
+    // Its messages read "optimizer.<field>: <problem>"; it stops at the first problem.
+    const std::string what = e.what();
+    const size_t colon = what.find(": ");
+    if (what.rfind("optimizer.", 0) == 0 && colon != std::string::npos)
+      c.fail(what.substr(0, colon), what.substr(colon + 2));
+    else
+      c.fail("optimizer", what);
+    return;
+  }
+  for (const auto& [key, users] : kOptimizerFieldUsers)
+    if (!users.count(o.name)) c.unused_field("optimizer." + key, "not used by " + o.name);
+}
+
+void check_train(Checker& c, const TrainConfig& t) {
+  c.at_least<int64_t>("train.steps", t.steps, 0);
+  c.at_least<int64_t>("train.epochs", t.epochs, 0);
+  if (t.steps == 0 && t.epochs == 0)
+    c.fail("train.steps", "set train.steps or train.epochs (both are 0)");
+  if (t.steps > 0 && t.epochs != 0)
+    c.fail("train.epochs", "not used when train.steps is set (set one of the two)");
+  c.at_least<int64_t>("train.batch_size", t.batch_size, 1);
+  c.at_least<int64_t>("train.eval_every", t.eval_every, 0);
+  c.at_least<int64_t>("train.eval_batches", t.eval_batches, 0);
+  c.at_least<int64_t>("train.log_every", t.log_every, 1);
+
+  const ScheduleConfig& s = t.schedule;
+  if (c.one_of("train.schedule.kind", s.kind, kScheduleKinds)) {
+    if (s.kind == "constant") {
+      c.unused_field("train.schedule.warmup_steps", "not used by schedule constant");
+      c.unused_field("train.schedule.min_lr_ratio", "not used by schedule constant");
+    } else {
+      c.at_least<int64_t>("train.schedule.warmup_steps", s.warmup_steps, 0);
+      c.in_range("train.schedule.min_lr_ratio", s.min_lr_ratio, 0, 1);
+    }
+  }
+
+  const EarlyStoppingConfig& e = t.early_stopping;
+  c.at_least<int64_t>("train.early_stopping.patience", e.patience, 0);
+  c.at_least("train.early_stopping.min_delta", e.min_delta, 0.0);
+  if (e.patience == 0) {
+    c.unused_field("train.early_stopping.min_delta", "not used when patience is 0");
+  } else if (e.patience > 0 && t.eval_every == 0) {
+    c.fail("train.early_stopping.patience",
+           "needs train.eval_every > 0 (evaluations during training)");
+  }
+}
+
+}  // namespace
+
+std::vector<FieldError> validate(const JobSpec& job) {
+  Checker c(job);
+  if (job.name.empty()) c.fail("name", "must not be empty");
+  check_model(c, job);
+  check_data(c, job);
+  check_optimizer(c, job.optimizer);
+  check_train(c, job.train);
+  return c.take();
+}
+
+}  // namespace shardlab
