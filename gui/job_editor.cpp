@@ -27,7 +27,9 @@ JobEditor::JobEditor(QWidget* parent) : QWidget(parent) {
   connect(edit_, &QPlainTextEdit::textChanged, &debounce_, qOverload<>(&QTimer::start));
 }
 
-QString JobEditor::text() const { return edit_->toPlainText(); }
+QString JobEditor::text() const {
+  return edit_->toPlainText();
+}
 
 void JobEditor::setText(const QString& json) {
   edit_->setPlainText(json);
@@ -42,9 +44,9 @@ bool JobEditor::validateNow() {
   try {
     // The same parser and validation as `shardlab run`, so both report a job identically.
     const JobSpec job = job_from_json(parse_job_json(text().toStdString(), "editor"));
-    summary_ = QString::fromStdString(fmt::format(
-        "{}: {} model, {} lr {:g}, {} steps of batch {}", job.name, job.model.kind,
-        job.optimizer.name, job.optimizer.lr, job.train.steps, job.train.batch_size));
+    summary_ = QString::fromStdString(
+        fmt::format("{}: {} model, {} lr {:g}, {} steps of batch {}", job.name, job.model.kind,
+                    job.optimizer.name, job.optimizer.lr, job.train.steps, job.train.batch_size));
     valid_ = true;
   } catch (const Error& e) {
     problem_ = QString::fromUtf8(e.what());

@@ -21,11 +21,13 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   });
   file->addAction(tr("&Save"), QKeySequence::Save, this, [this] {
     QString p = file_;
-    if (p.isEmpty()) p = QFileDialog::getSaveFileName(this, tr("Save job"), {}, tr("Jobs (*.json)"));
+    if (p.isEmpty())
+      p = QFileDialog::getSaveFileName(this, tr("Save job"), {}, tr("Jobs (*.json)"));
     if (!p.isEmpty()) saveFile(p);
   });
   file->addAction(tr("Save &As…"), QKeySequence::SaveAs, this, [this] {
-    const QString p = QFileDialog::getSaveFileName(this, tr("Save job"), file_, tr("Jobs (*.json)"));
+    const QString p =
+        QFileDialog::getSaveFileName(this, tr("Save job"), file_, tr("Jobs (*.json)"));
     if (!p.isEmpty()) saveFile(p);
   });
   file->addSeparator();

@@ -8,8 +8,7 @@ Args::Args(const std::vector<std::string>& argv, const ArgSpec& spec) {
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string& a = argv[i];
     if (a.size() < 2 || a.rfind("--", 0) != 0) {
-      if (!a.empty() && a[0] == '-' && a != "-")
-        SL_THROW(UsageError, "unknown option '{}'", a);
+      if (!a.empty() && a[0] == '-' && a != "-") SL_THROW(UsageError, "unknown option '{}'", a);
       positional_.push_back(a);
       continue;
     }
@@ -35,7 +34,9 @@ Args::Args(const std::vector<std::string>& argv, const ArgSpec& spec) {
   }
 }
 
-bool Args::has(const std::string& name) const { return values_.count(name) > 0; }
+bool Args::has(const std::string& name) const {
+  return values_.count(name) > 0;
+}
 
 std::vector<std::string> Args::all(const std::string& name) const {
   std::vector<std::string> out;

@@ -27,7 +27,8 @@ std::vector<std::string> split_list(const std::string& s) {
 
 int bench_optimizer(const std::vector<std::string>& argv) {
   Args args(argv, {{"--params", "--reps", "--optimizers"}, {}});
-  if (!args.positional().empty()) SL_THROW(UsageError, "unexpected argument '{}'", args.positional()[0]);
+  if (!args.positional().empty())
+    SL_THROW(UsageError, "unexpected argument '{}'", args.positional()[0]);
   OptimizerBenchOptions opt;
   opt.n = args.get_int("--params", opt.n, 1024, int64_t{1} << 31);
   opt.reps = static_cast<int>(args.get_int("--reps", opt.reps, 1, 1000));
@@ -44,7 +45,8 @@ int bench_optimizer(const std::vector<std::string>& argv) {
 
 int bench_mlp(const std::vector<std::string>& argv) {
   Args args(argv, {{"--steps", "--batch", "--data"}, {}});
-  if (!args.positional().empty()) SL_THROW(UsageError, "unexpected argument '{}'", args.positional()[0]);
+  if (!args.positional().empty())
+    SL_THROW(UsageError, "unexpected argument '{}'", args.positional()[0]);
   JobSpec job;
   job.name = "bench-mlp";
   job.model.kind = "mlp";

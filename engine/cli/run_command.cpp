@@ -29,7 +29,8 @@ std::string model_line(const TrainingSetup& s) {
 int run_command(const std::vector<std::string>& argv) {
   Args args(argv, {{"--set"}, {"--quiet"}});
   if (args.positional().size() != 1)
-    SL_THROW(UsageError, "run needs exactly one job file, e.g. shardlab run resources/jobs/fashion_mlp.json");
+    SL_THROW(UsageError,
+             "run needs exactly one job file, e.g. shardlab run resources/jobs/fashion_mlp.json");
   const bool quiet = args.has("--quiet");
 
   Stopwatch total;
@@ -49,7 +50,8 @@ int run_command(const std::vector<std::string>& argv) {
     cb.on_log = [&](const StepInfo& s) {
       fmt::print("step {:>6}/{}  epoch {:>3}  loss {:.4f}  lr {:.3e}  {:.0f} {}/s\n", s.step,
                  s.total_steps, s.epoch, s.loss, s.lr,
-                 tokens ? s.tokens_per_second : s.samples_per_second, tokens ? "tokens" : "samples");
+                 tokens ? s.tokens_per_second : s.samples_per_second,
+                 tokens ? "tokens" : "samples");
       std::fflush(stdout);
     };
     cb.on_eval = [&](const EvalResult& e) {
@@ -61,7 +63,8 @@ int run_command(const std::vector<std::string>& argv) {
   const TrainResult r = run_training(setup, cb);
   const EvalResult& fe = r.final_eval();
   fmt::print(
-      "summary: {} | eval accuracy {:.2f}%  eval loss {:.4f} | {} steps, train {:.1f} s, eval {:.1f} s, "
+      "summary: {} | eval accuracy {:.2f}%  eval loss {:.4f} | {} steps, train {:.1f} s, eval "
+      "{:.1f} s, "
       "total {:.1f} s | {:.0f} {}/s\n",
       r.stop_reason, 100.0 * fe.accuracy, fe.loss, r.steps, r.train_seconds, r.eval_seconds,
       total.seconds(), tokens ? r.tokens_per_second : r.samples_per_second,

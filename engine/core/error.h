@@ -15,7 +15,8 @@ namespace shardlab {
 
 class Error : public std::runtime_error {
  public:
-  Error(const std::string& msg, std::string where) : std::runtime_error(msg), where_(std::move(where)) {}
+  Error(const std::string& msg, std::string where)
+      : std::runtime_error(msg), where_(std::move(where)) {}
   const std::string& where() const noexcept { return where_; }
 
  private:
@@ -23,15 +24,25 @@ class Error : public std::runtime_error {
 };
 
 // Bad input from a user: job files, flags, shapes passed to an API, configuration values.
-class InvalidArgument : public Error { using Error::Error; };
+class InvalidArgument : public Error {
+  using Error::Error;
+};
 // A file or stream that cannot be opened, read or written.
-class IoError : public Error { using Error::Error; };
+class IoError : public Error {
+  using Error::Error;
+};
 // Data that was read but is malformed: corrupt or truncated files, bad magic numbers.
-class FormatError : public Error { using Error::Error; };
+class FormatError : public Error {
+  using Error::Error;
+};
 // A wait that ran past its deadline.
-class TimeoutError : public Error { using Error::Error; };
+class TimeoutError : public Error {
+  using Error::Error;
+};
 // A broken invariant inside ShardLab itself: a bug, not a user mistake.
-class InternalError : public Error { using Error::Error; };
+class InternalError : public Error {
+  using Error::Error;
+};
 
 namespace detail {
 std::string where(const char* file, int line, const char* cond);
@@ -44,11 +55,10 @@ std::string where(const char* file, int line, const char* cond);
   throw Type(fmt::format(__VA_ARGS__), ::shardlab::detail::where(__FILE__, __LINE__, nullptr))
 
 // Throw `Type` with a fmt-style message unless `cond` holds.
-#define SL_ENFORCE_T(Type, cond, ...)                                                   \
-  do {                                                                                  \
-    if (!(cond))                                                                        \
-      throw Type(fmt::format(__VA_ARGS__),                                              \
-                 ::shardlab::detail::where(__FILE__, __LINE__, #cond));                 \
+#define SL_ENFORCE_T(Type, cond, ...)                                                             \
+  do {                                                                                            \
+    if (!(cond))                                                                                  \
+      throw Type(fmt::format(__VA_ARGS__), ::shardlab::detail::where(__FILE__, __LINE__, #cond)); \
   } while (0)
 
 // Invariants and argument checks inside the library: throws InvalidArgument.

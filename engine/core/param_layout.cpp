@@ -9,8 +9,7 @@ int ParamLayout::add(std::string name, Shape shape, int block) {
   SL_ENFORCE(params_.empty() || block >= params_.back().block,
              "parameter '{}' declared in block {} after block {}: blocks must be declared in order",
              name, block, params_.back().block);
-  for (const auto& p : params_)
-    SL_ENFORCE(p.name != name, "parameter '{}' declared twice", name);
+  for (const auto& p : params_) SL_ENFORCE(p.name != name, "parameter '{}' declared twice", name);
   ParamInfo info;
   info.name = std::move(name);
   info.numel = numel_of(shape);
@@ -46,7 +45,10 @@ IndexRange ParamLayout::block_range(int block) const {
     // An empty block sits where the next block starts.
     int64_t at = size_;
     for (const auto& p : params_)
-      if (p.block > block) { at = p.offset; break; }
+      if (p.block > block) {
+        at = p.offset;
+        break;
+      }
     r = {at, at};
   }
   return r;

@@ -21,9 +21,11 @@ std::string to_string(const Shape& shape) {
   return s + "]";
 }
 
-Tensor::Tensor(Shape shape) : shape_(std::move(shape)), data_(static_cast<size_t>(numel_of(shape_))) {}
+Tensor::Tensor(Shape shape)
+    : shape_(std::move(shape)), data_(static_cast<size_t>(numel_of(shape_))) {}
 
-Tensor::Tensor(Shape shape, std::vector<float> values) : shape_(std::move(shape)), data_(std::move(values)) {
+Tensor::Tensor(Shape shape, std::vector<float> values)
+    : shape_(std::move(shape)), data_(std::move(values)) {
   SL_ENFORCE(numel_of(shape_) == static_cast<int64_t>(data_.size()),
              "tensor of shape {} needs {} values, got {}", to_string(shape_), numel_of(shape_),
              data_.size());
@@ -42,11 +44,16 @@ void Tensor::resize(const Shape& shape) {
 }
 
 void Tensor::reshape(const Shape& shape) {
-  SL_ENFORCE(numel_of(shape) == numel(), "cannot reshape {} to {}", to_string(shape_), to_string(shape));
+  SL_ENFORCE(numel_of(shape) == numel(), "cannot reshape {} to {}", to_string(shape_),
+             to_string(shape));
   shape_ = shape;
 }
 
-void Tensor::zero() { std::fill(data_.begin(), data_.end(), 0.0f); }
-void Tensor::fill(float v) { std::fill(data_.begin(), data_.end(), v); }
+void Tensor::zero() {
+  std::fill(data_.begin(), data_.end(), 0.0f);
+}
+void Tensor::fill(float v) {
+  std::fill(data_.begin(), data_.end(), v);
+}
 
 }  // namespace shardlab

@@ -16,8 +16,8 @@ struct DataConfig {
   // chars: text files or directories of them; empty means the fortunes package's files, falling
   // back to the corpus shipped in resources/corpus.
   std::vector<std::string> corpus;
-  int64_t train_limit = 0;  // use only the first N training samples (0: all)
-  int64_t eval_limit = 0;   // use only the first N evaluation samples (0: all)
+  int64_t train_limit = 0;     // use only the first N training samples (0: all)
+  int64_t eval_limit = 0;      // use only the first N evaluation samples (0: all)
   double eval_fraction = 0.1;  // chars: share of the text held out for evaluation (the tail)
   // (The data order is seeded by train.seed, where the sampler lives.)
 };

@@ -12,8 +12,10 @@ namespace shardlab {
 void validate_mlp_config(const MlpConfig& config) {
   SL_ENFORCE(config.input_dim > 0, "model.mlp.input_dim: must be > 0, got {}", config.input_dim);
   for (size_t i = 0; i < config.hidden.size(); ++i)
-    SL_ENFORCE(config.hidden[i] > 0, "model.mlp.hidden[{}]: must be > 0, got {}", i, config.hidden[i]);
-  SL_ENFORCE(config.num_classes > 0, "model.mlp.num_classes: must be > 0, got {}", config.num_classes);
+    SL_ENFORCE(config.hidden[i] > 0, "model.mlp.hidden[{}]: must be > 0, got {}", i,
+               config.hidden[i]);
+  SL_ENFORCE(config.num_classes > 0, "model.mlp.num_classes: must be > 0, got {}",
+             config.num_classes);
   SL_ENFORCE(config.activation == "relu" || config.activation == "gelu",
              "model.mlp.activation: unknown activation '{}' (expected relu or gelu)",
              config.activation);

@@ -14,7 +14,8 @@ TrainingSetup build_training(const JobSpec& job) {
     Batch probe;
     const int64_t first = 0;
     s.data.train->gather(std::span<const int64_t>(&first, 1), probe);
-    SL_ENFORCE(probe.input.rank() == 2, "model.kind: mlp needs flat feature vectors, dataset gives {}",
+    SL_ENFORCE(probe.input.rank() == 2,
+               "model.kind: mlp needs flat feature vectors, dataset gives {}",
                to_string(probe.input.shape()));
     mc.mlp.input_dim = probe.input.dim(1);
     mc.mlp.num_classes = s.data.train->num_classes();

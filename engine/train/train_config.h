@@ -18,13 +18,13 @@ struct EarlyStoppingConfig {
 };
 
 struct TrainConfig {
-  int64_t steps = 0;    // optimizer steps; 0 means use epochs
-  int64_t epochs = 0;   // passes over the training set when steps is 0
+  int64_t steps = 0;   // optimizer steps; 0 means use epochs
+  int64_t epochs = 0;  // passes over the training set when steps is 0
   int64_t batch_size = 64;
-  int64_t eval_every = 0;  // steps between evaluations (0: only at the end)
+  int64_t eval_every = 0;    // steps between evaluations (0: only at the end)
   int64_t eval_batches = 0;  // batches per evaluation (0: the whole evaluation set)
-  int64_t log_every = 50;  // steps between progress lines
-  uint64_t seed = 1;       // data order
+  int64_t log_every = 50;    // steps between progress lines
+  uint64_t seed = 1;         // data order
   ScheduleConfig schedule;
   EarlyStoppingConfig early_stopping;
 };

@@ -71,7 +71,8 @@ TrainResult Trainer::run(const TrainerCallbacks& callbacks) {
   Tensor dlogits;
 
   const int64_t eval_samples =
-      config_.eval_batches > 0 ? config_.eval_batches * std::max<int64_t>(config_.batch_size, 256) : 0;
+      config_.eval_batches > 0 ? config_.eval_batches * std::max<int64_t>(config_.batch_size, 256)
+                               : 0;
   double best_eval = std::numeric_limits<double>::infinity();
   int64_t evals_without_gain = 0;
 
@@ -133,8 +134,10 @@ TrainResult Trainer::run(const TrainerCallbacks& callbacks) {
       info.epoch = sampler.epoch();
       info.loss = window_loss / static_cast<double>(window_steps);
       info.lr = lr;
-      info.samples_per_second = window_seconds > 0 ? static_cast<double>(window_samples) / window_seconds : 0;
-      info.tokens_per_second = window_seconds > 0 ? static_cast<double>(window_rows) / window_seconds : 0;
+      info.samples_per_second =
+          window_seconds > 0 ? static_cast<double>(window_samples) / window_seconds : 0;
+      info.tokens_per_second =
+          window_seconds > 0 ? static_cast<double>(window_rows) / window_seconds : 0;
       callbacks.on_log(info);
       window_loss = window_seconds = 0;
       window_steps = window_samples = window_rows = 0;

@@ -20,8 +20,8 @@ struct StepInfo {
   int64_t step = 0;  // 1-based: the number of optimizer steps done
   int64_t total_steps = 0;
   int64_t epoch = 0;
-  double loss = 0;       // mean training loss over the steps since the last progress line
-  double lr = 0;         // learning rate of this step
+  double loss = 0;                // mean training loss over the steps since the last progress line
+  double lr = 0;                  // learning rate of this step
   double samples_per_second = 0;  // over the steps since the last progress line, training only
   double tokens_per_second = 0;   // target rows per second (= samples/s for classifiers)
 };
@@ -38,7 +38,7 @@ struct TrainResult {
   std::vector<EvalResult> evals;  // every evaluation, the final one last
   int64_t steps = 0;
   bool stopped_early = false;
-  std::string stop_reason;  // why the run ended
+  std::string stop_reason;   // why the run ended
   double train_seconds = 0;  // forward, backward and update, excluding evaluation
   double eval_seconds = 0;
   double samples_per_second = 0;

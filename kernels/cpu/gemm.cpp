@@ -13,6 +13,8 @@ void gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, cons
               b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
-void use_single_blas_thread() { openblas_set_num_threads(1); }
+void use_single_blas_thread() {
+  openblas_set_num_threads(1);
+}
 
 }  // namespace shardlab::kernels

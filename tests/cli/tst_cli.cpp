@@ -55,14 +55,15 @@ class TestCli : public QObject {
     QTest::addColumn<QString>("message");  // must appear on stderr's first line
 
     QTest::newRow("no command") << QStringList{} << 2 << "usage: shardlab";
-    QTest::newRow("unknown command") << QStringList{"frobnicate"} << 2 << "unknown command 'frobnicate'";
+    QTest::newRow("unknown command")
+        << QStringList{"frobnicate"} << 2 << "unknown command 'frobnicate'";
     QTest::newRow("run without job") << QStringList{"run"} << 2 << "run needs exactly one job file";
     QTest::newRow("wrong flag") << QStringList{"run", kMlpJob, "--bogus"} << 2
                                 << "unknown option '--bogus'";
-    QTest::newRow("flag without value") << QStringList{"run", kMlpJob, "--set"} << 2
-                                        << "option '--set' needs a value";
-    QTest::newRow("missing job file") << QStringList{"run", "no/such/job.json"} << 1
-                                      << "no/such/job.json";
+    QTest::newRow("flag without value")
+        << QStringList{"run", kMlpJob, "--set"} << 2 << "option '--set' needs a value";
+    QTest::newRow("missing job file")
+        << QStringList{"run", "no/such/job.json"} << 1 << "no/such/job.json";
     QTest::newRow("unknown optimizer")
         << QStringList{"run", kMlpJob, "--set", "optimizer.name=adamm"} << 1
         << "optimizer.name: unknown optimizer 'adamm'";
@@ -70,8 +71,8 @@ class TestCli : public QObject {
                                    << "optimizer.lrr: unknown field";
     QTest::newRow("bad value") << QStringList{"run", kMlpJob, "--set", "train.batch_size=-3"} << 1
                                << "train.batch_size";
-    QTest::newRow("malformed override") << QStringList{"run", kMlpJob, "--set", "novalue"} << 1
-                                        << "expected key=value";
+    QTest::newRow("malformed override")
+        << QStringList{"run", kMlpJob, "--set", "novalue"} << 1 << "expected key=value";
     QTest::newRow("missing dataset")
         << QStringList{"run", kMlpJob, "--set", "data.path=/nonexistent/fmnist"} << 1
         << "apt-get install dataset-fashion-mnist";
@@ -96,7 +97,8 @@ class TestCli : public QObject {
   }
 
   void malformedJobFilesNameFileAndPlace() {
-    const QString trailing = write("trailing.json", "{\"name\": \"x\",\n  \"train\": {\"steps\": 10,}\n}");
+    const QString trailing =
+        write("trailing.json", "{\"name\": \"x\",\n  \"train\": {\"steps\": 10,}\n}");
     Outcome o = run_cli({"run", trailing});
     QCOMPARE(o.exit_code, 1);
     QVERIFY2(o.err.startsWith("shardlab: error: " + trailing + ":2:"), qPrintable(o.err));
@@ -119,8 +121,8 @@ class TestCli : public QObject {
 
   void smallJobTrainsAndSummarises() {
     const Outcome o = run_cli({"run", "resources/jobs/chars_gpt.json", "--set", "train.steps=6",
-                               "--set", "train.log_every=3", "--set", "train.eval_every=0",
-                               "--set", "train.eval_batches=1", "--set", "model.gpt.layers=1"});
+                               "--set", "train.log_every=3", "--set", "train.eval_every=0", "--set",
+                               "train.eval_batches=1", "--set", "model.gpt.layers=1"});
     QVERIFY2(o.exit_code == 0, qPrintable(o.err));
     QVERIFY2(o.out.contains("step      3/6"), qPrintable(o.out));
     QVERIFY2(o.out.contains("tokens/s"), qPrintable(o.out));

@@ -21,7 +21,7 @@ class TestSchedule : public QObject {
     LrSchedule s({"warmup_cosine", 10, 0.1}, 1.0, 110);
     QCOMPARE(s.at(0), 0.1);  // 1/10 of the rate on the first step
     QCOMPARE(s.at(4), 0.5);
-    QCOMPARE(s.at(9), 1.0);  // full rate at the end of warm-up
+    QCOMPARE(s.at(9), 1.0);   // full rate at the end of warm-up
     QCOMPARE(s.at(10), 1.0);  // cosine starts at the top
     // Halfway through the 99 decay intervals: min + (max - min) * (1 + cos(pi/2)) / 2 = 0.55.
     const double mid = 0.1 + 0.9 * 0.5 * (1.0 + std::cos(M_PI * 49.5 / 99.0));

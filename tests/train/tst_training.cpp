@@ -52,7 +52,8 @@ class TestTraining : public QObject {
   // English text sits near 3.3; the untrained model near ln(vocab) ~ 4.5).
   void charModelLossFalls() {
     // The example job as shipped (400 steps), evaluated on 1,024 held-out windows.
-    JobSpec job = load_job(kJobs + "chars_gpt.json", {"train.eval_every=0", "train.eval_batches=4"});
+    JobSpec job =
+        load_job(kJobs + "chars_gpt.json", {"train.eval_every=0", "train.eval_batches=4"});
     TrainingSetup setup = build_training(job);
     Trainer trainer(*setup.model, *setup.optimizer, *setup.data.train, setup.data.eval.get(),
                     setup.job.train, setup.job.optimizer.lr);
@@ -83,11 +84,11 @@ class TestTraining : public QObject {
   // With a learning rate far too low the eval loss gets no better, and patience 2 stops the run
   // after the third evaluation instead of running all steps.
   void earlyStoppingStopsARunThatDoesNotImprove() {
-    JobSpec job = load_job(kJobs + "chars_gpt.json",
-                           {"train.steps=200", "train.eval_every=5", "train.eval_batches=1",
-                            "model.gpt.layers=1", "optimizer.lr=0.0000001",
-                            "train.early_stopping.patience=2",
-                            "train.early_stopping.min_delta=0.5"});
+    JobSpec job =
+        load_job(kJobs + "chars_gpt.json",
+                 {"train.steps=200", "train.eval_every=5", "train.eval_batches=1",
+                  "model.gpt.layers=1", "optimizer.lr=0.0000001", "train.early_stopping.patience=2",
+                  "train.early_stopping.min_delta=0.5"});
     TrainingSetup setup = build_training(job);
     const TrainResult r = run_training(setup);
     QVERIFY(r.stopped_early);
@@ -97,9 +98,8 @@ class TestTraining : public QObject {
   }
 
   void divergenceIsReportedNotHidden() {
-    JobSpec job = load_job(kJobs + "chars_gpt.json",
-                           {"train.steps=50", "model.gpt.layers=1", "optimizer.name=sgd",
-                            "optimizer.lr=1e30"});
+    JobSpec job = load_job(kJobs + "chars_gpt.json", {"train.steps=50", "model.gpt.layers=1",
+                                                      "optimizer.name=sgd", "optimizer.lr=1e30"});
     TrainingSetup setup = build_training(job);
     try {
       run_training(setup);
