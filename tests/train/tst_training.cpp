@@ -97,6 +97,21 @@ class TestTraining : public QObject {
     QVERIFY(QString::fromStdString(r.stop_reason).contains("early stop"));
   }
 
+  // train.epochs sets the run length when train.steps is 0: 320 windows in batches of 32 are
+  // 10 steps an epoch, so 2 epochs are 20 steps.
+  void epochsSetTheRunLength() {
+    JobSpec job = load_job(kJobs + "chars_gpt.json",
+                           {"train.steps=0", "train.epochs=2", "data.train_limit=320",
+                            "train.eval_every=0", "train.eval_batches=1", "model.gpt.layers=1"});
+    TrainingSetup setup = build_training(job);
+    int64_t last_epoch = -1;
+    TrainerCallbacks cb;
+    cb.on_log = [&](const StepInfo& s) { last_epoch = s.epoch; };
+    const TrainResult r = run_training(setup, cb);
+    QCOMPARE(r.steps, int64_t(20));
+    QCOMPARE(last_epoch, int64_t(1));  // epochs count from 0
+  }
+
   void divergenceIsReportedNotHidden() {
     JobSpec job = load_job(kJobs + "chars_gpt.json", {"train.steps=50", "model.gpt.layers=1",
                                                       "optimizer.name=sgd", "optimizer.lr=1e30"});
