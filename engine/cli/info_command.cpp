@@ -4,6 +4,7 @@
 
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
+#include "kernels/cpu/gemm.h"
 
 #ifdef SHARDLAB_HAVE_MPI
 #include <mpi.h>
@@ -18,6 +19,14 @@ int info_command(const std::vector<std::string>& argv) {
   Args args(argv, {});
   if (!args.positional().empty()) SL_THROW(UsageError, "info takes no arguments");
   fmt::print("shardlab {}\n", SHARDLAB_VERSION);
+  const std::string core = kernels::blas_core_name();
+  fmt::print("blas: {}; kernels for {}\n", kernels::blas_config(), core);
+  // OpenBLAS picks kernels by CPU model; virtual machines that report an unnamed CPU can get the
+  // generic SSE3 ones. Measured here: MLP training about 2x faster with OPENBLAS_CORETYPE=Haswell.
+  if (core == "Prescott" && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    fmt::print(
+        "  note: this CPU has AVX2/FMA but OpenBLAS chose generic kernels; set\n"
+        "  OPENBLAS_CORETYPE=Haswell (or SkylakeX with AVX-512) for faster matrix multiplies\n");
 #ifdef SHARDLAB_HAVE_MPI
   // MPI_Get_library_version may be called before MPI_Init (MPI 3.0, section 8.1.2).
   char version[MPI_MAX_LIBRARY_VERSION_STRING];

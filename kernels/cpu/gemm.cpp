@@ -17,4 +17,11 @@ void use_single_blas_thread() {
   openblas_set_num_threads(1);
 }
 
+std::string blas_config() {
+  return openblas_get_config();
+}
+std::string blas_core_name() {
+  return openblas_get_corename();
+}
+
 }  // namespace shardlab::kernels

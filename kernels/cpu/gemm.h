@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace shardlab::kernels {
 
@@ -15,5 +16,9 @@ void gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, cons
 // ShardLab runs one BLAS thread per rank (ranks are the parallelism); call once per process
 // before any GEMM.
 void use_single_blas_thread();
+
+// The BLAS library and the kernel family it chose for this CPU, e.g. "OpenBLAS 0.3.21 ... / Haswell".
+std::string blas_config();
+std::string blas_core_name();
 
 }  // namespace shardlab::kernels

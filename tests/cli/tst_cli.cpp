@@ -135,6 +135,7 @@ class TestCli : public QObject {
     QCOMPARE(o.exit_code, 0);
     QVERIFY(o.out.startsWith("shardlab "));
     QVERIFY(o.out.contains("mpi: ") && o.out.contains("cuda: "));
+    QVERIFY2(o.out.contains("blas: OpenBLAS"), qPrintable(o.out));
   }
 };
 
