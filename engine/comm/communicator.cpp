@@ -1,0 +1,113 @@
+#include "engine/comm/communicator.h"
+
+#include <algorithm>
+
+namespace shardlab {
+
+IndexRange chunk_range(int64_t total, int parts, int index) {
+  SL_ENFORCE(parts >= 1 && index >= 0 && index < parts, "chunk {} of {} parts", index, parts);
+  SL_ENFORCE(total >= 0, "negative element count {}", total);
+  const int64_t base = total / parts, extra = total % parts;
+  const int64_t begin = index * base + std::min<int64_t>(index, extra);
+  return {begin, begin + base + (index < extra ? 1 : 0)};
+}
+
+Communicator::Communicator(int rank, int size, std::string name, CommOptions options)
+    : rank_(rank), size_(size), name_(std::move(name)), options_(std::move(options)) {
+  SL_ENFORCE(size >= 1 && rank >= 0 && rank < size, "rank {} of a group of {}", rank, size);
+  SL_ENFORCE(options_.timeout.count() > 0, "communication timeout must be > 0 ms, got {}",
+             options_.timeout.count());
+}
+
+std::string Communicator::Call::describe() const {
+  return fmt::format("{} on group {} (seq {})", to_string(record.op), record.group, record.seq);
+}
+
+Communicator::Call Communicator::make_call(CommOp op, int64_t bytes, int peer, int tag) {
+  Call c;
+  c.record.op = op;
+  c.record.group = name_;
+  c.record.rank = rank_;
+  c.record.group_size = size_;
+  const bool p2p = op == CommOp::Send || op == CommOp::Recv;
+  c.record.seq = p2p ? p2p_seq_++ : collective_seq_++;
+  c.record.bytes = bytes;
+  c.record.peer = peer;
+  c.record.tag = tag;
+  c.record.start = Clock::now();
+  return c;
+}
+
+void Communicator::emit(CommRecord record, bool ok) const {
+  record.end = Clock::now();
+  record.ok = ok;
+  if (options_.sink) options_.sink->on_record(record);
+}
+
+namespace {
+constexpr int64_t kF = sizeof(float);
+}
+
+WorkHandle Communicator::all_reduce_async(std::span<float> data, ReduceOp op) {
+  Call c = make_call(CommOp::AllReduce, static_cast<int64_t>(data.size()) * kF, -1, 0);
+  c.reduce = op;
+  return do_all_reduce(data, c);
+}
+
+WorkHandle Communicator::reduce_scatter_async(std::span<const float> input, std::span<float> output,
+                                              ReduceOp op) {
+  const auto total = static_cast<int64_t>(input.size());
+  const IndexRange mine = chunk_range(total, size_, rank_);
+  SL_ENFORCE(static_cast<int64_t>(output.size()) == mine.size(),
+             "reduce_scatter on group {}: rank {} owns {} of the {} input elements, but the output "
+             "holds {}",
+             name_, rank_, mine.size(), total, output.size());
+  Call c = make_call(CommOp::ReduceScatter, total * kF, -1, 0);
+  c.reduce = op;
+  return do_reduce_scatter(input, output, c);
+}
+
+WorkHandle Communicator::all_gather_async(std::span<const float> input, std::span<float> output) {
+  const auto total = static_cast<int64_t>(output.size());
+  const IndexRange mine = chunk_range(total, size_, rank_);
+  SL_ENFORCE(static_cast<int64_t>(input.size()) == mine.size(),
+             "all_gather on group {}: rank {} owns {} of the {} output elements, but the input "
+             "holds {}",
+             name_, rank_, mine.size(), total, input.size());
+  return do_all_gather(input, output, make_call(CommOp::AllGather, total * kF, -1, 0));
+}
+
+WorkHandle Communicator::broadcast_async(std::span<float> data, int root) {
+  SL_ENFORCE(root >= 0 && root < size_,
+             "broadcast on group {}: root {} is not a rank of a group of {}", name_, root, size_);
+  Call c = make_call(CommOp::Broadcast, static_cast<int64_t>(data.size()) * kF, root, 0);
+  c.root = root;
+  return do_broadcast(data, c);
+}
+
+WorkHandle Communicator::barrier_async() {
+  return do_barrier(make_call(CommOp::Barrier, 0, -1, 0));
+}
+
+WorkHandle Communicator::send_async(std::span<const float> data, int peer, int tag) {
+  SL_ENFORCE(peer >= 0 && peer < size_ && peer != rank_,
+             "send on group {}: peer {} is not another rank of a group of {}", name_, peer, size_);
+  SL_ENFORCE(tag >= 0, "send on group {}: tag must be >= 0, got {}", name_, tag);
+  return do_send(data, make_call(CommOp::Send, static_cast<int64_t>(data.size()) * kF, peer, tag));
+}
+
+WorkHandle Communicator::recv_async(std::span<float> data, int peer, int tag) {
+  SL_ENFORCE(peer >= 0 && peer < size_ && peer != rank_,
+             "recv on group {}: peer {} is not another rank of a group of {}", name_, peer, size_);
+  SL_ENFORCE(tag >= 0, "recv on group {}: tag must be >= 0, got {}", name_, tag);
+  return do_recv(data, make_call(CommOp::Recv, static_cast<int64_t>(data.size()) * kF, peer, tag));
+}
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key, const std::string& name) {
+  SL_ENFORCE(!name.empty(), "split of group {}: the new group needs a name", name_);
+  // A split is a collective: it takes a sequence number so traces line up across ranks.
+  ++collective_seq_;
+  return do_split(color, key, name);
+}
+
+}  // namespace shardlab

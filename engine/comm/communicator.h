@@ -1,0 +1,149 @@
+// Communicator: a group of ranks and the collectives they run together. One interface, three
+// backends with the same file names: threads/ (ranks as threads of one process), mpi/ (OpenMPI,
+// processes under mpirun or srun) and nccl/ (GPUs; buffers are device pointers).
+//
+// Data is float32. Every rank of a group must issue the same collectives in the same order.
+//
+// Uneven counts. reduce_scatter and all_gather cut an array of `total` elements into size()
+// contiguous chunks with chunk_range(): the first total % size() chunks hold one element more
+// than the rest (10 over 4 ranks: 3, 3, 2, 2). Any total works, zero included; ranks whose chunk
+// is empty pass empty spans.
+//
+// Non-blocking. Each *_async call returns a WorkHandle at once; the buffers must stay alive and
+// untouched until wait() returns. The blocking forms are async + wait. Operations on one
+// communicator complete in the order they were issued.
+//
+// Timeouts and failures. Every wait is bounded by options().timeout. On timeout wait() throws
+// TimeoutError naming the operation, the group, the sequence number and, where the backend can
+// know, the ranks that had not arrived. A collective that cannot complete because a peer failed
+// throws CommError. Bad arguments (a buffer of the wrong size, a root or peer out of range) throw
+// InvalidArgument before anything is sent; calls that disagree across ranks (different counts,
+// ops or roots) throw CommError where the backend can see it (threads always; mpi when
+// options().check_calls is set, at the cost of one small extra exchange per collective).
+//
+// Records. Every operation, completed or failed, produces a CommRecord (op, group, bytes, start,
+// end, algbw, busbw) that goes to options().sink.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "engine/comm/comm_record.h"
+#include "engine/core/error.h"
+#include "engine/core/param_layout.h"
+
+namespace shardlab {
+
+// A collective that cannot complete: a peer failed, the group was torn down, or the ranks' calls
+// disagree. (Timeouts throw TimeoutError.)
+class CommError : public Error {
+  using Error::Error;
+};
+
+struct CommOptions {
+  std::chrono::milliseconds timeout{60000};  // bound on every wait
+  std::shared_ptr<CommSink> sink;            // receives a record per operation; may be null
+  // mpi: before each collective, compare op, count and root across ranks with one small
+  // all-reduce, so mismatched calls fail with a message instead of corrupting data or hanging.
+  // The threads backend always checks (it costs nothing there).
+  bool check_calls = false;
+};
+
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Blocks until the operation completes, at most the communicator's timeout; throws
+  // TimeoutError or CommError on failure. Later calls return at once or rethrow the same error.
+  virtual void wait() = 0;
+  // True once the operation has completed or failed; never blocks.
+  virtual bool done() = 0;
+};
+using WorkHandle = std::shared_ptr<Work>;
+
+// The chunk of an array of `total` elements that part `index` of `parts` owns (see above).
+IndexRange chunk_range(int64_t total, int parts, int index);
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& name() const { return name_; }
+  const CommOptions& options() const { return options_; }
+  virtual const char* backend() const = 0;  // "threads", "mpi", "nccl"
+
+  // In place over `data` (the same count on every rank). Avg divides the sum by size().
+  WorkHandle all_reduce_async(std::span<float> data, ReduceOp op);
+  // input: the whole array (the same count on every rank); output: this rank's chunk of the
+  // reduced array, chunk_range(input.size(), size(), rank()).size() elements.
+  WorkHandle reduce_scatter_async(std::span<const float> input, std::span<float> output,
+                                  ReduceOp op);
+  // input: this rank's chunk of an array of output.size() elements; output: the whole array.
+  WorkHandle all_gather_async(std::span<const float> input, std::span<float> output);
+  // Root's data is copied to every rank's `data` (the same count on every rank).
+  WorkHandle broadcast_async(std::span<float> data, int root);
+  WorkHandle barrier_async();
+  // Point to point, matched by (peer, tag) in issue order; counts must agree.
+  WorkHandle send_async(std::span<const float> data, int peer, int tag);
+  WorkHandle recv_async(std::span<float> data, int peer, int tag);
+
+  void all_reduce(std::span<float> data, ReduceOp op) { all_reduce_async(data, op)->wait(); }
+  void reduce_scatter(std::span<const float> input, std::span<float> output, ReduceOp op) {
+    reduce_scatter_async(input, output, op)->wait();
+  }
+  void all_gather(std::span<const float> input, std::span<float> output) {
+    all_gather_async(input, output)->wait();
+  }
+  void broadcast(std::span<float> data, int root) { broadcast_async(data, root)->wait(); }
+  void barrier() { barrier_async()->wait(); }
+  void send(std::span<const float> data, int peer, int tag) { send_async(data, peer, tag)->wait(); }
+  void recv(std::span<float> data, int peer, int tag) { recv_async(data, peer, tag)->wait(); }
+
+  // Collective over this group. Ranks passing the same color form a new group, ranked by (key,
+  // old rank), named `name` (e.g. "dp[3]"); a negative color joins no group and returns null.
+  std::unique_ptr<Communicator> split(int color, int key, const std::string& name);
+
+ protected:
+  Communicator(int rank, int size, std::string name, CommOptions options);
+
+  // A validated call: record has op, group, rank, group_size, seq, bytes, peer, tag and start.
+  struct Call {
+    CommRecord record;
+    ReduceOp reduce = ReduceOp::Sum;
+    int root = 0;
+    // "all_reduce on group dp[3] (seq 12)", for messages.
+    std::string describe() const;
+  };
+
+  virtual WorkHandle do_all_reduce(std::span<float> data, const Call& call) = 0;
+  virtual WorkHandle do_reduce_scatter(std::span<const float> input, std::span<float> output,
+                                       const Call& call) = 0;
+  virtual WorkHandle do_all_gather(std::span<const float> input, std::span<float> output,
+                                   const Call& call) = 0;
+  virtual WorkHandle do_broadcast(std::span<float> data, const Call& call) = 0;
+  virtual WorkHandle do_barrier(const Call& call) = 0;
+  virtual WorkHandle do_send(std::span<const float> data, const Call& call) = 0;
+  virtual WorkHandle do_recv(std::span<float> data, const Call& call) = 0;
+  virtual std::unique_ptr<Communicator> do_split(int color, int key, const std::string& name) = 0;
+
+  // Backends call this once per operation when it completes (ok) or fails on this rank: stamps
+  // the end time and hands the record to the sink.
+  void emit(CommRecord record, bool ok) const;
+
+ private:
+  Call make_call(CommOp op, int64_t bytes, int peer, int tag);
+
+  int rank_;
+  int size_;
+  std::string name_;
+  CommOptions options_;
+  uint64_t collective_seq_ = 0;
+  uint64_t p2p_seq_ = 0;
+};
+
+}  // namespace shardlab

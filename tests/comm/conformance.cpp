@@ -1,0 +1,211 @@
+#include "tests/comm/conformance.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace shardlab::conformance {
+namespace {
+
+void expect_equal(const Communicator& comm, const char* what, int64_t count,
+                  std::span<const float> got, const std::vector<float>& want) {
+  if (got.size() != want.size())
+    throw ConformanceFailure(fmt::format("{} count {} on {} rank {}: {} elements, expected {}",
+                                         what, count, comm.name(), comm.rank(), got.size(),
+                                         want.size()));
+  for (size_t i = 0; i < want.size(); ++i)
+    if (!(got[i] == want[i]) &&
+        !(std::abs(got[i] - want[i]) <= 1e-6f * std::max(1.0f, std::abs(want[i]))))
+      throw ConformanceFailure(
+          fmt::format("{} count {} on {} ({} ranks) rank {}: element {} is {}, expected {}", what,
+                      count, comm.name(), comm.size(), comm.rank(), i, got[i], want[i]));
+}
+
+// Rank r's contribution at index i: (r + 1) * pattern(i), pattern in [-3, 3].
+float contribution(int rank, int64_t i) {
+  return static_cast<float>((rank + 1) * ((i % 7) - 3));
+}
+
+float reduced(ReduceOp op, int n, int64_t i) {
+  const auto k = static_cast<float>((i % 7) - 3);
+  const float sum = k * static_cast<float>(n * (n + 1) / 2);
+  switch (op) {
+    case ReduceOp::Sum:
+      return sum;
+    case ReduceOp::Avg:
+      return sum / static_cast<float>(n);
+    case ReduceOp::Max:
+      return k >= 0 ? k * static_cast<float>(n) : k;
+    case ReduceOp::Min:
+      return k >= 0 ? k : k * static_cast<float>(n);
+  }
+  return 0;
+}
+
+}  // namespace
+
+const std::vector<int64_t>& sweep_counts() {
+  static const std::vector<int64_t> counts = {0, 1, 2, 3, 7, 13, 64, 97, 1000, 4099, 65536, 65537};
+  return counts;
+}
+
+void check_all_reduce(Communicator& comm, int64_t count, ReduceOp op) {
+  std::vector<float> data(static_cast<size_t>(count)), want(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    data[static_cast<size_t>(i)] = contribution(comm.rank(), i);
+    want[static_cast<size_t>(i)] = reduced(op, comm.size(), i);
+  }
+  comm.all_reduce(data, op);
+  expect_equal(comm, fmt::format("all_reduce({})", to_string(op)).c_str(), count, data, want);
+}
+
+void check_reduce_scatter(Communicator& comm, int64_t count, ReduceOp op) {
+  std::vector<float> input(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) input[static_cast<size_t>(i)] = contribution(comm.rank(), i);
+  const IndexRange mine = chunk_range(count, comm.size(), comm.rank());
+  std::vector<float> output(static_cast<size_t>(mine.size()), -99.0f), want;
+  for (int64_t i = mine.begin; i < mine.end; ++i) want.push_back(reduced(op, comm.size(), i));
+  comm.reduce_scatter(input, output, op);
+  expect_equal(comm, fmt::format("reduce_scatter({})", to_string(op)).c_str(), count, output, want);
+}
+
+void check_all_gather(Communicator& comm, int64_t count) {
+  // Element i is owned by the rank whose chunk holds it: its value names index and owner.
+  auto value = [&](int64_t i, int owner) { return static_cast<float>((i % 4096) + 10000 * owner); };
+  const IndexRange mine = chunk_range(count, comm.size(), comm.rank());
+  std::vector<float> input;
+  for (int64_t i = mine.begin; i < mine.end; ++i) input.push_back(value(i, comm.rank()));
+  std::vector<float> output(static_cast<size_t>(count), -1.0f), want;
+  for (int r = 0; r < comm.size(); ++r) {
+    const IndexRange c = chunk_range(count, comm.size(), r);
+    for (int64_t i = c.begin; i < c.end; ++i) want.push_back(value(i, r));
+  }
+  comm.all_gather(input, output);
+  expect_equal(comm, "all_gather", count, output, want);
+}
+
+void check_broadcast(Communicator& comm, int64_t count, int root) {
+  std::vector<float> data(static_cast<size_t>(count)), want(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    want[static_cast<size_t>(i)] = static_cast<float>((i % 11) + 100 * root);
+    data[static_cast<size_t>(i)] = comm.rank() == root ? want[static_cast<size_t>(i)] : -7.0f;
+  }
+  comm.broadcast(data, root);
+  expect_equal(comm, fmt::format("broadcast(root {})", root).c_str(), count, data, want);
+}
+
+void check_send_recv_ring(Communicator& comm, int64_t count) {
+  if (comm.size() < 2) return;
+  const int next = (comm.rank() + 1) % comm.size();
+  const int prev = (comm.rank() + comm.size() - 1) % comm.size();
+  auto value = [](int from, int64_t i) { return static_cast<float>(from * 1000 + (i % 997)); };
+  std::vector<float> out(static_cast<size_t>(count)), in(static_cast<size_t>(count), -1.0f), want;
+  for (int64_t i = 0; i < count; ++i) {
+    out[static_cast<size_t>(i)] = value(comm.rank(), i);
+    want.push_back(value(prev, i));
+  }
+  // Two messages with different tags, received in the opposite order to the sends: tags match.
+  std::vector<float> out2(out.rbegin(), out.rend()), in2(static_cast<size_t>(count), -1.0f);
+  std::vector<float> want2(want.rbegin(), want.rend());
+  auto s1 = comm.send_async(out, next, 1);
+  auto s2 = comm.send_async(out2, next, 2);
+  auto r2 = comm.recv_async(in2, prev, 2);
+  auto r1 = comm.recv_async(in, prev, 1);
+  r2->wait();
+  r1->wait();
+  s1->wait();
+  s2->wait();
+  expect_equal(comm, "recv(tag 1)", count, in, want);
+  expect_equal(comm, "recv(tag 2)", count, in2, want2);
+}
+
+void check_async_overlap(Communicator& comm, int64_t count) {
+  constexpr int kInFlight = 3;
+  std::vector<std::vector<float>> bufs(kInFlight, std::vector<float>(static_cast<size_t>(count)));
+  std::vector<WorkHandle> work;
+  for (int b = 0; b < kInFlight; ++b) {
+    for (int64_t i = 0; i < count; ++i)
+      bufs[b][static_cast<size_t>(i)] = contribution(comm.rank(), i + b);
+    work.push_back(comm.all_reduce_async(bufs[b], ReduceOp::Sum));
+  }
+  for (int b = kInFlight - 1; b >= 0; --b) work[b]->wait();
+  for (int b = 0; b < kInFlight; ++b) {
+    std::vector<float> want(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i)
+      want[static_cast<size_t>(i)] = reduced(ReduceOp::Sum, comm.size(), i + b);
+    expect_equal(comm, fmt::format("async all_reduce #{}", b).c_str(), count, bufs[b], want);
+    if (!work[b]->done()) throw ConformanceFailure("done() is false after wait()");
+  }
+}
+
+void check_barrier(Communicator& comm) {
+  for (int i = 0; i < 3; ++i) comm.barrier();
+}
+
+void check_split(Communicator& comm) {
+  const int n = comm.size(), r = comm.rank();
+  // 1. Even and odd ranks, each ordered by descending old rank.
+  {
+    auto sub = comm.split(r % 2, -r, fmt::format("parity[{}]", r % 2));
+    if (!sub) throw ConformanceFailure("split returned null for a non-negative color");
+    std::vector<int> members;
+    for (int q = n - 1; q >= 0; --q)
+      if (q % 2 == r % 2) members.push_back(q);
+    const auto pos = std::find(members.begin(), members.end(), r) - members.begin();
+    if (sub->size() != static_cast<int>(members.size()) || sub->rank() != pos)
+      throw ConformanceFailure(
+          fmt::format("parity split: rank {} got rank {} of {}, expected {} of {}", r, sub->rank(),
+                      sub->size(), pos, members.size()));
+    if (sub->name() != fmt::format("parity[{}]", r % 2))
+      throw ConformanceFailure("split name lost");
+    // The sum of old ranks + 1 over the members proves the group holds exactly them.
+    std::vector<float> v(5, static_cast<float>(r + 1));
+    sub->all_reduce(v, ReduceOp::Sum);
+    float want = 0;
+    for (int q : members) want += static_cast<float>(q + 1);
+    expect_equal(*sub, "parity all_reduce", 5, v, std::vector<float>(5, want));
+    check_all_gather(*sub, 13);
+    check_broadcast(*sub, 9, sub->size() - 1);
+  }
+  // 2. Rank 0 stays out (color -1); everyone else forms one group.
+  {
+    auto sub = comm.split(r == 0 ? -1 : 7, r, "rest");
+    if (r == 0) {
+      if (sub) throw ConformanceFailure("a negative color must give no group");
+    } else {
+      if (!sub || sub->size() != n - 1 || sub->rank() != r - 1)
+        throw ConformanceFailure(fmt::format("split without rank 0: rank {} got a wrong group", r));
+      check_all_reduce(*sub, 31, ReduceOp::Max);
+    }
+  }
+  // 3. Singleton groups work and need no peer.
+  {
+    auto sub = comm.split(r, 0, fmt::format("self[{}]", r));
+    if (!sub || sub->size() != 1 || sub->rank() != 0) throw ConformanceFailure("singleton split");
+    check_all_reduce(*sub, 10, ReduceOp::Sum);
+    check_reduce_scatter(*sub, 10, ReduceOp::Avg);
+    check_all_gather(*sub, 10);
+  }
+}
+
+void check_everything(Communicator& comm) {
+  for (int64_t count : sweep_counts()) {
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min}) {
+      check_all_reduce(comm, count, op);
+      check_reduce_scatter(comm, count, op);
+    }
+    check_all_gather(comm, count);
+    if (count <= 97) {
+      for (int root = 0; root < comm.size(); ++root) check_broadcast(comm, count, root);
+    } else {
+      check_broadcast(comm, count, comm.size() - 1);
+    }
+    check_send_recv_ring(comm, count);
+    check_async_overlap(comm, count);
+  }
+  check_barrier(comm);
+  check_split(comm);
+}
+
+}  // namespace shardlab::conformance
