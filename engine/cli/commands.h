@@ -9,6 +9,7 @@ namespace shardlab::cli {
 
 int run_command(const std::vector<std::string>& args);    // shardlab run JOB.json [--set k=v]...
 int bench_command(const std::vector<std::string>& args);  // shardlab bench optimizer|mlp [...]
-int info_command(const std::vector<std::string>& args);   // shardlab info
+int bench_comm_command(const std::vector<std::string>& args);  // shardlab bench comm [...]
+int info_command(const std::vector<std::string>& args);        // shardlab info
 
 }  // namespace shardlab::cli

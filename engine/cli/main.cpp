@@ -21,6 +21,8 @@ constexpr const char* kUsage =
     "  run JOB.json [--set key=value]... [--quiet]   train the job in this process\n"
     "  bench optimizer [--params N] [--reps R]        base-optimizer update throughput vs. triad\n"
     "  bench mlp [--steps N]                          MLP training throughput on Fashion-MNIST\n"
+    "  bench comm [--backend threads|mpi] [--ranks N] collective bandwidth, nccl-tests style\n"
+    "             [--min-bytes B] [--max-bytes B] [--ops all_reduce,...] [--iters N]\n"
     "  info                                           build options, MPI library, GPUs\n"
     "  help                                           this text\n"
     "\n"

@@ -38,7 +38,7 @@ Communicator::Call Communicator::make_call(CommOp op, int64_t bytes, int peer, i
   return c;
 }
 
-void Communicator::emit(CommRecord record, bool ok) const {
+void Communicator::report(CommRecord record, bool ok) const {
   record.end = Clock::now();
   record.ok = ok;
   if (options_.sink) options_.sink->on_record(record);

@@ -133,7 +133,7 @@ class Communicator {
 
   // Backends call this once per operation when it completes (ok) or fails on this rank: stamps
   // the end time and hands the record to the sink.
-  void emit(CommRecord record, bool ok) const;
+  void report(CommRecord record, bool ok) const;
 
  private:
   Call make_call(CommOp op, int64_t bytes, int peer, int tag);

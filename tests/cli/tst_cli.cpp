@@ -4,6 +4,7 @@
 #include <QtTest>
 
 #include <QProcess>
+#include <QStandardPaths>
 #include <QTemporaryDir>
 
 namespace {
@@ -128,6 +129,38 @@ class TestCli : public QObject {
     QVERIFY2(o.out.contains("tokens/s"), qPrintable(o.out));
     QVERIFY2(o.out.contains("summary: completed 6 steps"), qPrintable(o.out));
     QVERIFY(o.err.isEmpty());
+  }
+
+  // The threads backend's bench on small sizes: a table row per size, and the memcpy reference.
+  void benchCommThreads() {
+    const Outcome o = run_cli({"bench", "comm", "--backend", "threads", "--ranks", "3",
+                               "--max-bytes", "16384", "--ops", "all_reduce,all_gather"});
+    QVERIFY2(o.exit_code == 0, qPrintable(o.err));
+    QVERIFY2(o.out.contains("single-core memcpy"), qPrintable(o.out));
+    QVERIFY2(o.out.contains("threads backend, 3 ranks"), qPrintable(o.out));
+    for (const char* size : {"1 KiB", "2 KiB", "4 KiB", "8 KiB", "16 KiB"})
+      QVERIFY2(o.out.contains(size), qPrintable(o.out));
+    QCOMPARE(o.out.count("all_reduce"), 5);
+    QCOMPARE(o.out.count("all_gather"), 5);
+  }
+
+  // The mpi backend's bench under a real mpirun with 2 processes, raw MPI measured beside it.
+  void benchCommMpi() {
+    const QString mpirun = QStandardPaths::findExecutable("mpirun");
+    if (mpirun.isEmpty()) QSKIP("mpirun not found (apt-get install openmpi-bin)");
+    QProcess p;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("OMPI_ALLOW_RUN_AS_ROOT", "1");
+    env.insert("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    p.setProcessEnvironment(env);
+    p.start(mpirun, {"-np", "2", "--oversubscribe", SHARDLAB_CLI, "bench", "comm", "--backend",
+                     "mpi", "--max-bytes", "65536", "--ops", "all_reduce"});
+    QVERIFY(p.waitForFinished(120000));
+    const QString out = QString::fromUtf8(p.readAllStandardOutput());
+    QVERIFY2(p.exitCode() == 0, qPrintable(out + QString::fromUtf8(p.readAllStandardError())));
+    QVERIFY2(out.contains("mpi backend, 2 ranks"), qPrintable(out));
+    QVERIFY2(out.contains("raw MPI"), qPrintable(out));
+    QCOMPARE(out.count("all_reduce"), 7);  // 1 KiB .. 64 KiB, printed once (by rank 0)
   }
 
   void infoReportsBuild() {

@@ -1,0 +1,115 @@
+#include "engine/comm/mpi/world.h"
+
+#include <exception>
+#include <thread>
+
+#include "engine/comm/mpi/mpi_util.h"
+
+namespace shardlab {
+namespace {
+
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE:
+      return "MPI_THREAD_MULTIPLE";
+  }
+  return "an unknown thread level";
+}
+
+}  // namespace
+
+MpiSession::MpiSession(int* argc, char*** argv) : uncaught_at_start_(std::uncaught_exceptions()) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized)
+    SL_THROW(CommError, "MPI was already finalized in this process; it cannot restart");
+  if (initialized)
+    SL_THROW(CommError,
+             "MPI is already initialized in this process: create one MpiSession per process, "
+             "before any other use of MPI");
+  int provided = MPI_THREAD_SINGLE;
+  SL_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
+  if (provided < MPI_THREAD_MULTIPLE) {
+    MPI_Finalize();
+    SL_THROW(CommError,
+             "the MPI library provides {} but the mpi backend needs MPI_THREAD_MULTIPLE (every "
+             "communicator has a progress thread besides the callers); use an MPI built with "
+             "thread support (OpenMPI: --enable-mpi-thread-multiple, the default since 3.0)",
+             thread_level_name(provided));
+  }
+  try {
+    // Errors come back as return codes (and become CommError) instead of aborting the job.
+    SL_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    SL_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+    SL_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+    // Ranks on this node (a collective, like MPI_Init itself) against its cores.
+    MPI_Comm node = MPI_COMM_NULL;
+    int local = 1;
+    SL_MPI_CHECK(
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    SL_MPI_CHECK(MPI_Comm_size(node, &local));
+    MPI_Comm_free(&node);
+    const unsigned cores = std::thread::hardware_concurrency();
+    mpi_detail::set_hot_spin(cores != 0 && static_cast<unsigned>(local) <= cores
+                                 ? std::chrono::microseconds(50)
+                                 : std::chrono::microseconds(0));
+  } catch (...) {
+    MPI_Finalize();
+    throw;
+  }
+}
+
+MpiSession::~MpiSession() {
+  // MPI_Finalize synchronises with every other rank. A rank that is failing (an exception is
+  // unwinding through here) or that left an operation inside MPI would wait for peers that may
+  // never come; skipping it lets the process exit at once, and mpirun then ends the job.
+  if (std::uncaught_exceptions() > uncaught_at_start_) return;
+  if (mpi_detail::unfinished_operations() > 0) return;
+  MPI_Finalize();
+}
+
+std::unique_ptr<Communicator> make_mpi_world(const CommOptions& options) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized)
+    SL_THROW(CommError,
+             "make_mpi_world needs MPI running: create an MpiSession first and keep it alive while "
+             "communicators exist");
+  SL_ENFORCE(options.timeout.count() > 0, "communication timeout must be > 0 ms, got {}",
+             options.timeout.count());
+  int rank = 0;
+  SL_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  // MPI_Comm_idup, not MPI_Comm_dup: a rank that never gets here must not hang the others forever.
+  // Two: the communicator and the twin that carries its arrival gates.
+  MPI_Comm dup[2] = {MPI_COMM_NULL, MPI_COMM_NULL};
+  MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  SL_MPI_CHECK(MPI_Comm_idup(MPI_COMM_WORLD, &dup[0], &req[0]));
+  SL_MPI_CHECK(MPI_Comm_idup(MPI_COMM_WORLD, &dup[1], &req[1]));
+  const auto deadline = Clock::now() + options.timeout;
+  mpi_detail::Backoff backoff;
+  int done = 0;
+  for (;;) {
+    SL_MPI_CHECK(MPI_Testall(2, req, &done, MPI_STATUSES_IGNORE));
+    if (done || Clock::now() >= deadline) break;
+    backoff.pause();
+  }
+  if (!done) {
+    mpi_detail::add_unfinished(+1);  // the duplication stays pending inside MPI
+    SL_THROW(TimeoutError,
+             "creating the world communicator timed out after {} ms on rank {}: not every rank "
+             "called make_mpi_world in time (the mpi backend cannot tell which ranks had not "
+             "arrived); the process should end",
+             options.timeout.count(), rank);
+  }
+  return mpi_detail::adopt(dup[0], dup[1], "world", options);
+}
+
+}  // namespace shardlab

@@ -1,0 +1,96 @@
+// A rank that fails must not hang its peers: mpirun on mpi_rank_fails (rank 1 throws before an
+// all-reduce that the others enter with a 60 s timeout) must exit non-zero well before that
+// timeout, name the failing rank, and leave no process behind.
+#include <QtTest>
+
+#include <csignal>
+
+namespace {
+
+struct Outcome {
+  bool finished = false;
+  int exit_code = -1;
+  qint64 ms = 0;
+  QString out, err;
+};
+
+// The pids of running mpi_rank_fails processes (argv[0] is the helper; mpirun's is not).
+QList<qint64> helper_pids() {
+  QList<qint64> pids;
+  const QByteArray helper = SHARDLAB_MPI_RANK_FAILS;
+  for (const QString& entry : QDir("/proc").entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+    bool numeric = false;
+    const qint64 pid = entry.toLongLong(&numeric);
+    if (!numeric) continue;
+    QFile cmdline("/proc/" + entry + "/cmdline");
+    if (!cmdline.open(QIODevice::ReadOnly)) continue;
+    const QByteArray argv0 = cmdline.readAll().split('\0').value(0);
+    if (argv0 == helper) pids.push_back(pid);
+  }
+  return pids;
+}
+
+// Waits up to `ms` for every helper process to be gone; kills (by pid) what is left.
+bool no_helpers_left(int ms) {
+  QElapsedTimer t;
+  t.start();
+  while (!helper_pids().isEmpty() && t.elapsed() < ms) QThread::msleep(50);
+  const QList<qint64> left = helper_pids();
+  for (qint64 pid : left) ::kill(static_cast<pid_t>(pid), SIGKILL);
+  return left.isEmpty();
+}
+
+Outcome launch(int np, const QString& fail_rank) {
+  QProcess mpirun;
+  mpirun.setProgram(SHARDLAB_MPIEXEC);
+  mpirun.setArguments(
+      {"-n", QString::number(np), "--oversubscribe", SHARDLAB_MPI_RANK_FAILS, fail_rank});
+  QElapsedTimer t;
+  t.start();
+  mpirun.start();
+  Outcome o;
+  if (!mpirun.waitForStarted(10000)) return o;
+  o.finished = mpirun.waitForFinished(90000);
+  o.ms = t.elapsed();
+  if (!o.finished) {
+    mpirun.kill();
+    mpirun.waitForFinished(5000);
+  }
+  o.exit_code = mpirun.exitStatus() == QProcess::NormalExit ? mpirun.exitCode() : -1;
+  o.out = QString::fromLocal8Bit(mpirun.readAllStandardOutput());
+  o.err = QString::fromLocal8Bit(mpirun.readAllStandardError());
+  return o;
+}
+
+}  // namespace
+
+class TstCommMpiFailure : public QObject {
+  Q_OBJECT
+
+ private Q_SLOTS:
+  void initTestCase() { QVERIFY2(helper_pids().isEmpty(), "mpi_rank_fails already running"); }
+
+  // The control: with no failing rank the same job succeeds, so the test below can tell.
+  void jobSucceedsWithoutFailure() {
+    const Outcome o = launch(3, "none");
+    QVERIFY2(o.finished, "mpirun did not finish");
+    QVERIFY2(o.exit_code == 0, qPrintable(o.err));
+    for (int r = 0; r < 3; ++r)
+      QVERIFY2(o.out.contains(QString("rank %1: all_reduce ok (3)").arg(r)), qPrintable(o.out));
+    QVERIFY(no_helpers_left(5000));
+  }
+
+  void failingRankDoesNotHangPeers() {
+    const Outcome o = launch(3, "1");
+    QVERIFY2(o.finished, "mpirun still running after 90 s: the peers hung");
+    QVERIFY2(o.exit_code != 0, qPrintable(o.out + o.err));
+    // Well under the peers' 60 s timeout: mpirun tore the job down.
+    QVERIFY2(o.ms < 20000, qPrintable(QString("took %1 ms").arg(o.ms)));
+    QVERIFY2(o.err.contains("mpi_rank_fails: rank 1: boom"), qPrintable(o.err));
+    QVERIFY2(!o.out.contains("all_reduce ok"), qPrintable(o.out));
+    QVERIFY2(no_helpers_left(5000), "mpi_rank_fails processes left behind");
+  }
+};
+
+QTEST_GUILESS_MAIN(TstCommMpiFailure)
+#include "tst_comm_mpi_failure.moc"
