@@ -6,10 +6,9 @@
 #include <cmath>
 
 namespace shardlab::conformance {
-namespace {
 
-void expect_equal(const Communicator& comm, const char* what, int64_t count,
-                  std::span<const float> got, const std::vector<float>& want) {
+void expect_equal(const Communicator& comm, const std::string& what, int64_t count,
+                  std::span<const float> got, std::span<const float> want) {
   if (got.size() != want.size())
     throw ConformanceFailure(fmt::format("{} count {} on {} rank {}: {} elements, expected {}",
                                          what, count, comm.name(), comm.rank(), got.size(),
@@ -22,7 +21,6 @@ void expect_equal(const Communicator& comm, const char* what, int64_t count,
                       count, comm.name(), comm.size(), comm.rank(), i, got[i], want[i]));
 }
 
-// Rank r's contribution at index i: (r + 1) * pattern(i), pattern in [-3, 3].
 float contribution(int rank, int64_t i) {
   return static_cast<float>((rank + 1) * ((i % 7) - 3));
 }
@@ -42,8 +40,6 @@ float reduced(ReduceOp op, int n, int64_t i) {
   }
   return 0;
 }
-
-}  // namespace
 
 const std::vector<int64_t>& sweep_counts() {
   static const std::vector<int64_t> counts = {0, 1, 2, 3, 7, 13, 64, 97, 1000, 4099, 65536, 65537};

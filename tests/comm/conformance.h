@@ -9,7 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "engine/comm/communicator.h"
@@ -19,6 +21,16 @@ namespace shardlab::conformance {
 struct ConformanceFailure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// The value conventions, for suites that need their own wrappers (e.g. device buffers):
+// rank r contributes (r + 1) * pattern(i) at index i, pattern(i) = (i % 7) - 3 in [-3, 3];
+// reduced() is the exact result of reducing those over n ranks (Avg within 1e-6 relative).
+float contribution(int rank, int64_t i);
+float reduced(ReduceOp op, int n, int64_t i);
+// Throws ConformanceFailure naming `what`, the count, group, rank and first differing element.
+// Equal means == (or within 1e-6 relative, for Avg's division).
+void expect_equal(const Communicator& comm, const std::string& what, int64_t count,
+                  std::span<const float> got, std::span<const float> want);
 
 // Element counts every suite sweeps: empty, one, primes, powers of two and their neighbours, and
 // counts that do not divide by any group size 2..8.

@@ -24,6 +24,9 @@
 
 using namespace shardlab;
 using conformance::ConformanceFailure;
+using conformance::contribution;
+using conformance::expect_equal;
+using conformance::reduced;
 
 namespace {
 
@@ -60,42 +63,6 @@ class DeviceArray {
   float* data_ = nullptr;
   size_t count_ = 0;
 };
-
-void expect_equal(const Communicator& comm, const std::string& what, int64_t count,
-                  const std::vector<float>& got, const std::vector<float>& want) {
-  if (got.size() != want.size())
-    throw ConformanceFailure(fmt::format("{} count {} on {} rank {}: {} elements, expected {}",
-                                         what, count, comm.name(), comm.rank(), got.size(),
-                                         want.size()));
-  for (size_t i = 0; i < want.size(); ++i)
-    // Exact but for Avg, which NCCL may compute as a pre-scaled sum (a few ulps off).
-    if (!(got[i] == want[i]) &&
-        !(std::abs(got[i] - want[i]) <= 1e-6f * std::max(1.0f, std::abs(want[i]))))
-      throw ConformanceFailure(
-          fmt::format("{} count {} on {} ({} ranks) rank {}: element {} is {}, expected {}", what,
-                      count, comm.name(), comm.size(), comm.rank(), i, got[i], want[i]));
-}
-
-// Rank r's contribution at index i: (r + 1) * pattern(i), pattern in [-3, 3] (as in conformance).
-float contribution(int rank, int64_t i) {
-  return static_cast<float>((rank + 1) * ((i % 7) - 3));
-}
-
-float reduced(ReduceOp op, int n, int64_t i) {
-  const auto k = static_cast<float>((i % 7) - 3);
-  const float sum = k * static_cast<float>(n * (n + 1) / 2);
-  switch (op) {
-    case ReduceOp::Sum:
-      return sum;
-    case ReduceOp::Avg:
-      return sum / static_cast<float>(n);
-    case ReduceOp::Max:
-      return k >= 0 ? k * static_cast<float>(n) : k;
-    case ReduceOp::Min:
-      return k >= 0 ? k : k * static_cast<float>(n);
-  }
-  return 0;
-}
 
 std::vector<float> contributions(int rank, int64_t count, int64_t shift = 0) {
   std::vector<float> v(static_cast<size_t>(count));
