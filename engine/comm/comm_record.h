@@ -34,8 +34,11 @@ struct CommRecord {
   int peer = -1;            // send/recv: the other rank; broadcast: the root
   int tag = 0;              // send/recv
   Clock::time_point start;  // when the call was made
-  Clock::time_point end;    // when the operation completed on this rank
-  bool ok = true;           // false when it failed or timed out
+  // When completion was observed on this rank: for the threads backend and mpi collectives the
+  // moment the operation finished; for mpi send/recv and nccl the moment wait(), done() or a
+  // later call noticed it, so an overlapped operation's time includes the overlap.
+  Clock::time_point end;
+  bool ok = true;  // false when it failed or timed out
   double seconds() const;
   double algbw_gbs() const;  // GB/s (1e9 bytes)
   double busbw_gbs() const;

@@ -1,6 +1,7 @@
 #include "engine/comm/communicator.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace shardlab {
 
@@ -45,8 +46,17 @@ void Communicator::report(CommRecord record, bool ok) const {
 }
 
 namespace {
+
 constexpr int64_t kF = sizeof(float);
+
+// Whether two buffers share memory (compared as addresses; device pointers are never read).
+bool overlap(std::span<const float> a, std::span<const float> b) {
+  if (a.empty() || b.empty()) return false;
+  const auto a0 = reinterpret_cast<uintptr_t>(a.data()), b0 = reinterpret_cast<uintptr_t>(b.data());
+  return a0 < b0 + b.size_bytes() && b0 < a0 + a.size_bytes();
 }
+
+}  // namespace
 
 WorkHandle Communicator::all_reduce_async(std::span<float> data, ReduceOp op) {
   Call c = make_call(CommOp::AllReduce, static_cast<int64_t>(data.size()) * kF, -1, 0);
@@ -62,6 +72,8 @@ WorkHandle Communicator::reduce_scatter_async(std::span<const float> input, std:
              "reduce_scatter on group {}: rank {} owns {} of the {} input elements, but the output "
              "holds {}",
              name_, rank_, mine.size(), total, output.size());
+  SL_ENFORCE(!overlap(input, output),
+             "reduce_scatter on group {}: input and output overlap; pass separate buffers", name_);
   Call c = make_call(CommOp::ReduceScatter, total * kF, -1, 0);
   c.reduce = op;
   return do_reduce_scatter(input, output, c);
@@ -74,6 +86,8 @@ WorkHandle Communicator::all_gather_async(std::span<const float> input, std::spa
              "all_gather on group {}: rank {} owns {} of the {} output elements, but the input "
              "holds {}",
              name_, rank_, mine.size(), total, input.size());
+  SL_ENFORCE(!overlap(input, output),
+             "all_gather on group {}: input and output overlap; pass separate buffers", name_);
   return do_all_gather(input, output, make_call(CommOp::AllGather, total * kF, -1, 0));
 }
 

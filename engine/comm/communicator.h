@@ -10,16 +10,24 @@
 // is empty pass empty spans.
 //
 // Non-blocking. Each *_async call returns a WorkHandle at once; the buffers must stay alive and
-// untouched until wait() returns. The blocking forms are async + wait. Operations on one
-// communicator complete in the order they were issued.
+// untouched until wait() returns, or until the handle is destroyed (destroying a pending handle
+// fails the operation or waits, bounded, until it no longer touches the buffers). The blocking
+// forms are async + wait.
 //
 // Timeouts and failures. Every wait is bounded by options().timeout. On timeout wait() throws
 // TimeoutError naming the operation, the group, the sequence number and, where the backend can
 // know, the ranks that had not arrived. A collective that cannot complete because a peer failed
 // throws CommError. Bad arguments (a buffer of the wrong size, a root or peer out of range) throw
 // InvalidArgument before anything is sent; calls that disagree across ranks (different counts,
-// ops or roots) throw CommError where the backend can see it (threads always; mpi when
-// options().check_calls is set, at the cost of one small extra exchange per collective).
+// ops or roots) throw CommError on the threads and mpi backends (both compare every collective's
+// signature as part of their arrival step); NCCL cannot see them.
+//
+// Buffers. reduce_scatter's and all_gather's input and output must not overlap (InvalidArgument):
+// MPI forbids aliased buffers, and in-place layouts differ between libraries.
+//
+// Order. Collectives on one communicator complete in issue order. Send and recv are not ordered
+// with collectives (a send may complete while an earlier all_reduce_async is still pending, as in
+// MPI); among themselves they match in issue order per (peer, tag).
 //
 // Records. Every operation, completed or failed, produces a CommRecord (op, group, bytes, start,
 // end, algbw, busbw) that goes to options().sink.
@@ -45,10 +53,6 @@ class CommError : public Error {
 struct CommOptions {
   std::chrono::milliseconds timeout{60000};  // bound on every wait
   std::shared_ptr<CommSink> sink;            // receives a record per operation; may be null
-  // mpi: before each collective, compare op, count and root across ranks with one small
-  // all-reduce, so mismatched calls fail with a message instead of corrupting data or hanging.
-  // The threads backend always checks (it costs nothing there).
-  bool check_calls = false;
 };
 
 class Work {

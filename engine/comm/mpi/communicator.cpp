@@ -408,7 +408,10 @@ class CollectiveWork final : public Work {
                op_->what);
   }
 
-  bool done() override { return timed_out_.load(std::memory_order_acquire) || op_->settled(); }
+  // A detached op will never run on the caller's buffers: it is over for the caller (wait throws).
+  bool done() override {
+    return timed_out_.load(std::memory_order_acquire) || op_->detached.load() || op_->settled();
+  }
 
  private:
   std::shared_ptr<Channel> ch_;

@@ -7,8 +7,8 @@
 // MPI_Bcast, MPI_Comm_split; a barrier is the gate alone). The gate is a tiny all-reduce of the
 // call's signature (op, count, root, reduce op, sequence number) over MPI_Isend/MPI_Irecv, polled
 // until the deadline: it bounds the wait for absent ranks by options().timeout, and it checks that
-// the ranks' calls agree (CommError naming the fields that differ), so check_calls costs nothing
-// extra here and mismatched calls never reach MPI. Once the gate opens every rank is inside the
+// the ranks' calls agree (CommError naming the fields that differ), so mismatched calls never
+// reach MPI. Once the gate opens every rank is inside the
 // same collective, which then runs to completion without a deadline.
 //
 // Who runs it. wait() runs the queue on the calling thread when no one else is, so the blocking

@@ -25,10 +25,9 @@ int g_expected_size = 0;
 const MpiSession* g_session = nullptr;
 
 // Generous, so that a slow oversubscribed machine never trips it; only a real hang does.
-CommOptions test_options(bool check_calls = false) {
+CommOptions test_options() {
   CommOptions o;
   o.timeout = 30s;
-  o.check_calls = check_calls;
   return o;
 }
 
@@ -82,15 +81,10 @@ class TstCommMpi : public QObject {
     RUN_CONFORMANCE(conformance::check_everything(*world));
   }
 
-  void conformanceWithCheckCalls() {
-    auto world = make_mpi_world(test_options(true));
-    RUN_CONFORMANCE(conformance::check_everything(*world));
-  }
-
   // Ranks that disagree get CommError on every rank, naming what differs; nothing was sent, so
   // the communicator stays usable.
   void checkCallsMismatch() {
-    auto comm = make_mpi_world(test_options(true));
+    auto comm = make_mpi_world(test_options());
     const int r = comm->rank();
     {
       std::vector<float> v(r == 0 ? 10 : 11, 1.0f);
