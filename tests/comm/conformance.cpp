@@ -139,6 +139,29 @@ void check_barrier(Communicator& comm) {
   for (int i = 0; i < 3; ++i) comm.barrier();
 }
 
+void check_p2p_not_ordered_with_collectives(Communicator& comm) {
+  constexpr int64_t kCount = 1000, kMsg = 64;
+  constexpr int kTag = 11;
+  std::vector<float> x(kCount), want(kCount), y(kMsg, -1.0f), want_y(kMsg);
+  for (int64_t i = 0; i < kCount; ++i) {
+    x[static_cast<size_t>(i)] = contribution(comm.rank(), i);
+    want[static_cast<size_t>(i)] = reduced(ReduceOp::Sum, comm.size(), i);
+  }
+  for (int64_t i = 0; i < kMsg; ++i) want_y[static_cast<size_t>(i)] = static_cast<float>(i * 3 + 1);
+  if (comm.size() >= 2 && comm.rank() == 0) {
+    WorkHandle h = comm.all_reduce_async(x, ReduceOp::Sum);
+    comm.send(want_y, 1, kTag);
+    h->wait();
+  } else if (comm.size() >= 2 && comm.rank() == 1) {
+    comm.recv(y, 0, kTag);
+    expect_equal(comm, "recv before the peer's pending all_reduce", kMsg, y, want_y);
+    comm.all_reduce(x, ReduceOp::Sum);
+  } else {
+    comm.all_reduce(x, ReduceOp::Sum);
+  }
+  expect_equal(comm, "all_reduce around point to point", kCount, x, want);
+}
+
 void check_split(Communicator& comm) {
   const int n = comm.size(), r = comm.rank();
   // 1. Even and odd ranks, each ordered by descending old rank.
@@ -201,6 +224,7 @@ void check_everything(Communicator& comm) {
     check_async_overlap(comm, count);
   }
   check_barrier(comm);
+  check_p2p_not_ordered_with_collectives(comm);
   check_split(comm);
 }
 

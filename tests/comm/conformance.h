@@ -45,6 +45,10 @@ void check_send_recv_ring(Communicator& comm, int64_t count);
 // Several all-reduces in flight at once, waited for in reverse order.
 void check_async_overlap(Communicator& comm, int64_t count);
 void check_barrier(Communicator& comm);
+// Point to point is not ordered with collectives: rank 0 sends to rank 1 while its all-reduce is
+// pending, and rank 1 receives before it joins that all-reduce. A backend that queued the send
+// behind the collective would deadlock (until the timeout).
+void check_p2p_not_ordered_with_collectives(Communicator& comm);
 // Splits `comm` three ways (even/odd ranks reversed by key; a group that leaves rank 0 out; one
 // group per rank) and runs all-reduce, all-gather and broadcast inside each sub-group.
 void check_split(Communicator& comm);

@@ -125,7 +125,6 @@ struct ThreadsCommunicator::Op {
   CallDesc desc;
   const float* in = nullptr;
   float* out = nullptr;
-  int64_t count = 0;  // send/recv: the buffer's element count
   // split
   int color = 0, key = 0;
   std::string name;
@@ -153,6 +152,7 @@ struct ThreadsCommunicator::Executor {
   bool executing = false;
   bool stopping = false;
   std::thread thread;
+  std::vector<std::weak_ptr<Recv>> recvs;  // posted receives, failed by the destructor
 
   // With `lock` held and an operation queued: runs the front one with the lock released.
   void run_front(std::unique_lock<std::mutex>& lock) {
@@ -177,9 +177,10 @@ struct ThreadsCommunicator::Executor {
   }
 
   // Returns once `op` has completed or failed. Runs queued operations itself while nobody else
-  // is, so a blocking call executes on the caller's thread without a hand-off. Bounded: every
-  // wait inside an operation is bounded by the timeout, and a timeout fails the group, so the
-  // operations queued behind it fail at once.
+  // is, so a blocking call executes on the caller's thread without a hand-off. Bounded: an
+  // operation waits at most the timeout to enter (every rank is then inside it and its later
+  // meetings only wait for peers' copies), and a timeout fails the group, so the operations
+  // queued behind it fail at once.
   void wait(const Op& op) {
     std::unique_lock lock(mu);
     while (op.state.load(std::memory_order_acquire) == 0) {
@@ -193,10 +194,32 @@ struct ThreadsCommunicator::Executor {
   }
 };
 
+// A posted receive. Point-to-point operations bypass the executor: a send is copied into the
+// peer's mailbox when issued, and a receive takes its message (matched by ticket, see Group) in
+// wait() or done(), on the caller's thread, so neither waits for collectives queued before it.
+struct ThreadsCommunicator::Recv {
+  Call call;
+  float* out = nullptr;
+  int64_t count = 0;
+  uint64_t ticket = 0;
+  std::exception_ptr error;
+  std::atomic<int> state{0};  // as Op::state; written under Executor::mu
+};
+
 class ThreadsCommunicator::ThreadsWork final : public Work {
  public:
   ThreadsWork(std::shared_ptr<Op> op, std::shared_ptr<Executor> executor)
       : op_(std::move(op)), executor_(std::move(executor)) {}
+  // A pending operation must not outlive its handle's promise that the buffers are free: one
+  // not started yet is taken off the queue and failed; one in flight is ended (the group fails)
+  // and waited for.
+  ~ThreadsWork() override {
+    if (op_->state.load(std::memory_order_acquire) != 0) return;
+    try {
+      ThreadsCommunicator::abandon(*executor_, op_);
+    } catch (...) {  // a destructor must not throw; abandon() itself only fails on allocation
+    }
+  }
   void wait() override {
     if (op_->state.load(std::memory_order_acquire) == 0) executor_->wait(*op_);
     if (op_->error) std::rethrow_exception(op_->error);
@@ -207,6 +230,138 @@ class ThreadsCommunicator::ThreadsWork final : public Work {
   std::shared_ptr<Op> op_;
   std::shared_ptr<Executor> executor_;  // keeps the queue alive for a handle that outlives us
 };
+
+class ThreadsCommunicator::RecvWork final : public Work {
+ public:
+  RecvWork(std::shared_ptr<Recv> recv, std::shared_ptr<Executor> executor,
+           std::shared_ptr<Group> group, int rank, std::chrono::milliseconds timeout)
+      : recv_(std::move(recv)),
+        executor_(std::move(executor)),
+        group_(std::move(group)),
+        rank_(rank),
+        timeout_(timeout) {}
+  // Dropping a pending receive cancels it: its message, now or later, is discarded.
+  ~RecvWork() override {
+    if (recv_->state.load(std::memory_order_acquire) != 0) return;
+    try {
+      group_->abandon(recv_->call.record.peer, rank_, recv_->call.record.tag, recv_->ticket);
+      finish({WaitResult::Failed, {}, "its handle was destroyed first"}, {});
+    } catch (...) {
+    }
+  }
+  void wait() override {
+    if (recv_->state.load(std::memory_order_acquire) == 0) take(false);
+    if (recv_->error) std::rethrow_exception(recv_->error);
+  }
+  bool done() override {
+    if (recv_->state.load(std::memory_order_acquire) == 0) take(true);
+    return recv_->state.load(std::memory_order_acquire) != 0;
+  }
+
+ private:
+  void take(bool poll) {
+    std::vector<float> msg;
+    const WaitResult r = group_->take(recv_->call.record.peer, rank_, recv_->call.record.tag,
+                                      recv_->ticket, timeout_, poll, msg);
+    if (poll && r.status == WaitResult::TimedOut) return;
+    finish(r, std::move(msg));
+  }
+  void finish(const WaitResult& r, std::vector<float> msg);
+
+  std::shared_ptr<Recv> recv_;
+  std::shared_ptr<Executor> executor_;
+  std::shared_ptr<Group> group_;
+  int rank_;
+  std::chrono::milliseconds timeout_;
+};
+
+// A send: complete (or failed) when issued.
+class ThreadsCommunicator::DoneWork final : public Work {
+ public:
+  explicit DoneWork(std::exception_ptr error) : error_(std::move(error)) {}
+  void wait() override {
+    if (error_) std::rethrow_exception(error_);
+  }
+  bool done() override { return true; }
+
+ private:
+  std::exception_ptr error_;
+};
+
+void ThreadsCommunicator::abandon(Executor& ex, const std::shared_ptr<Op>& op) {
+  std::unique_lock lock(ex.mu);
+  if (op->state.load(std::memory_order_acquire) != 0) return;
+  ThreadsCommunicator* comm = ex.comm;
+  const auto it = std::find(ex.queue.begin(), ex.queue.end(), op);
+  if (it != ex.queue.end() && comm) {
+    // Not started: it never will be. The peers run it without us, so the group is out of step.
+    ex.queue.erase(it);
+    const std::string why =
+        fmt::format("rank {} dropped the handle of {} before it ran", comm->rank(), op->what());
+    comm->group_->fail(FailKind::Destroyed, why);
+    op->error = std::make_exception_ptr(
+        CommError(fmt::format("{} on rank {}: its handle was destroyed before it ran", op->what(),
+                              comm->rank()),
+                  detail::where(__FILE__, __LINE__, nullptr)));
+    if (op->kind != Kind::Split) {
+      try {
+        comm->report(op->call.record, false);
+      } catch (...) {
+      }
+    }
+    op->state.store(2, std::memory_order_release);
+    ex.done_cv.notify_all();
+    return;
+  }
+  // In flight (or being failed by the communicator's destructor): failing the group ends it
+  // promptly; its last meeting still waits for peers using our buffers.
+  if (comm)
+    comm->group_->fail(FailKind::Destroyed,
+                       fmt::format("rank {} dropped the handle of {} while it was in flight",
+                                   comm->rank(), op->what()));
+  ex.done_cv.wait(lock, [&] { return op->state.load(std::memory_order_acquire) != 0; });
+}
+
+void ThreadsCommunicator::RecvWork::finish(const WaitResult& r, std::vector<float> msg) {
+  Executor& ex = *executor_;
+  std::lock_guard lock(ex.mu);
+  Recv& rv = *recv_;
+  if (rv.state.load(std::memory_order_acquire) != 0) return;  // failed meanwhile
+  ThreadsCommunicator* comm = ex.comm;
+  const std::string what = rv.call.describe();
+  const int src = rv.call.record.peer, tag = rv.call.record.tag;
+  try {
+    if (!comm)
+      SL_THROW(CommError, "{} on rank {}: the communicator was destroyed first", what, rank_);
+    if (r.status == WaitResult::TimedOut)
+      SL_THROW(TimeoutError,
+               "{} timed out after {:g} s on rank {}: no message from rank {} with tag {} had "
+               "arrived",
+               what, static_cast<double>(timeout_.count()) / 1000.0, rank_, src, tag);
+    if (r.status == WaitResult::Departed)
+      SL_THROW(CommError,
+               "{} on rank {}: rank {} left group {} (destroyed its communicator) and will not "
+               "send",
+               what, rank_, src, group_->name());
+    if (r.status != WaitResult::Ok)
+      SL_THROW(CommError, "{} on rank {}: cannot complete because {}", what, rank_, r.reason);
+    if (static_cast<int64_t>(msg.size()) != rv.count)
+      SL_THROW(CommError,
+               "{} on rank {}: rank {} sent {} elements with tag {}, but this receive expects {}",
+               what, rank_, src, msg.size(), tag, rv.count);
+    if (rv.count > 0) std::memcpy(rv.out, msg.data(), msg.size() * sizeof(float));
+  } catch (...) {
+    rv.error = std::current_exception();
+  }
+  if (comm) {
+    try {
+      comm->report(rv.call.record, !rv.error);
+    } catch (...) {
+      if (!rv.error) rv.error = std::current_exception();
+    }
+  }
+  rv.state.store(rv.error ? 2 : 1, std::memory_order_release);
+}
 
 ThreadsCommunicator::ThreadsCommunicator(std::shared_ptr<Group> group, int rank, std::string name,
                                          CommOptions options)
@@ -263,6 +418,22 @@ ThreadsCommunicator::~ThreadsCommunicator() {
     ex.done_cv.notify_all();
   }
   std::lock_guard lock(ex.mu);
+  for (auto& weak : ex.recvs) {
+    auto rv = weak.lock();
+    if (!rv || rv->state.load(std::memory_order_acquire) != 0) continue;
+    group_->abandon(rv->call.record.peer, rank(), rv->call.record.tag, rv->ticket);
+    rv->error = std::make_exception_ptr(
+        CommError(fmt::format("{} on rank {}: the communicator was destroyed before the message "
+                              "was received",
+                              rv->call.describe(), rank()),
+                  detail::where(__FILE__, __LINE__, nullptr)));
+    try {
+      report(rv->call.record, false);
+    } catch (...) {
+    }
+    rv->state.store(2, std::memory_order_release);
+  }
+  ex.recvs.clear();
   ex.comm = nullptr;
 }
 
@@ -340,21 +511,41 @@ WorkHandle ThreadsCommunicator::do_barrier(const Call& call) {
 }
 
 WorkHandle ThreadsCommunicator::do_send(std::span<const float> data, const Call& call) {
-  auto op = std::make_shared<Op>();
-  op->kind = Kind::Send;
-  op->call = call;
-  op->in = data.data();
-  op->count = static_cast<int64_t>(data.size());
-  return submit(std::move(op));
+  // Eager, at once: not ordered with the collectives queued before it (as in MPI).
+  std::exception_ptr error;
+  try {
+    const WaitResult r = group_->post(rank(), call.record.peer, call.record.tag,
+                                      std::vector<float>(data.begin(), data.end()));
+    if (r.status != WaitResult::Ok)
+      SL_THROW(CommError, "{} on rank {}: cannot complete because {}", call.describe(), rank(),
+               r.reason);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  try {
+    report(call.record, !error);
+  } catch (...) {
+    if (!error) error = std::current_exception();
+  }
+  return std::make_shared<DoneWork>(std::move(error));
 }
 
 WorkHandle ThreadsCommunicator::do_recv(std::span<float> data, const Call& call) {
-  auto op = std::make_shared<Op>();
-  op->kind = Kind::Recv;
-  op->call = call;
-  op->out = data.data();
-  op->count = static_cast<int64_t>(data.size());
-  return submit(std::move(op));
+  auto rv = std::make_shared<Recv>();
+  rv->call = call;
+  rv->out = data.data();
+  rv->count = static_cast<int64_t>(data.size());
+  rv->ticket = group_->ticket(call.record.peer, rank(), call.record.tag);
+  {
+    Executor& ex = *executor_;
+    std::lock_guard lock(ex.mu);
+    std::erase_if(ex.recvs, [](const std::weak_ptr<Recv>& w) {
+      auto p = w.lock();
+      return !p || p->state.load(std::memory_order_acquire) != 0;
+    });
+    ex.recvs.push_back(rv);
+  }
+  return std::make_shared<RecvWork>(std::move(rv), executor_, group_, rank(), options().timeout);
 }
 
 std::unique_ptr<Communicator> ThreadsCommunicator::do_split(int color, int key,
@@ -405,9 +596,8 @@ void ThreadsCommunicator::run(Op& op) {
     case Kind::Split:
       return split(op);
     case Kind::Send:
-      return send(op);
     case Kind::Recv:
-      return recv(op);
+      break;  // never queued
   }
 }
 
@@ -594,32 +784,6 @@ void ThreadsCommunicator::split(Op& op) {
   const auto pos = std::find(members.begin(), members.end(), std::make_pair(op.key, rank()));
   op.result = std::make_unique<ThreadsCommunicator>(
       std::move(g), static_cast<int>(pos - members.begin()), op.name, options());
-}
-
-void ThreadsCommunicator::send(Op& op) {
-  std::vector<float> copy(op.in, op.in + op.count);
-  const WaitResult r =
-      group_->post(rank(), op.call.record.peer, op.call.record.tag, std::move(copy));
-  if (r.status != WaitResult::Ok)
-    throw_wait_failure(r, op.what(), rank(), name(), options().timeout);
-}
-
-void ThreadsCommunicator::recv(Op& op) {
-  const int src = op.call.record.peer, tag = op.call.record.tag;
-  std::vector<float> msg;
-  const WaitResult r = group_->take(src, rank(), tag, options().timeout, msg);
-  if (r.status == WaitResult::TimedOut)
-    SL_THROW(TimeoutError,
-             "{} timed out after {:g} s on rank {}: no message from rank {} with tag {} had "
-             "arrived",
-             op.what(), static_cast<double>(options().timeout.count()) / 1000.0, rank(), src, tag);
-  if (r.status != WaitResult::Ok)
-    throw_wait_failure(r, op.what(), rank(), name(), options().timeout);
-  if (static_cast<int64_t>(msg.size()) != op.count)
-    SL_THROW(CommError,
-             "{} on rank {}: rank {} sent {} elements with tag {}, but this receive expects {}",
-             op.what(), rank(), src, msg.size(), tag, op.count);
-  if (op.count > 0) std::memcpy(op.out, msg.data(), msg.size() * sizeof(float));
 }
 
 }  // namespace shardlab

@@ -1,7 +1,7 @@
 // The threads backend: ranks are threads of one process and exchange data through shared memory.
 // Create communicators with run_threads() or make_thread_world() (world.h); split() makes more.
 //
-// How an operation runs. Each rank queues its operations in issue order; they are executed one
+// How an operation runs. Each rank queues its collectives in issue order; they are executed one
 // at a time, in that order, either by the rank's progress thread (so *_async overlaps with the
 // caller's compute) or by the caller itself when it waits for an operation nobody has started yet
 // (so a blocking call pays no thread hand-off). A collective publishes this rank's buffer pointers
@@ -9,17 +9,23 @@
 // made the same call, and then each rank reduces or copies its own chunk directly between the
 // ranks' buffers; a final meeting keeps the buffers alive until every peer is done with them.
 // Reductions add the ranks in rank order, so results are bit-identical on every rank and run.
-// Sends are eager (copied into the receiver's mailbox).
 //
-// Failures. Every wait inside an operation is bounded by options().timeout; a timeout names the
-// ranks that had not arrived and leaves the group failed (its ranks are out of step), so later
-// operations on it, and those queued behind, throw CommError at once. Work::wait() returns when
-// the operation has completed or failed. Calls that disagree across ranks throw CommError on
-// every rank and leave the group usable.
+// Point to point bypasses the queue, so it is not ordered with collectives (as in MPI): a send is
+// eager (copied into the receiver's mailbox when issued, complete at once), and a receive takes
+// its message in wait() or done(). Both match per (peer, tag) in issue order.
 //
-// In-place use: all_reduce and broadcast are in place by definition; reduce_scatter may write its
-// output over its own chunk of the input, and all_gather may read its input from its own chunk of
-// the output. Other overlaps between input and output are not supported.
+// Failures. A collective waits at most options().timeout for its peers to enter it (once all have
+// entered, its later meetings wait only for the peers' copies); a timeout names the ranks that
+// had not arrived and leaves the group failed (its ranks are out of step), so later operations on
+// it, and those queued behind, throw CommError at once. A receive waits at most the timeout from
+// its wait(). Work::wait() returns when the operation has completed or failed. Calls that
+// disagree across ranks throw CommError on every rank and leave the group usable. Destroying the
+// handle of a pending collective takes it off the queue, or ends it if it is running (either way
+// failing the group, whose ranks are out of step) and waits until it no longer touches the
+// buffers; destroying a pending receive's handle cancels it.
+//
+// Buffers: all_reduce and broadcast are in place by definition; reduce_scatter's and all_gather's
+// input and output must not overlap (the base rejects that with InvalidArgument).
 #pragma once
 
 #include <memory>
@@ -68,7 +74,13 @@ class ThreadsCommunicator final : public Communicator {
  private:
   struct Op;
   struct Executor;
+  struct Recv;
   class ThreadsWork;
+  class RecvWork;
+  class DoneWork;
+
+  // A handle to `op` is being destroyed while `op` is pending (see ThreadsWork).
+  static void abandon(Executor& ex, const std::shared_ptr<Op>& op);
 
   WorkHandle submit(std::shared_ptr<Op> op);
   // On the executing thread: runs `op`, emits its record, marks it done.
@@ -85,8 +97,6 @@ class ThreadsCommunicator final : public Communicator {
   void all_gather(Op& op);
   void broadcast(Op& op);
   void split(Op& op);
-  void send(Op& op);
-  void recv(Op& op);
 
   std::shared_ptr<threads_detail::Group> group_;
   std::shared_ptr<Executor> executor_;

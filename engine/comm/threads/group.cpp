@@ -120,44 +120,60 @@ WaitResult Group::barrier(int rank, uint64_t k, bool entry, std::chrono::millise
       std::this_thread::yield();
     } while (Clock::now() < yield_end);
   }
+  // Takes back this rank's arrival unless the meeting has completed meanwhile (a late peer may
+  // arrive at any moment, lock or not): true when withdrawn, false when the caller must go on.
+  auto withdraw = [&] {
+    uint64_t cur = arrivals_.load(std::memory_order_acquire);
+    while (cur < target)
+      if (arrivals_.compare_exchange_weak(cur, cur - 1, std::memory_order_acq_rel,
+                                          std::memory_order_acquire))
+        return true;
+    return false;
+  };
   std::unique_lock lock(mu_);
   for (;;) {
     if (arrivals_.load(std::memory_order_acquire) >= target) return {};
+    if (!entry) {
+      // Inside an operation: every rank is coming, and peers may be using our buffers.
+      cv_.wait(lock);
+      continue;
+    }
     // A peer timed out at this very barrier: report it as a timeout here too.
-    if (failure_kind_ == FailKind::TimedOut && failure_barrier_ == k)
+    if (failure_kind_ == FailKind::TimedOut && failure_barrier_ == k) {
+      if (!withdraw()) return {};
       return {WaitResult::TimedOut, failure_missing_, failure_reason_};
-    if (entry && failure_kind_ != FailKind::None) return {WaitResult::Failed, {}, failure_reason_};
-    if (entry) {
-      std::vector<int> gone;
-      for (int q : missing(k))
-        if (slots_[static_cast<size_t>(q)].departed.load(std::memory_order_acquire))
-          gone.push_back(q);
-      if (!gone.empty()) {
-        // The group can never meet again; failing it also stops us from publishing the next
-        // operation while a slower peer may still read this one's records.
-        if (failure_kind_ == FailKind::None) {
-          failure_kind_ = FailKind::Departed;
-          failure_reason_ =
-              fmt::format("{} left group {} (destroyed its communicator)", rank_list(gone), name_);
-          failed_.store(true, std::memory_order_release);
-          lock.unlock();
-          notify_all();
-        }
-        return {WaitResult::Departed, gone, {}};
-      }
+    }
+    if (failure_kind_ != FailKind::None) {
+      if (!withdraw()) return {};
+      return {WaitResult::Failed, {}, failure_reason_};
+    }
+    std::vector<int> gone;
+    for (int q : missing(k))
+      if (slots_[static_cast<size_t>(q)].departed.load(std::memory_order_acquire))
+        gone.push_back(q);
+    if (!gone.empty()) {
+      if (!withdraw()) return {};
+      // The group can never meet again; failing it also stops us from publishing the next
+      // operation while a slower peer may still read this one's records.
+      failure_kind_ = FailKind::Departed;
+      failure_reason_ =
+          fmt::format("{} left group {} (destroyed its communicator)", rank_list(gone), name_);
+      failed_.store(true, std::memory_order_release);
+      lock.unlock();
+      notify_all();
+      return {WaitResult::Departed, gone, {}};
     }
     if (Clock::now() >= deadline) {
+      if (!withdraw()) return {};
       WaitResult r{WaitResult::TimedOut, missing(k), {}};
       r.reason = timeout_message(what(), timeout, rank, r.ranks);
-      if (failure_kind_ == FailKind::None) {
-        failure_kind_ = FailKind::TimedOut;
-        failure_reason_ = r.reason;
-        failure_barrier_ = k;
-        failure_missing_ = r.ranks;
-        failed_.store(true, std::memory_order_release);
-        lock.unlock();
-        notify_all();
-      }
+      failure_kind_ = FailKind::TimedOut;
+      failure_reason_ = r.reason;
+      failure_barrier_ = k;
+      failure_missing_ = r.ranks;
+      failed_.store(true, std::memory_order_release);
+      lock.unlock();
+      notify_all();
       return r;
     }
     cv_.wait_until(lock, deadline);
@@ -168,30 +184,56 @@ WaitResult Group::post(int src, int dst, int tag, std::vector<float>&& msg) {
   if (failed()) return {WaitResult::Failed, {}, failure_reason()};
   {
     std::lock_guard lock(mail_mu_);
-    mail_[{src, dst, tag}].push_back(std::move(msg));
+    Channel& c = mail_[{src, dst, tag}];
+    const uint64_t n = c.posted++;
+    if (c.abandoned.erase(n) == 0) c.messages.emplace(n, std::move(msg));
   }
   mail_cv_.notify_all();
   return {};
 }
 
-WaitResult Group::take(int src, int dst, int tag, std::chrono::milliseconds timeout,
-                       std::vector<float>& msg) {
+uint64_t Group::ticket(int src, int dst, int tag) {
+  std::lock_guard lock(mail_mu_);
+  return mail_[{src, dst, tag}].tickets++;
+}
+
+WaitResult Group::take(int src, int dst, int tag, uint64_t ticket,
+                       std::chrono::milliseconds timeout, bool poll, std::vector<float>& msg) {
   const auto deadline = Clock::now() + timeout;
   std::unique_lock lock(mail_mu_);
+  Channel& c = mail_[{src, dst, tag}];
+  auto give_up = [&] {
+    if (ticket >= c.posted) c.abandoned.insert(ticket);
+  };
   for (;;) {
-    auto it = mail_.find({src, dst, tag});
-    if (it != mail_.end() && !it->second.empty()) {
-      msg = std::move(it->second.front());
-      it->second.pop_front();
-      if (it->second.empty()) mail_.erase(it);
+    auto it = c.messages.find(ticket);
+    if (it != c.messages.end()) {
+      msg = std::move(it->second);
+      c.messages.erase(it);
       return {};
     }
-    if (failed()) return {WaitResult::Failed, {}, failure_reason()};
-    if (slot(src).departed.load(std::memory_order_acquire))
+    if (ticket < c.posted) return {WaitResult::Failed, {}, "the message was taken already"};
+    if (failed()) {
+      give_up();
+      return {WaitResult::Failed, {}, failure_reason()};
+    }
+    if (slot(src).departed.load(std::memory_order_acquire)) {
+      give_up();
       return {WaitResult::Departed, {src}, {}};
-    if (Clock::now() >= deadline) return {WaitResult::TimedOut, {src}, {}};
+    }
+    if (poll) return {WaitResult::TimedOut, {src}, {}};
+    if (Clock::now() >= deadline) {
+      give_up();
+      return {WaitResult::TimedOut, {src}, {}};
+    }
     mail_cv_.wait_until(lock, deadline);
   }
+}
+
+void Group::abandon(int src, int dst, int tag, uint64_t ticket) {
+  std::lock_guard lock(mail_mu_);
+  Channel& c = mail_[{src, dst, tag}];
+  if (c.messages.erase(ticket) == 0 && ticket >= c.posted) c.abandoned.insert(ticket);
 }
 
 void Group::fail(FailKind kind, const std::string& reason) {

@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -100,17 +101,27 @@ class Group : public std::enable_shared_from_this<Group> {
 
   // Rank `rank` arrives at its barrier number `k` (1-based) and waits for every rank. An entry
   // barrier (the first of an operation) fails fast when the group has failed or a missing rank has
-  // left; later barriers of an operation wait regardless, because peers may still be reading or
-  // writing this rank's buffers and every rank that passed the entry barrier is coming. On a
-  // timeout the group fails; `what()` describes the call for that failure's reason.
+  // left, and fails the group when it times out; a rank that leaves an entry barrier unsuccessful
+  // first withdraws its arrival, so a late peer can never complete the meeting without it and
+  // touch its buffers (if the meeting completed first, it returns Ok after all). Later barriers of
+  // an operation wait, without a timeout, until every rank arrives: peers may still be reading
+  // or writing this rank's buffers, and every rank that passed the entry barrier is coming (no
+  // rank waits for anything else inside an operation). `what()` describes the call for a
+  // timeout's reason.
   WaitResult barrier(int rank, uint64_t k, bool entry, std::chrono::milliseconds timeout,
                      const std::function<std::string()>& what);
 
-  // Eager point-to-point: post() queues a copy; take() waits for the oldest message from `src` to
-  // `dst` with `tag` (the message is moved into `msg`).
+  // Eager point-to-point, matched per (src, dst, tag) in issue order: post() numbers its copy
+  // 0, 1, 2, ... and ticket() numbers the receives the same way; receive t takes message t.
+  // take() waits up to `timeout` for message `ticket` (moved into `msg`); with `poll` it returns
+  // TimedOut at once when the message is not there yet and keeps the ticket. Any other failure
+  // abandons the ticket, as abandon() does: its message, now or later, is dropped, so later
+  // receives still match later messages.
   WaitResult post(int src, int dst, int tag, std::vector<float>&& msg);
-  WaitResult take(int src, int dst, int tag, std::chrono::milliseconds timeout,
-                  std::vector<float>& msg);
+  uint64_t ticket(int src, int dst, int tag);
+  WaitResult take(int src, int dst, int tag, uint64_t ticket, std::chrono::milliseconds timeout,
+                  bool poll, std::vector<float>& msg);
+  void abandon(int src, int dst, int tag, uint64_t ticket);
 
   // Fails the group (the first failure wins) and wakes every waiter. Aborted also fails every
   // group split from this one, now and later.
@@ -144,9 +155,14 @@ class Group : public std::enable_shared_from_this<Group> {
   std::string abort_reason_;  // set once aborted, even when an earlier failure won
   std::vector<std::weak_ptr<Group>> children_;
 
+  struct Channel {  // messages from one rank to another with one tag
+    uint64_t posted = 0, tickets = 0;
+    std::map<uint64_t, std::vector<float>> messages;  // by number, not yet taken
+    std::set<uint64_t> abandoned;                     // receives that gave up before theirs came
+  };
   std::mutex mail_mu_;  // guards mail_; receivers wait on mail_cv_
   std::condition_variable mail_cv_;
-  std::map<std::tuple<int, int, int>, std::deque<std::vector<float>>> mail_;
+  std::map<std::tuple<int, int, int>, Channel> mail_;
 };
 
 // "rank 2", "ranks 2, 3"

@@ -483,6 +483,155 @@ class TestCommThreads : public QObject {
       QVERIFY(sw.seconds() < 2.0);
     }
   }
+
+  // Point to point is not queued behind collectives (conformance checks it too): a send issued
+  // while a collective waits for its receiver completes at once, and a wait for a receive costs
+  // at most one timeout however many receives are pending.
+  void pointToPointBypassesQueuedCollectives() {
+    Outcomes got;
+    Stopwatch sw;
+    const QString err = run_or_message(2, with_timeout(300ms), [&](Communicator& comm) {
+      std::vector<float> x(100, 1.0f), y(10, 2.0f), a(3), b(3), c(3);
+      if (comm.rank() == 0) {
+        auto h = comm.all_reduce_async(x, ReduceOp::Sum);
+        got.capture(0, [&] {
+          comm.send(y, 1, 0);
+          h->wait();
+        });
+      } else {
+        got.capture(1, [&] {
+          comm.recv(y, 0, 0);
+          comm.all_reduce(x, ReduceOp::Sum);
+        });
+        // Three receives that never match: waiting for the last costs one timeout, not three.
+        auto r1 = comm.recv_async(a, 0, 5);
+        auto r2 = comm.recv_async(b, 0, 5);
+        auto r3 = comm.recv_async(c, 0, 5);
+        Stopwatch w;
+        got.capture(2, [&] { r3->wait(); });
+        got.capture(3, [&] {
+          if (w.seconds() > 0.6) throw std::runtime_error("a receive's wait took several timeouts");
+        });
+      }
+    });
+    QVERIFY2(err.isEmpty(), qPrintable(err));
+    for (int k : {0, 1, 3}) QVERIFY2(got.type[k] == "none", got.message[k].c_str());
+    QVERIFY2(got.type[2] == "TimeoutError", got.message[2].c_str());
+    QVERIFY2(sw.seconds() < 1.5, qPrintable(QString("took %1 s").arg(sw.seconds())));
+  }
+
+  // Dropping the handle of a pending collective, plainly or by throwing while it is in flight:
+  // once the handle's destructor returns, nothing may touch the buffer. A guard declared before
+  // the handle "frees" the buffer after the handle is gone by overwriting it with a sentinel; the
+  // buffers outlive the run, so a late write shows (and cannot corrupt the heap) even without
+  // ASan. Peers either complete (the collective ran before the drop) or get CommError.
+  void droppedHandleLeavesTheBufferAlone_data() {
+    QTest::addColumn<bool>("throws");
+    QTest::addRow("dropped") << false;
+    QTest::addRow("rank throws") << true;
+  }
+
+  void droppedHandleLeavesTheBufferAlone() {
+    QFETCH(bool, throws);
+    static constexpr float kFreed = -12345.0f;
+    constexpr int64_t kCount = 4099;
+    struct Release {  // the buffer's owner, in the dropping rank's frame
+      std::vector<float>& buf;
+      ~Release() { std::fill(buf.begin(), buf.end(), kFreed); }
+    };
+    for (int it = 0; it < 200; ++it) {
+      const int n = 2 + it % 3, dropper = it % n;
+      const auto delay = std::chrono::microseconds((it * 37) % 400);
+      std::vector<std::vector<float>> bufs(n, std::vector<float>(kCount));
+      Outcomes peers;
+      bool rethrown = false;
+      Stopwatch sw;
+      try {
+        run_threads(n, with_timeout(10s), [&](Communicator& comm) {
+          const int r = comm.rank();
+          auto& buf = bufs[static_cast<size_t>(r)];
+          for (int64_t i = 0; i < kCount; ++i) buf[i] = conformance::contribution(r, i);
+          if (r == dropper) {
+            {
+              Release release{buf};
+              WorkHandle h = comm.all_reduce_async(buf, ReduceOp::Sum);
+              std::this_thread::sleep_for(delay);
+              if (throws) throw std::runtime_error("boom");
+            }
+            std::this_thread::sleep_for(1ms);  // peers arrive after the drop
+            return;
+          }
+          std::this_thread::sleep_for(std::chrono::microseconds((it * 53 + r * 101) % 500));
+          peers.capture(r, [&] { comm.all_reduce(buf, ReduceOp::Sum); });
+        });
+      } catch (const std::runtime_error& e) {
+        QCOMPARE(std::string(e.what()), std::string("boom"));
+        rethrown = true;
+      }
+      QCOMPARE(rethrown, throws);
+      QVERIFY2(sw.seconds() < 5.0, "a dropped handle left peers waiting");
+      const QString where =
+          QString("iteration %1 (%2 ranks, rank %3 drops)").arg(it).arg(n).arg(dropper);
+      for (int64_t i = 0; i < kCount; ++i)
+        if (bufs[dropper][i] != kFreed)
+          QFAIL(qPrintable(where + QString(": element %1 of the dropped buffer was written after "
+                                           "its handle was destroyed")
+                                       .arg(i)));
+      for (int r = 0; r < n; ++r) {
+        if (r == dropper) continue;
+        const std::string& t = peers.type[r];
+        QVERIFY2(t == "none" || t == "CommError",
+                 qPrintable(where + ": " + QString::fromStdString(t + ": " + peers.message[r])));
+        if (t == "none")
+          for (int64_t i = 0; i < kCount; i += 97)
+            QCOMPARE(bufs[r][i], conformance::reduced(ReduceOp::Sum, n, i));
+      }
+    }
+  }
+
+  // A rank that times out at an operation's entry must withdraw before a late peer can complete
+  // the meeting and run the collective on its (abandoned) buffers. Rank 1 arrives around rank 0's
+  // deadline. Either both ranks complete, or neither does and rank 0's buffer is untouched.
+  void entryTimeoutWithdrawsBeforeALatePeerCompletes() {
+    constexpr int64_t kCount = 4096;
+    int timed_out = 0, completed = 0;
+    for (int it = 0; it < 400; ++it) {
+      const auto late = std::chrono::microseconds(1500 + (it * 29) % 1000);
+      std::vector<std::vector<float>> bufs(2, std::vector<float>(kCount));
+      Outcomes got;
+      const QString err = run_or_message(2, with_timeout(2ms), [&](Communicator& comm) {
+        const int r = comm.rank();
+        auto& buf = bufs[static_cast<size_t>(r)];
+        for (int64_t i = 0; i < kCount; ++i) buf[i] = conformance::contribution(r, i);
+        if (r == 1) std::this_thread::sleep_for(late);
+        got.capture(r, [&] { comm.all_reduce(buf, ReduceOp::Sum); });
+      });
+      QVERIFY2(err.isEmpty(), qPrintable(err));
+      const QString where = QString("iteration %1: rank 0 %2 (%3), rank 1 %4 (%5)")
+                                .arg(it)
+                                .arg(QString::fromStdString(got.type[0]))
+                                .arg(QString::fromStdString(got.message[0]))
+                                .arg(QString::fromStdString(got.type[1]))
+                                .arg(QString::fromStdString(got.message[1]));
+      const bool ok0 = got.type[0] == "none", ok1 = got.type[1] == "none";
+      QVERIFY2(ok0 == ok1, qPrintable(where));
+      if (ok0) {
+        ++completed;
+        for (int r = 0; r < 2; ++r)
+          for (int64_t i = 0; i < kCount; i += 61)
+            QCOMPARE(bufs[r][i], conformance::reduced(ReduceOp::Sum, 2, i));
+      } else {
+        ++timed_out;
+        QVERIFY2(got.type[0] == "TimeoutError", qPrintable(where));
+        for (int64_t i = 0; i < kCount; ++i)
+          if (bufs[0][i] != conformance::contribution(0, i))
+            QFAIL(qPrintable(where + QString(": element %1 of rank 0's buffer was written "
+                                             "after it timed out")
+                                         .arg(i)));
+      }
+    }
+    qInfo("near-deadline iterations: %d completed, %d timed out", completed, timed_out);
+  }
 };
 
 QTEST_GUILESS_MAIN(TestCommThreads)
