@@ -18,7 +18,10 @@ constexpr const char* kUsage =
     "usage: shardlab <command> [options]\n"
     "\n"
     "commands:\n"
-    "  run JOB.json [--set key=value]... [--quiet]   train the job in this process\n"
+    "  run JOB.json [--set key=value]... [--quiet]   train the job: one process, or every rank of\n"
+    "      [--verify] [--tolerance T]                a sharded job (threads here, or mpirun);\n"
+    "                                                --verify compares with one process\n"
+    "  worker JOB.json [--set key=value]... [--quiet] one rank of a sharded job, under mpirun/srun\n"
     "  bench optimizer [--params N] [--reps R]        base-optimizer update throughput vs. triad\n"
     "  bench mlp [--steps N]                          MLP training throughput on Fashion-MNIST\n"
     "  bench comm [--backend threads|mpi] [--ranks N] collective bandwidth, nccl-tests style\n"
@@ -47,6 +50,7 @@ int main(int argc, char** argv) {
   try {
     shardlab::kernels::use_single_blas_thread();
     if (cmd == "run") return shardlab::cli::run_command(args);
+    if (cmd == "worker") return shardlab::cli::worker_command(args);
     if (cmd == "bench") return shardlab::cli::bench_command(args);
     if (cmd == "info") return shardlab::cli::info_command(args);
     if (cmd == "help" || cmd == "--help" || cmd == "-h") {

@@ -1,75 +1,118 @@
-// shardlab run JOB.json: load and validate the job, build data, model and optimizer, train in this
-// process, print a progress line per logging interval and a summary.
+// shardlab run JOB.json: load and validate the job, then train it: in this process with the plain
+// Trainer (parallel.strategy none), as world_size ranks on threads of this process, or as
+// world_size processes that it starts under mpirun (`shardlab worker`). Prints a progress line per
+// logging interval and a summary; sharded runs add the per-rank memory table, and --verify the
+// comparison with the same job in one process.
 #include <fmt/format.h>
-#include <fmt/ranges.h>
+
+#include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
+#include "engine/cli/mpi_launch.h"
+#include "engine/cli/sharded_report.h"
 #include "engine/core/timer.h"
 #include "engine/job/job_spec.h"
+#include "engine/parallel/planner.h"
+#include "engine/parallel/rank_runner.h"
+#include "engine/parallel/sharded_optimizer.h"
 #include "engine/train/build.h"
 
 namespace shardlab::cli {
 namespace {
 
-std::string model_line(const TrainingSetup& s) {
-  const ModelConfig& m = s.job.model;
-  if (m.kind == "mlp") {
-    return fmt::format("mlp {}-{}-{} ({})", m.mlp.input_dim, fmt::join(m.mlp.hidden, "-"),
-                       m.mlp.num_classes, m.mlp.activation);
+int run_single(const JobSpec& job, bool quiet, Stopwatch& total) {
+  TrainingSetup setup = build_training(job);
+  const bool tokens = setup.job.model.kind == "gpt";
+  print_job_header(setup.job, setup.data.description, setup.model->num_params());
+  const TrainResult r = run_training(setup, progress_printer(tokens, quiet));
+  const EvalResult& fe = r.final_eval();
+  fmt::print(
+      "summary: {} | eval accuracy {:.2f}%  eval loss {:.4f} | {} steps, train {:.1f} s, eval "
+      "{:.1f} s, total {:.1f} s | {:.0f} {}/s\n",
+      r.stop_reason, 100.0 * fe.accuracy, fe.loss, r.steps, r.train_seconds, r.eval_seconds,
+      total.seconds(), tokens ? r.tokens_per_second : r.samples_per_second,
+      tokens ? "tokens" : "samples");
+  return 0;
+}
+
+int run_threads(JobSpec job, bool quiet, const Args& args, Stopwatch& total) {
+  const Datasets data = load_job_data(job);
+  complete_model_config(job.model, data);
+  print_job_header(job, data.description, model_layout(job.model).size());
+  RankRunOptions opts;
+  opts.callbacks = progress_printer(job.model.kind == "gpt", quiet);
+  const ParallelRunResult run = run_threads_job(job, data, opts);
+  print_sharded_summary(job, run, total.seconds());
+  if (!args.has("--verify")) return 0;
+  const double tol = std::stod(args.get("--tolerance", "1e-5"));
+  return verify_against_single_process(job, run.result.params, tol) ? 0 : 1;
+}
+
+int run_mpi(const JobSpec& job, const std::string& path, bool quiet, const Args& args) {
+  std::vector<std::string> worker{self_executable(), "worker", path};
+  for (const std::string& s : args.all("--set")) {
+    worker.push_back("--set");
+    worker.push_back(s);
   }
-  return fmt::format("gpt {} layers, width {}, {} heads, context {}, vocab {}", m.gpt.layers,
-                     m.gpt.width, m.gpt.heads, m.gpt.context, m.gpt.vocab_size);
+  if (quiet) worker.push_back("--quiet");
+  const bool verify = args.has("--verify");
+  const std::string model_file =
+      (std::filesystem::temp_directory_path() /
+       fmt::format("shardlab-verify-{}.slmodel", static_cast<long>(getpid())))
+          .string();
+  if (verify) {
+    worker.push_back("--save-model");
+    worker.push_back(model_file);
+  }
+  const int rc = run_mpirun(static_cast<int>(job.parallel.world_size), worker);
+  SL_ENFORCE(rc == 0, "mpirun exited with status {}: a rank failed (its error is printed above)",
+             rc);
+  if (!verify) return 0;
+  JobSpec completed = job;
+  const Datasets data = load_job_data(job);
+  complete_model_config(completed.model, data);
+  const std::vector<float> params = read_model_file(model_file, model_layout(completed.model));
+  std::error_code ec;
+  std::filesystem::remove(model_file, ec);
+  const double tol = std::stod(args.get("--tolerance", "1e-5"));
+  return verify_against_single_process(job, params, tol) ? 0 : 1;
 }
 
 }  // namespace
 
 int run_command(const std::vector<std::string>& argv) {
-  Args args(argv, {{"--set"}, {"--quiet"}});
+  Args args(argv, {{"--set", "--tolerance"}, {"--quiet", "--verify"}});
   if (args.positional().size() != 1)
     SL_THROW(UsageError,
              "run needs exactly one job file, e.g. shardlab run resources/jobs/fashion_mlp.json");
   const bool quiet = args.has("--quiet");
-
-  Stopwatch total;
-  const JobSpec job = load_job(args.positional()[0], args.all("--set"));
-  TrainingSetup setup = build_training(job);
-  const bool tokens = setup.job.model.kind == "gpt";
-
-  fmt::print("job {}: {}, {} parameters\n", setup.job.name, model_line(setup),
-             setup.model->num_params());
-  fmt::print("data: {}\n", setup.data.description);
-  fmt::print("optimizer: {} lr {:g}, schedule {}, batch {}\n", job.optimizer.name, job.optimizer.lr,
-             job.train.schedule.kind, job.train.batch_size);
-  std::fflush(stdout);
-
-  TrainerCallbacks cb;
-  if (!quiet) {
-    cb.on_log = [&](const StepInfo& s) {
-      fmt::print("step {:>6}/{}  epoch {:>3}  loss {:.4f}  lr {:.3e}  {:.0f} {}/s\n", s.step,
-                 s.total_steps, s.epoch, s.loss, s.lr,
-                 tokens ? s.tokens_per_second : s.samples_per_second,
-                 tokens ? "tokens" : "samples");
-      std::fflush(stdout);
-    };
-    cb.on_eval = [&](const EvalResult& e) {
-      fmt::print("eval  step {:>6}  loss {:.4f}  accuracy {:.2f}%  ({} samples)\n", e.step, e.loss,
-                 100.0 * e.accuracy, e.samples);
-      std::fflush(stdout);
-    };
+  if (args.has("--tolerance")) {
+    double t = -1;
+    try {
+      t = std::stod(args.get("--tolerance"));
+    } catch (const std::exception&) {
+    }
+    if (!(t > 0))
+      SL_THROW(UsageError, "--tolerance: expected a positive number, got '{}'",
+               args.get("--tolerance"));
   }
-  const TrainResult r = run_training(setup, cb);
-  const EvalResult& fe = r.final_eval();
-  fmt::print(
-      "summary: {} | eval accuracy {:.2f}%  eval loss {:.4f} | {} steps, train {:.1f} s, eval "
-      "{:.1f} s, "
-      "total {:.1f} s | {:.0f} {}/s\n",
-      r.stop_reason, 100.0 * fe.accuracy, fe.loss, r.steps, r.train_seconds, r.eval_seconds,
-      total.seconds(), tokens ? r.tokens_per_second : r.samples_per_second,
-      tokens ? "tokens" : "samples");
-  return 0;
+  Stopwatch total;
+  const std::string path = args.positional()[0];
+  const JobSpec job = load_job(path, args.all("--set"));
+  if (job.parallel.strategy == "none") {
+    if (args.has("--verify"))
+      SL_THROW(UsageError,
+               "--verify compares a sharded run with one process, but this job's "
+               "parallel.strategy is none (try --set parallel.strategy=zero2 --set "
+               "parallel.world_size=4)");
+    return run_single(job, quiet, total);
+  }
+  if (job.parallel.backend == "mpi") return run_mpi(job, path, quiet, args);
+  return run_threads(job, quiet, args, total);
 }
 
 }  // namespace shardlab::cli

@@ -59,8 +59,11 @@ struct ParamBinding {
   float* grads = nullptr;
   int64_t base = 0;
 
-  float* param(int index) const { return params + ((*layout)[index].offset - base); }
-  float* grad(int index) const { return grads + ((*layout)[index].offset - base); }
+  // Null when the buffer is null (a block bound for init or forward only).
+  float* param(int index) const {
+    return params ? params + ((*layout)[index].offset - base) : nullptr;
+  }
+  float* grad(int index) const { return grads ? grads + ((*layout)[index].offset - base) : nullptr; }
 };
 
 }  // namespace shardlab

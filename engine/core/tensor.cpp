@@ -25,7 +25,7 @@ Tensor::Tensor(Shape shape)
     : shape_(std::move(shape)), data_(static_cast<size_t>(numel_of(shape_))) {}
 
 Tensor::Tensor(Shape shape, std::vector<float> values)
-    : shape_(std::move(shape)), data_(std::move(values)) {
+    : shape_(std::move(shape)), data_(values.begin(), values.end()) {
   SL_ENFORCE(numel_of(shape_) == static_cast<int64_t>(data_.size()),
              "tensor of shape {} needs {} values, got {}", to_string(shape_), numel_of(shape_),
              data_.size());
@@ -40,7 +40,9 @@ int64_t Tensor::dim(int i) const {
 
 void Tensor::resize(const Shape& shape) {
   shape_ = shape;
-  data_.resize(static_cast<size_t>(numel_of(shape_)));
+  const auto n = static_cast<size_t>(numel_of(shape_));
+  if (n > data_.capacity()) data_.reserve(n);  // exactly n, not the vector's growth policy
+  data_.resize(n);
 }
 
 void Tensor::reshape(const Shape& shape) {

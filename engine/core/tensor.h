@@ -1,5 +1,8 @@
 // Tensor: contiguous row-major float32 storage with a shape, and TensorView, the same over memory
 // owned by someone else (a slice of a model's flat parameter buffer, for instance).
+//
+// A Tensor's storage is counted as activations by the memory ledger bound to the thread that
+// created it (engine/core/memory.h); it is sized exactly, so the ledger sees what is held.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +10,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include "engine/core/memory.h"
 
 namespace shardlab {
 
@@ -46,7 +51,8 @@ class Tensor {
   std::span<const float> span() const { return data_; }
   TensorView view() { return {data_.data(), shape_}; }
 
-  // Change the shape; storage is reused when it is large enough, contents are unspecified.
+  // Change the shape; storage is reused when it is large enough (it never shrinks), otherwise
+  // grown to exactly the new size. Contents are unspecified.
   void resize(const Shape& shape);
   // Change the shape keeping the element count (and the data).
   void reshape(const Shape& shape);
@@ -55,7 +61,7 @@ class Tensor {
 
  private:
   Shape shape_;
-  std::vector<float> data_;
+  std::vector<float, TrackedAllocator<float>> data_;
 };
 
 }  // namespace shardlab

@@ -76,6 +76,8 @@ void visit_job(V& v, Job& job) {
     v.field("eval_batches", t.eval_batches);
     v.field("log_every", t.log_every);
     v.field("seed", t.seed);
+    v.field("accumulation_steps", t.accumulation_steps);
+    v.field("clip_grad_norm", t.clip_grad_norm);
     v.section("schedule", [&] {
       v.field("kind", t.schedule.kind);
       v.field("warmup_steps", t.schedule.warmup_steps);
@@ -85,6 +87,16 @@ void visit_job(V& v, Job& job) {
       v.field("patience", t.early_stopping.patience);
       v.field("min_delta", t.early_stopping.min_delta);
     });
+  });
+  v.section("parallel", [&] {
+    auto& p = job.parallel;
+    v.field("strategy", p.strategy);
+    v.field("world_size", p.world_size);
+    v.field("backend", p.backend);
+    v.field("bucket_mb", p.bucket_mb);
+    v.field("overlap", p.overlap);
+    v.field("fsdp_keep_params", p.fsdp_keep_params);
+    v.field("timeout_s", p.timeout_s);
   });
 }
 

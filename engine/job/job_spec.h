@@ -2,12 +2,14 @@
 // place. The document's sections map onto the config structs and its keys are their field names:
 //
 //   { "name": "...", "model": {..., "mlp": {...}, "gpt": {...}}, "data": {...},
-//     "optimizer": {...}, "train": {..., "schedule": {...}, "early_stopping": {...}} }
+//     "optimizer": {...}, "train": {..., "schedule": {...}, "early_stopping": {...}},
+//     "parallel": {"strategy": ..., "world_size": ..., "backend": ..., ...} }
 //
-// Missing sections and fields take the struct defaults. Everything else is an error naming the
-// dotted field path: unknown keys (with the closest known key suggested), wrong JSON types, values
-// out of range, and fields that the chosen model, dataset, schedule or optimizer would not use but
-// that are set to a non-default value (nothing in a job file is silently ignored).
+// Missing sections and fields take the struct defaults (so a job without "parallel" runs in one
+// process). Everything else is an error naming the dotted field path: unknown keys (with the
+// closest known key suggested), wrong JSON types, values out of range, and fields that the chosen
+// model, dataset, schedule, optimizer or parallel strategy would not use but that are set to a
+// non-default value (nothing in a job file is silently ignored).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -18,6 +20,7 @@
 #include "engine/data/data_config.h"
 #include "engine/model/model_config.h"
 #include "engine/optim/optimizer_config.h"
+#include "engine/parallel/parallel_config.h"
 #include "engine/train/train_config.h"
 
 namespace shardlab {
@@ -28,6 +31,7 @@ struct JobSpec {
   DataConfig data;
   OptimizerConfig optimizer;
   TrainConfig train;  // with the LR schedule and early stopping
+  ParallelConfig parallel;  // strategy and ranks ("none": one process)
 };
 
 // Same value in every field (compares the full JSON documents).

@@ -3,6 +3,7 @@
 #include "engine/job/job_spec.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -25,6 +26,18 @@ const std::vector<std::string> kModelKinds = {"mlp", "gpt"};
 const std::vector<std::string> kDatasets = {"fashion-mnist", "chars"};
 const std::vector<std::string> kActivations = {"relu", "gelu"};
 const std::vector<std::string> kScheduleKinds = {"constant", "warmup_cosine"};
+const std::vector<std::string> kBackends = {"threads", "mpi"};
+
+// Whether this build can run ranks as MPI processes (engine/job/CMakeLists.txt defines it).
+#ifdef SHARDLAB_HAVE_MPI
+constexpr bool kHaveMpi = true;
+#else
+constexpr bool kHaveMpi = false;
+#endif
+
+constexpr int64_t kMaxAccumulationSteps = 1024;
+constexpr double kMaxBucketMb = 4096;
+constexpr double kMaxTimeoutSeconds = 86400;  // one day
 
 // Fields that validate_optimizer_config() (the optimizer module's own rules: names, ranges and
 // the zero-default fields momentum, nesterov, initial_accumulator) does not reject when set for an
@@ -190,6 +203,12 @@ void check_train(Checker& c, const TrainConfig& t) {
   c.at_least<int64_t>("train.eval_every", t.eval_every, 0);
   c.at_least<int64_t>("train.eval_batches", t.eval_batches, 0);
   c.at_least<int64_t>("train.log_every", t.log_every, 1);
+  if (!(t.accumulation_steps >= 1 && t.accumulation_steps <= kMaxAccumulationSteps))
+    c.fail("train.accumulation_steps", fmt::format("must be in [1, {}], got {}",
+                                                   kMaxAccumulationSteps, t.accumulation_steps));
+  if (!(std::isfinite(t.clip_grad_norm) && t.clip_grad_norm >= 0))
+    c.fail("train.clip_grad_norm",
+           fmt::format("must be a finite number >= 0 (0: no clipping), got {}", t.clip_grad_norm));
 
   const ScheduleConfig& s = t.schedule;
   if (c.one_of("train.schedule.kind", s.kind, kScheduleKinds)) {
@@ -213,6 +232,64 @@ void check_train(Checker& c, const TrainConfig& t) {
   }
 }
 
+void check_parallel(Checker& c, const JobSpec& job) {
+  const ParallelConfig& p = job.parallel;
+  const bool known_strategy = c.one_of("parallel.strategy", p.strategy, strategy_names());
+  const bool single = p.strategy == "none";
+  const bool world_ok = p.world_size >= 1 && p.world_size <= kMaxWorldSize;
+  if (!world_ok) {
+    c.fail("parallel.world_size",
+           fmt::format("must be in [1, {}], got {}", kMaxWorldSize, p.world_size));
+  } else if (single && p.world_size > 1) {
+    std::vector<std::string> parallel_strategies;
+    for (const auto& s : strategy_names())
+      if (s != "none") parallel_strategies.push_back(s);
+    std::string choices;
+    for (size_t i = 0; i < parallel_strategies.size(); ++i)
+      choices += (i == 0 ? "" : i + 1 == parallel_strategies.size() ? " or " : ", ") +
+                 parallel_strategies[i];
+    c.fail("parallel.world_size",
+           fmt::format("{} ranks need a strategy ({}); strategy \"none\" runs one process",
+                       p.world_size, choices));
+  }
+
+  if (c.one_of("parallel.backend", p.backend, kBackends)) {
+    if (single)
+      c.unused_field("parallel.backend", "not used by strategy none");
+    else if (p.backend == "mpi" && !kHaveMpi)
+      c.fail("parallel.backend",
+             "mpi is not available: this build has no MPI (install libopenmpi-dev and rebuild)");
+  }
+
+  if (known_strategy) {
+    const std::string unused = "not used by strategy " + p.strategy;
+    if (single || p.strategy == "fsdp")
+      c.unused_field("parallel.bucket_mb", unused + (single ? "" : " (it communicates per block)"));
+    else if (!(p.bucket_mb > 0 && p.bucket_mb <= kMaxBucketMb))
+      c.fail("parallel.bucket_mb",
+             fmt::format("must be in (0, {}] MiB, got {}", kMaxBucketMb, p.bucket_mb));
+    if (single) c.unused_field("parallel.overlap", unused);
+    if (p.strategy != "fsdp") c.unused_field("parallel.fsdp_keep_params", unused);
+    if (single)
+      c.unused_field("parallel.timeout_s", unused);
+    else if (!(p.timeout_s > 0 && p.timeout_s <= kMaxTimeoutSeconds))
+      c.fail("parallel.timeout_s",
+             fmt::format("must be in (0, {}] seconds, got {}", kMaxTimeoutSeconds, p.timeout_s));
+  }
+
+  // Every rank gets batch_size / world_size samples, cut into accumulation_steps micro-batches.
+  const TrainConfig& t = job.train;
+  if (world_ok && t.batch_size >= 1 && t.accumulation_steps >= 1 &&
+      t.accumulation_steps <= kMaxAccumulationSteps) {
+    const int64_t parts = p.world_size * t.accumulation_steps;
+    if (t.batch_size % parts != 0)
+      c.fail("train.batch_size",
+             fmt::format("must be divisible by parallel.world_size x train.accumulation_steps "
+                         "= {}, got {}",
+                         parts, t.batch_size));
+  }
+}
+
 }  // namespace
 
 std::vector<FieldError> validate(const JobSpec& job) {
@@ -222,6 +299,7 @@ std::vector<FieldError> validate(const JobSpec& job) {
   check_data(c, job);
   check_optimizer(c, job.optimizer);
   check_train(c, job.train);
+  check_parallel(c, job);
   return c.take();
 }
 

@@ -10,34 +10,80 @@
 
 namespace shardlab {
 
-Model::Model(ModelConfig config, std::vector<std::unique_ptr<Layer>> blocks)
-    : config_(std::move(config)), blocks_(std::move(blocks)) {
+Model::Model(ModelConfig config, std::vector<std::unique_ptr<Layer>> blocks, ModelStorage storage)
+    : config_(std::move(config)), blocks_(std::move(blocks)), storage_(storage) {
   SL_ENFORCE(!blocks_.empty(), "Model: needs at least one block");
   for (size_t i = 0; i < blocks_.size(); ++i) {
     SL_ENFORCE(blocks_[i] != nullptr, "Model: block {} is null", i);
     blocks_[i]->declare(layout_, fmt::format("blocks.{}.", i), static_cast<int>(i));
   }
-  params_.assign(static_cast<size_t>(layout_.size()), 0.0f);
-  grads_.assign(static_cast<size_t>(layout_.size()), 0.0f);
-  const ParamBinding binding{&layout_, params_.data(), grads_.data(), 0};
-  for (auto& b : blocks_) b->bind(binding);
+  padded_ = layout_.size();
+  if (storage_ == ModelStorage::owned) {
+    params_ = make_buffer(MemCategory::params, padded_);
+    grads_ = make_buffer(MemCategory::grads, padded_);
+    bind_all();
+  }
   acts_.resize(blocks_.size());
 }
 
+void Model::bind_all() {
+  const ParamBinding binding{&layout_, params_.data(), grads_.empty() ? nullptr : grads_.data(),
+                             0};
+  for (auto& b : blocks_) b->bind(binding);
+}
+
+void Model::pad_buffers(int64_t padded) {
+  SL_ENFORCE(storage_ == ModelStorage::owned, "Model: pad_buffers needs owned storage");
+  SL_ENFORCE(padded >= layout_.size(), "Model: cannot pad {} parameters to {}", layout_.size(),
+             padded);
+  if (padded == padded_) return;
+  Buffer p = make_buffer(MemCategory::params, padded);
+  std::copy(params_.begin(), params_.begin() + layout_.size(), p.begin());
+  params_.swap(p);
+  free_buffer(p);
+  const bool had_grads = !grads_.empty();
+  free_buffer(grads_);
+  padded_ = padded;
+  if (had_grads) grads_ = make_buffer(MemCategory::grads, padded_);
+  bind_all();
+}
+
+void Model::bind_block(int block, float* params, float* grads) {
+  Layer& l = this->block(block);
+  l.bind(ParamBinding{&layout_, params, grads, layout_.block_range(block).begin});
+}
+
 void Model::init(uint64_t seed) {
-  for (size_t i = 0; i < blocks_.size(); ++i) {
-    Rng rng = Rng::derive(seed, i);
-    blocks_[i]->init(rng);
-  }
+  for (int i = 0; i < num_blocks(); ++i) init_block(i, seed);
+}
+
+void Model::init_block(int block, uint64_t seed) {
+  Rng rng = Rng::derive(seed, static_cast<uint64_t>(block));
+  this->block(block).init(rng);
 }
 
 void Model::zero_grad() {
+  if (storage_ == ModelStorage::owned && grads_.empty() && layout_.size() > 0) {
+    grads_ = make_buffer(MemCategory::grads, padded_);
+    bind_all();
+    return;
+  }
   std::fill(grads_.begin(), grads_.end(), 0.0f);
 }
 
-const Tensor& Model::forward(const Tensor& input) {
-  for (size_t i = 0; i < blocks_.size(); ++i)
+void Model::release_grads() {
+  SL_ENFORCE(storage_ == ModelStorage::owned, "Model: release_grads needs owned storage");
+  free_buffer(grads_);
+  bind_all();
+}
+
+const Tensor& Model::forward(const Tensor& input, BlockHooks* hooks) {
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    const int b = static_cast<int>(i);
+    if (hooks) hooks->before_forward(b);
     blocks_[i]->forward(i == 0 ? input : acts_[i - 1], acts_[i]);
+    if (hooks) hooks->after_forward(b);
+  }
   Tensor& out = acts_.back();
   SL_ENFORCE(out.rank() >= 1, "Model: the last block produced a scalar, expected logits");
   const int64_t classes = out.dim(-1);
@@ -45,7 +91,7 @@ const Tensor& Model::forward(const Tensor& input) {
   return out;
 }
 
-void Model::backward(const Tensor& dlogits) {
+void Model::backward(const Tensor& dlogits, BlockHooks* hooks) {
   const Tensor& logits = acts_.back();
   SL_ENFORCE(dlogits.shape() == logits.shape(),
              "Model: dlogits of shape {} do not match the last logits {}",
@@ -53,8 +99,11 @@ void Model::backward(const Tensor& dlogits) {
   // Block 0's input gradient (with respect to the data) is computed and dropped: the Layer
   // interface has no way to skip it, and it is one small product per step.
   for (size_t i = blocks_.size(); i-- > 0;) {
+    const int b = static_cast<int>(i);
+    if (hooks) hooks->before_backward(b);
     blocks_[i]->backward(i + 1 == blocks_.size() ? dlogits : dcur_, dnext_);
     std::swap(dcur_, dnext_);
+    if (hooks) hooks->after_backward(b);
   }
 }
 
@@ -74,7 +123,7 @@ std::string Model::summary() const {
   return s;
 }
 
-std::unique_ptr<Model> build_model(const ModelConfig& config) {
+std::unique_ptr<Model> build_model(const ModelConfig& config, ModelStorage storage) {
   std::vector<std::unique_ptr<Layer>> blocks;
   if (config.kind == "mlp") {
     blocks = build_mlp_blocks(config.mlp);
@@ -83,8 +132,8 @@ std::unique_ptr<Model> build_model(const ModelConfig& config) {
   } else {
     SL_THROW(InvalidArgument, "model.kind: unknown kind '{}' (expected mlp or gpt)", config.kind);
   }
-  auto model = std::make_unique<Model>(config, std::move(blocks));
-  model->init(config.seed);
+  auto model = std::make_unique<Model>(config, std::move(blocks), storage);
+  if (storage == ModelStorage::owned) model->init(config.seed);
   return model;
 }
 

@@ -7,12 +7,14 @@
 // per target.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "engine/core/memory.h"
 #include "engine/core/param_layout.h"
 #include "engine/core/tensor.h"
 #include "engine/model/layer.h"
@@ -20,11 +22,28 @@
 
 namespace shardlab {
 
+// Called around each block during Model::forward and Model::backward (block indices; backward
+// visits them in reverse). Default: nothing.
+class BlockHooks {
+ public:
+  virtual ~BlockHooks() = default;
+  virtual void before_forward(int block) { (void)block; }
+  virtual void after_forward(int block) { (void)block; }
+  virtual void before_backward(int block) { (void)block; }
+  virtual void after_backward(int block) { (void)block; }
+};
+
+enum class ModelStorage {
+  owned,     // the model allocates the full parameter and gradient buffers
+  external,  // no buffers: every block must be bound with bind_block() before it runs
+};
+
 class Model {
  public:
-  // Declares every block's parameters, allocates the two buffers (zero-filled) and binds the
-  // blocks to them. Parameters stay zero until init().
-  Model(ModelConfig config, std::vector<std::unique_ptr<Layer>> blocks);
+  // Declares every block's parameters and, with ModelStorage::owned, allocates the two buffers
+  // (zero-filled) and binds the blocks to them. Parameters stay zero until init().
+  Model(ModelConfig config, std::vector<std::unique_ptr<Layer>> blocks,
+        ModelStorage storage = ModelStorage::owned);
 
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -32,22 +51,43 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
   int64_t num_params() const { return layout_.size(); }
-  std::span<float> params() { return params_; }
-  std::span<const float> params() const { return params_; }
-  std::span<float> grads() { return grads_; }
-  std::span<const float> grads() const { return grads_; }
+  ModelStorage storage() const { return storage_; }
+  // The full buffers, num_params() elements (empty with ModelStorage::external; grads() is empty
+  // after release_grads()).
+  std::span<float> params() { return std::span<float>(params_).first(real(params_)); }
+  std::span<const float> params() const {
+    return std::span<const float>(params_).first(real(params_));
+  }
+  std::span<float> grads() { return std::span<float>(grads_).first(real(grads_)); }
+  std::span<const float> grads() const { return std::span<const float>(grads_).first(real(grads_)); }
+  // Both buffers extended with zeros to `padded` elements (>= num_params(); owned storage), as a
+  // flat-sharding strategy needs when the count does not divide by the world size. The padding is
+  // never touched by the layers and stays zero.
+  void pad_buffers(int64_t padded);
+  std::span<float> padded_params() { return params_; }
+  std::span<float> padded_grads() { return grads_; }
 
   // Deterministic: block i initialises from Rng::derive(seed, i), so the same seed gives
   // bit-identical parameters and one block's values do not depend on the blocks before it.
   void init(uint64_t seed);
+  // Initialises block b alone, exactly as init(seed) would, through its current binding.
+  void init_block(int block, uint64_t seed);
+  // Zeroes grads() (allocating it again first if release_grads() freed it).
   void zero_grad();
+  // Frees the full gradient buffer (ModelStorage::owned only); zero_grad() brings it back.
+  void release_grads();
+  bool has_grads() const { return !grads_.empty() || layout_.size() == 0; }
+
+  // Points block b at `params` and `grads`, each holding exactly that block's range of the flat
+  // layout (grads may be null when only init or forward will run).
+  void bind_block(int block, float* params, float* grads);
 
   // Runs every block in order and returns the logits [rows, classes] (the last block's output
   // with its leading dimensions folded into rows). The reference stays valid until the next
   // forward; buffers are reused, so steady-state steps do not allocate.
-  const Tensor& forward(const Tensor& input);
-  // Back-propagates dL/dlogits of the last forward, ADDING into grads().
-  void backward(const Tensor& dlogits);
+  const Tensor& forward(const Tensor& input, BlockHooks* hooks = nullptr);
+  // Back-propagates dL/dlogits of the last forward, ADDING into the bound gradients.
+  void backward(const Tensor& dlogits, BlockHooks* hooks = nullptr);
 
   int num_blocks() const { return static_cast<int>(blocks_.size()); }
   Layer& block(int i);
@@ -55,10 +95,15 @@ class Model {
   std::string summary() const;
 
  private:
+  void bind_all();
+  size_t real(const Buffer& b) const { return std::min(b.size(), static_cast<size_t>(num_params())); }
+
   ModelConfig config_;
   std::vector<std::unique_ptr<Layer>> blocks_;
   ParamLayout layout_;
-  std::vector<float> params_, grads_;
+  ModelStorage storage_;
+  Buffer params_, grads_;
+  int64_t padded_ = 0;  // size of both buffers when allocated
   std::vector<Tensor> acts_;  // acts_[i]: output of block i
   Tensor dcur_, dnext_;       // gradients flowing between blocks in backward
 };
@@ -66,6 +111,9 @@ class Model {
 // Builds the MLP or GPT model described by config (kind "mlp" | "gpt"), initialised from
 // config.seed. Throws InvalidArgument naming the field for a bad kind or size
 // (e.g. "model.heads: 3 does not divide width 64").
-std::unique_ptr<Model> build_model(const ModelConfig& config);
+// With ModelStorage::external the model is returned uninitialised (its owner initialises each
+// block with init_block()).
+std::unique_ptr<Model> build_model(const ModelConfig& config,
+                                   ModelStorage storage = ModelStorage::owned);
 
 }  // namespace shardlab

@@ -1,5 +1,7 @@
 #include "engine/optim/adagrad.h"
 
+#include <algorithm>
+
 #include "engine/core/error.h"
 #include "engine/optim/validate.h"
 #include "kernels/cpu/adagrad_update.h"
@@ -17,7 +19,8 @@ std::vector<std::pair<std::string, std::span<float>>> Adagrad::state() {
 }
 
 void Adagrad::allocate_state(int64_t n) {
-  sum_.assign(static_cast<size_t>(n), static_cast<float>(config_.initial_accumulator));
+  sum_ = make_buffer(MemCategory::optimizer_state, static_cast<size_t>(n));
+  std::fill(sum_.begin(), sum_.end(), static_cast<float>(config_.initial_accumulator));
 }
 
 void Adagrad::update(std::span<float> params, std::span<const float> grads, double lr) {

@@ -18,8 +18,8 @@ std::vector<std::pair<std::string, std::span<float>>> Adam::state() {
 }
 
 void Adam::allocate_state(int64_t n) {
-  exp_avg_.assign(static_cast<size_t>(n), 0.0f);
-  exp_avg_sq_.assign(static_cast<size_t>(n), 0.0f);
+  exp_avg_ = make_buffer(MemCategory::optimizer_state, static_cast<size_t>(n));
+  exp_avg_sq_ = make_buffer(MemCategory::optimizer_state, static_cast<size_t>(n));
 }
 
 void Adam::update(std::span<float> params, std::span<const float> grads, double lr) {

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "engine/core/memory.h"
 #include "engine/optim/optimizer.h"
 
 namespace shardlab {
@@ -21,8 +22,8 @@ class Adam : public Optimizer {
 
  private:
   bool decoupled_;
-  std::vector<float> exp_avg_;
-  std::vector<float> exp_avg_sq_;
+  Buffer exp_avg_;
+  Buffer exp_avg_sq_;
 };
 
 }  // namespace shardlab

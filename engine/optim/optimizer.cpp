@@ -15,14 +15,13 @@
 // any length field in between.
 #include "engine/optim/optimizer.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <functional>
 
+#include "engine/core/bytes.h"
 #include "engine/core/error.h"
 #include "engine/optim/adagrad.h"
 #include "engine/optim/adam.h"
@@ -34,16 +33,9 @@ namespace shardlab {
 
 namespace {
 
-static_assert(std::endian::native == std::endian::little,
-              "the optimizer state format is written with memcpy and assumes a little-endian host");
 
 constexpr char kMagic[8] = {'S', 'L', 'O', 'P', 'T', 'I', 'M', '\0'};
 constexpr uint32_t kVersion = 1;
-
-uint32_t crc32_of(const uint8_t* data, size_t n) {
-  // crc32_z takes a size_t length, so multi-GiB states need no chunking.
-  return static_cast<uint32_t>(crc32_z(crc32_z(0L, Z_NULL, 0), data, n));
-}
 
 std::vector<std::pair<std::string, double>> hyper_parameters(const OptimizerConfig& c) {
   return {{"lr", c.lr},
@@ -56,58 +48,6 @@ std::vector<std::pair<std::string, double>> hyper_parameters(const OptimizerConf
           {"alpha", c.alpha},
           {"initial_accumulator", c.initial_accumulator}};
 }
-
-class Writer {
- public:
-  explicit Writer(size_t reserve) { out_.reserve(reserve); }
-  void bytes(const void* p, size_t n) {
-    const auto* b = static_cast<const uint8_t*>(p);
-    out_.insert(out_.end(), b, b + n);
-  }
-  template <typename T>
-  void pod(T v) {
-    bytes(&v, sizeof v);
-  }
-  void str(const std::string& s) {
-    pod(static_cast<uint32_t>(s.size()));
-    bytes(s.data(), s.size());
-  }
-  std::vector<uint8_t>& out() { return out_; }
-
- private:
-  std::vector<uint8_t> out_;
-};
-
-// Bounds-checked cursor: every read names what it was reading when the bytes run out.
-class Reader {
- public:
-  explicit Reader(std::span<const uint8_t> b) : b_(b) {}
-  size_t pos() const { return pos_; }
-  size_t left() const { return b_.size() - pos_; }
-  const uint8_t* take(size_t n, const char* what) {
-    SL_ENFORCE_T(FormatError, n <= left(),
-                 "optimizer state: truncated while reading {} at byte {} (needs {} bytes, {} left)",
-                 what, pos_, n, left());
-    const uint8_t* p = b_.data() + pos_;
-    pos_ += n;
-    return p;
-  }
-  template <typename T>
-  T pod(const char* what) {
-    T v;
-    std::memcpy(&v, take(sizeof v, what), sizeof v);
-    return v;
-  }
-  std::string str(const char* what) {
-    const auto n = pod<uint32_t>(what);
-    const uint8_t* p = take(n, what);
-    return std::string(reinterpret_cast<const char*>(p), n);
-  }
-
- private:
-  std::span<const uint8_t> b_;
-  size_t pos_ = 0;
-};
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
@@ -184,7 +124,7 @@ std::vector<uint8_t> Optimizer::serialize() {
   for (const auto& [k, v] : hyper) size += 4 + k.size() + 8;
   for (const auto& [k, s] : arrays) size += 4 + k.size() + 8 + s.size() * sizeof(float);
 
-  Writer w(size);
+  ByteWriter w(size);
   w.bytes(kMagic, sizeof kMagic);
   w.pod(kVersion);
   w.str(name());
@@ -212,7 +152,7 @@ void Optimizer::deserialize(std::span<const uint8_t> bytes) {
                "optimizer state: {} bytes is too short to be an optimizer state", bytes.size());
   SL_ENFORCE_T(FormatError, std::memcmp(bytes.data(), kMagic, sizeof kMagic) == 0,
                "optimizer state: bad magic, not a ShardLab optimizer state");
-  Reader r(bytes.first(bytes.size() - 4));
+  ByteReader r(bytes.first(bytes.size() - 4), "optimizer state");
   r.take(sizeof kMagic, "magic");
   const auto version = r.pod<uint32_t>("version");
   SL_ENFORCE_T(FormatError, version == kVersion,

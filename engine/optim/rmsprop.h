@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "engine/core/memory.h"
 #include "engine/optim/optimizer.h"
 
 namespace shardlab {
@@ -19,8 +20,8 @@ class Rmsprop : public Optimizer {
   void update(std::span<float> params, std::span<const float> grads, double lr) override;
 
  private:
-  std::vector<float> square_avg_;
-  std::vector<float> momentum_buf_;
+  Buffer square_avg_;
+  Buffer momentum_buf_;
 };
 
 }  // namespace shardlab

@@ -4,24 +4,33 @@
 
 namespace shardlab {
 
-TrainingSetup build_training(const JobSpec& job) {
-  TrainingSetup s;
-  s.job = job;
-  s.data = load_datasets(job.data, job.model.gpt.context);
-  SL_ENFORCE_T(InternalError, s.data.train && s.data.eval, "datasets not loaded");
-  ModelConfig& mc = s.job.model;
+Datasets load_job_data(const JobSpec& job) {
+  Datasets d = load_datasets(job.data, job.model.gpt.context);
+  SL_ENFORCE_T(InternalError, d.train && d.eval, "datasets not loaded");
+  return d;
+}
+
+void complete_model_config(ModelConfig& mc, const Datasets& data) {
   if (mc.kind == "mlp") {
     Batch probe;
     const int64_t first = 0;
-    s.data.train->gather(std::span<const int64_t>(&first, 1), probe);
+    data.train->gather(std::span<const int64_t>(&first, 1), probe);
     SL_ENFORCE(probe.input.rank() == 2,
                "model.kind: mlp needs flat feature vectors, dataset gives {}",
                to_string(probe.input.shape()));
     mc.mlp.input_dim = probe.input.dim(1);
-    mc.mlp.num_classes = s.data.train->num_classes();
+    mc.mlp.num_classes = data.train->num_classes();
   } else {
-    mc.gpt.vocab_size = s.data.train->num_classes();
+    mc.gpt.vocab_size = data.train->num_classes();
   }
+}
+
+TrainingSetup build_training(const JobSpec& job) {
+  TrainingSetup s;
+  s.job = job;
+  s.data = load_job_data(job);
+  ModelConfig& mc = s.job.model;
+  complete_model_config(mc, s.data);
   s.model = build_model(mc);
   s.optimizer = make_optimizer(job.optimizer);
   return s;

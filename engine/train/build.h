@@ -19,6 +19,11 @@ struct TrainingSetup {
   std::unique_ptr<Optimizer> optimizer;
 };
 
+// The job's datasets (IoError naming a missing file, InvalidArgument for a bad configuration).
+Datasets load_job_data(const JobSpec& job);
+// Fills in the sizes the data decides: MLP input width and classes, GPT vocabulary.
+void complete_model_config(ModelConfig& config, const Datasets& data);
+
 // Loads the data, builds and initialises the model, makes the optimizer. Throws the engine's
 // errors (IoError for a missing dataset, InvalidArgument for a bad configuration).
 TrainingSetup build_training(const JobSpec& job);

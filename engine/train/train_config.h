@@ -25,6 +25,12 @@ struct TrainConfig {
   int64_t eval_batches = 0;  // batches per evaluation (0: the whole evaluation set)
   int64_t log_every = 50;    // steps between progress lines
   uint64_t seed = 1;         // data order
+  // Micro-steps per optimizer step: each (rank's share of the) batch is cut by samples into this
+  // many micro-batches whose gradients are summed before the update (averaged over all of them).
+  int64_t accumulation_steps = 1;
+  // Clip by the global gradient norm (over all parameters, across all shards) to at most this
+  // value before the update, as torch.nn.utils.clip_grad_norm_; 0 disables clipping.
+  double clip_grad_norm = 0.0;
   ScheduleConfig schedule;
   EarlyStoppingConfig early_stopping;
 };

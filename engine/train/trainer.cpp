@@ -9,6 +9,7 @@
 #include "engine/data/sampler.h"
 #include "engine/model/cross_entropy.h"
 #include "engine/train/lr_schedule.h"
+#include "engine/train/step_math.h"
 
 namespace shardlab {
 
@@ -21,6 +22,9 @@ Trainer::Trainer(Model& model, Optimizer& optimizer, const Dataset& train, const
       config_(config),
       base_lr_(base_lr) {
   SL_ENFORCE(config.batch_size >= 1, "train.batch_size: must be >= 1, got {}", config.batch_size);
+  SL_ENFORCE(config.accumulation_steps >= 1 && config.batch_size % config.accumulation_steps == 0,
+             "train.accumulation_steps: must be >= 1 and divide train.batch_size ({}), got {}",
+             config.batch_size, config.accumulation_steps);
   SL_ENFORCE(train.size() >= config.batch_size,
              "train.batch_size: {} is larger than the training set ({} samples)", config.batch_size,
              train.size());
@@ -92,6 +96,10 @@ TrainResult Trainer::run(const TrainerCallbacks& callbacks) {
     }
   };
 
+  const int64_t accumulation = config_.accumulation_steps;
+  const auto micro_scale = static_cast<float>(1.0 / static_cast<double>(accumulation));
+  double grad_norm = 0;
+
   double window_loss = 0;
   int64_t window_steps = 0, window_samples = 0, window_rows = 0;
   double window_seconds = 0;
@@ -100,15 +108,36 @@ TrainResult Trainer::run(const TrainerCallbacks& callbacks) {
   for (int64_t step = 0; step < total_steps_; ++step) {
     Stopwatch sw;
     const std::vector<int64_t> idx = sampler.next();
-    train_.gather(idx, batch);
     model_.zero_grad();
-    const Tensor& logits = model_.forward(batch.input);
-    const double loss = loss_fn.forward(logits, batch.targets);
-    SL_ENFORCE(std::isfinite(loss),
-               "training diverged: loss is {} at step {} (try a lower optimizer.lr)", loss,
-               step + 1);
-    loss_fn.backward(dlogits);
-    model_.backward(dlogits);
+    // Each micro-batch's loss is a mean over its rows; scaling its dlogits by 1/A makes the
+    // summed gradients those of the mean over the whole batch.
+    double loss_sum = 0;
+    int64_t samples = 0, rows = 0;
+    for (int64_t m = 0; m < accumulation; ++m) {
+      if (accumulation == 1)
+        train_.gather(idx, batch);
+      else
+        train_.gather(micro_batch(idx, accumulation, m), batch);
+      const Tensor& logits = model_.forward(batch.input);
+      const double micro_loss = loss_fn.forward(logits, batch.targets);
+      SL_ENFORCE(std::isfinite(micro_loss),
+                 "training diverged: loss is {} at step {} (try a lower optimizer.lr)", micro_loss,
+                 step + 1);
+      loss_sum += micro_loss;
+      samples += batch.samples();
+      rows += static_cast<int64_t>(batch.targets.size());
+      loss_fn.backward(dlogits);
+      if (accumulation > 1)
+        for (float& g : dlogits.span()) g *= micro_scale;
+      model_.backward(dlogits);
+    }
+    const double loss = loss_sum / static_cast<double>(accumulation);
+    grad_norm = std::sqrt(squared_norm(model_.grads()));
+    const double coef = clip_coefficient(grad_norm, config_.clip_grad_norm);
+    if (coef < 1.0) {
+      const auto c = static_cast<float>(coef);
+      for (float& g : model_.grads()) g *= c;
+    }
     const double lr = schedule.at(step);
     optimizer_.step(model_.params(), model_.grads(), lr);
     const double secs = sw.seconds();
@@ -116,8 +145,6 @@ TrainResult Trainer::run(const TrainerCallbacks& callbacks) {
     result.losses.push_back(loss);
     result.steps = step + 1;
     result.train_seconds += secs;
-    const int64_t samples = batch.samples();
-    const auto rows = static_cast<int64_t>(batch.targets.size());
     total_samples += samples;
     total_rows += rows;
     window_loss += loss;
@@ -134,6 +161,7 @@ TrainResult Trainer::run(const TrainerCallbacks& callbacks) {
       info.epoch = sampler.epoch();
       info.loss = window_loss / static_cast<double>(window_steps);
       info.lr = lr;
+      info.grad_norm = grad_norm;
       info.samples_per_second =
           window_seconds > 0 ? static_cast<double>(window_samples) / window_seconds : 0;
       info.tokens_per_second =

@@ -1,5 +1,6 @@
-// Trainer: the single-process training loop. Samples a batch, runs forward, loss and backward,
-// steps the base optimizer over the whole flat parameter buffer at the scheduled learning rate,
+// Trainer: the single-process training loop. Samples a batch, runs forward, loss and backward
+// (over train.accumulation_steps micro-batches whose gradients add up), clips the gradients by
+// their global norm when train.clip_grad_norm is set, steps the base optimizer over the whole flat parameter buffer at the scheduled learning rate,
 // evaluates on held-out data, and stops after N steps/epochs or early when the evaluation loss
 // stops improving. Sharded strategies reuse the same pieces with their own step.
 #pragma once
@@ -22,6 +23,7 @@ struct StepInfo {
   int64_t epoch = 0;
   double loss = 0;                // mean training loss over the steps since the last progress line
   double lr = 0;                  // learning rate of this step
+  double grad_norm = 0;           // global gradient norm of this step, before clipping
   double samples_per_second = 0;  // over the steps since the last progress line, training only
   double tokens_per_second = 0;   // target rows per second (= samples/s for classifiers)
 };
@@ -55,7 +57,8 @@ struct TrainerCallbacks {
 class Trainer {
  public:
   // eval may be null (no evaluation; early stopping then needs none). The optimizer is attached
-  // to the model's whole flat buffer here.
+  // to the model's whole flat buffer here. Throws InvalidArgument unless
+  // train.accumulation_steps >= 1 divides train.batch_size.
   Trainer(Model& model, Optimizer& optimizer, const Dataset& train, const Dataset* eval,
           const TrainConfig& config, double base_lr);
 

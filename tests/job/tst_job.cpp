@@ -247,6 +247,78 @@ class TestJob : public QObject {
     row("patience needs evals",
         R"({"train": {"eval_every": 0, "early_stopping": {"patience": 2}}})",
         "train.early_stopping.patience", "needs train.eval_every > 0");
+    row("accumulation zero", R"({"train": {"accumulation_steps": 0}})",
+        "train.accumulation_steps", "must be in [1, 1024], got 0");
+    row("accumulation high", R"({"train": {"accumulation_steps": 2048, "batch_size": 2048}})",
+        "train.accumulation_steps", "must be in [1, 1024], got 2048");
+    row("accumulation type", R"({"train": {"accumulation_steps": 1.5}})",
+        "train.accumulation_steps", "expected an integer, got 1.5");
+    row("clip negative", R"({"train": {"clip_grad_norm": -1}})", "train.clip_grad_norm",
+        "must be a finite number >= 0 (0: no clipping), got -1");
+    row("clip type", R"({"train": {"clip_grad_norm": "1"}})", "train.clip_grad_norm",
+        "expected a number");
+    row("batch not divisible by accumulation", R"({"train": {"accumulation_steps": 3}})",
+        "train.batch_size",
+        "must be divisible by parallel.world_size x train.accumulation_steps = 3, got 8");
+    row("batch not divisible by ranks x accumulation",
+        R"({"train": {"batch_size": 100, "accumulation_steps": 3},
+            "parallel": {"strategy": "ddp", "world_size": 4}})",
+        "train.batch_size",
+        "must be divisible by parallel.world_size x train.accumulation_steps = 12, got 100");
+    row("batch not divisible by ranks",
+        R"({"parallel": {"strategy": "zero1", "world_size": 3}})", "train.batch_size",
+        "= 3, got 8");
+
+    // parallel
+    row("unknown parallel key", R"({"parallel": {"world": 2}})", "parallel.world",
+        "unknown field");
+    row("parallel not object", R"({"parallel": "ddp"})", "parallel", "expected an object");
+    row("strategy", R"({"parallel": {"strategy": "zero3"}})", "parallel.strategy",
+        R"(must be one of "none", "ddp", "zero1", "zero2", "fsdp", got "zero3")");
+    row("strategy type", R"({"parallel": {"strategy": 2}})", "parallel.strategy",
+        "expected a string");
+    row("world_size zero", R"({"parallel": {"strategy": "ddp", "world_size": 0}})",
+        "parallel.world_size", "must be in [1, 1024], got 0");
+    row("world_size huge", R"({"parallel": {"strategy": "ddp", "world_size": 2048}})",
+        "parallel.world_size", "must be in [1, 1024], got 2048");
+    row("world_size type", R"({"parallel": {"world_size": "4"}})", "parallel.world_size",
+        "expected an integer");
+    row("ranks need a strategy", R"({"parallel": {"world_size": 4}})", "parallel.world_size",
+        "4 ranks need a strategy (ddp, zero1, zero2 or fsdp)");
+    row("backend", R"({"parallel": {"strategy": "ddp", "backend": "nccl"}})", "parallel.backend",
+        R"(must be one of "threads", "mpi", got "nccl")");
+    row("backend with none", R"({"parallel": {"backend": "mpi"}})", "parallel.backend",
+        "not used by strategy none");
+    row("bucket_mb zero", R"({"parallel": {"strategy": "ddp", "bucket_mb": 0}})",
+        "parallel.bucket_mb", "must be in (0, 4096] MiB, got 0");
+    row("bucket_mb negative", R"({"parallel": {"strategy": "zero2", "bucket_mb": -1}})",
+        "parallel.bucket_mb", "must be in (0, 4096] MiB, got -1");
+    row("bucket_mb huge", R"({"parallel": {"strategy": "zero1", "bucket_mb": 5000}})",
+        "parallel.bucket_mb", "must be in (0, 4096] MiB, got 5000");
+    row("bucket_mb with none", R"({"parallel": {"bucket_mb": 8}})", "parallel.bucket_mb",
+        "not used by strategy none");
+    row("bucket_mb with fsdp", R"({"parallel": {"strategy": "fsdp", "bucket_mb": 8}})",
+        "parallel.bucket_mb", "not used by strategy fsdp");
+    row("overlap with none", R"({"parallel": {"overlap": false}})", "parallel.overlap",
+        "not used by strategy none");
+    row("keep_params with none", R"({"parallel": {"fsdp_keep_params": true}})",
+        "parallel.fsdp_keep_params", "not used by strategy none");
+    row("keep_params with zero2",
+        R"({"parallel": {"strategy": "zero2", "world_size": 2, "fsdp_keep_params": true}})",
+        "parallel.fsdp_keep_params", "not used by strategy zero2");
+    row("keep_params type", R"({"parallel": {"fsdp_keep_params": 1}})",
+        "parallel.fsdp_keep_params", "expected true or false");
+    row("timeout with none", R"({"parallel": {"timeout_s": 5}})", "parallel.timeout_s",
+        "not used by strategy none");
+    row("timeout zero", R"({"parallel": {"strategy": "ddp", "timeout_s": 0}})",
+        "parallel.timeout_s", "must be in (0, 86400] seconds, got 0");
+    row("timeout huge", R"({"parallel": {"strategy": "fsdp", "timeout_s": 1e6}})",
+        "parallel.timeout_s", "must be in (0, 86400] seconds, got 1000000");
+#ifndef SHARDLAB_HAVE_MPI
+    row("mpi unavailable", R"({"parallel": {"strategy": "ddp", "backend": "mpi"}})",
+        "parallel.backend",
+        "mpi is not available: this build has no MPI (install libopenmpi-dev and rebuild)");
+#endif
   }
 
   void rejectsWithFieldPath() {
@@ -289,6 +361,26 @@ class TestJob : public QObject {
     row("gpt corpus", R"({"model": {"kind": "gpt", "gpt": {"width": 96, "heads": 3}},
         "data": {"dataset": "chars", "corpus": ["/tmp/a.txt"], "eval_fraction": 0.5}})");
     row("limits", R"({"data": {"train_limit": 1000, "eval_limit": 100}})");
+    row("accumulation", R"({"train": {"accumulation_steps": 8}})");
+    row("accumulation max", R"({"train": {"accumulation_steps": 1024, "batch_size": 1024}})");
+    row("clip", R"({"train": {"clip_grad_norm": 1.0}})");
+    row("parallel defaults", R"({"parallel": {"strategy": "none", "world_size": 1,
+        "backend": "threads", "bucket_mb": 4, "overlap": true, "fsdp_keep_params": false,
+        "timeout_s": 60}})");
+    row("ddp", R"({"parallel": {"strategy": "ddp", "world_size": 4, "bucket_mb": 0.5,
+        "overlap": false, "timeout_s": 86400}})");
+    row("one rank ddp", R"({"parallel": {"strategy": "ddp"}})");
+    row("zero1", R"({"parallel": {"strategy": "zero1", "world_size": 2, "bucket_mb": 4096}})");
+    row("zero2 with accumulation",
+        R"({"parallel": {"strategy": "zero2", "world_size": 2}, "train": {"batch_size": 8,
+            "accumulation_steps": 4}})");
+    row("fsdp keep params", R"({"parallel": {"strategy": "fsdp", "world_size": 8,
+        "fsdp_keep_params": true, "overlap": false, "timeout_s": 0.5}})");
+    row("max world size", R"({"parallel": {"strategy": "ddp", "world_size": 1024},
+        "train": {"batch_size": 1024}})");
+#ifdef SHARDLAB_HAVE_MPI
+    row("mpi", R"({"parallel": {"strategy": "ddp", "world_size": 2, "backend": "mpi"}})");
+#endif
   }
 
   void accepts() {
@@ -393,6 +485,77 @@ class TestJob : public QObject {
     QVERIFY(!(other == job));
   }
 
+  void roundTripParallel() {
+    JobSpec job = job_from_json(json::parse(kBase));
+    job.train.batch_size = 48;
+    job.train.accumulation_steps = 3;
+    job.train.clip_grad_norm = 0.1 + 0.2;
+    job.parallel.strategy = "fsdp";
+    job.parallel.world_size = 4;
+    job.parallel.backend = "threads";
+    job.parallel.overlap = false;
+    job.parallel.fsdp_keep_params = true;
+    job.parallel.timeout_s = 1.0 / 3.0;
+    QVERIFY(validate(job).empty());
+
+    const json doc = job_to_json(job);
+    QCOMPARE(doc["parallel"]["strategy"], json("fsdp"));
+    QCOMPARE(doc["parallel"]["world_size"], json(4));
+    QCOMPARE(doc["train"]["accumulation_steps"], json(3));
+    for (const JobSpec& back : {job_from_json(doc), job_from_json(json::parse(doc.dump()))}) {
+      QVERIFY(back == job);
+      QCOMPARE(back.parallel.strategy, std::string("fsdp"));
+      QCOMPARE(back.parallel.world_size, int64_t(4));
+      QCOMPARE(back.parallel.backend, std::string("threads"));
+      QCOMPARE(back.parallel.overlap, false);
+      QCOMPARE(back.parallel.fsdp_keep_params, true);
+      QCOMPARE(back.parallel.timeout_s, 1.0 / 3.0);
+      QCOMPARE(back.train.accumulation_steps, int64_t(3));
+      QCOMPARE(back.train.clip_grad_norm, 0.1 + 0.2);
+    }
+
+    // A ZeRO job with its own bucket size, through a file.
+    job.parallel = {.strategy = "zero2", .world_size = 2, .bucket_mb = 0.25, .timeout_s = 30};
+    QVERIFY(validate(job).empty());
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("parallel.json").toStdString();
+    save_job(job, path);
+    const JobSpec loaded = load_job(path);
+    QVERIFY(loaded == job);
+    QCOMPARE(loaded.parallel.bucket_mb, 0.25);
+
+    // operator== sees the parallel section.
+    JobSpec other = loaded;
+    other.parallel.overlap = !other.parallel.overlap;
+    QVERIFY(!(other == job));
+
+    // A document without "parallel" is a single-process job.
+    const JobSpec plain = job_from_json(json::parse(kBase));
+    QCOMPARE(plain.parallel.strategy, std::string("none"));
+    QCOMPARE(plain.parallel.world_size, int64_t(1));
+    QCOMPARE(plain.train.accumulation_steps, int64_t(1));
+    QCOMPARE(plain.train.clip_grad_norm, 0.0);
+  }
+
+  // Every new rule reports through the typed validate() as well, in document order: train before
+  // parallel, and the batch divisibility (a train field, decided by parallel) after both.
+  void validateParallelOrder() {
+    JobSpec job = job_from_json(json::parse(kBase));
+    job.train.clip_grad_norm = std::numeric_limits<double>::quiet_NaN();
+    job.parallel.strategy = "ddp";
+    job.parallel.world_size = 3;
+    job.parallel.timeout_s = -1;
+    const auto errors = validate(job);
+    QStringList got;
+    for (const auto& e : errors) got << QString::fromStdString(e.to_string());
+    QCOMPARE(got.size(), 3);
+    QCOMPARE(got[0], QString("train.clip_grad_norm: must be a finite number >= 0 (0: no "
+                             "clipping), got nan"));
+    QCOMPARE(got[1], QString("parallel.timeout_s: must be in (0, 86400] seconds, got -1"));
+    QCOMPARE(got[2], QString("train.batch_size: must be divisible by parallel.world_size x "
+                             "train.accumulation_steps = 3, got 8"));
+  }
+
   // The written document holds every field of every config struct.
   void writesEveryField() {
     const json doc = job_to_json(JobSpec{});
@@ -405,6 +568,12 @@ class TestJob : public QObject {
     QCOMPARE(doc["train"].size(), field_count<TrainConfig>());
     QCOMPARE(doc["train"]["schedule"].size(), field_count<ScheduleConfig>());
     QCOMPARE(doc["train"]["early_stopping"].size(), field_count<EarlyStoppingConfig>());
+    QCOMPARE(doc["parallel"].size(), field_count<ParallelConfig>());
+    QCOMPARE(field_count<ParallelConfig>(), size_t(7));
+    QCOMPARE(field_count<JobSpec>(), size_t(6));
+    QVERIFY(doc["train"]["accumulation_steps"] == json(1));
+    QVERIFY(doc["train"]["clip_grad_norm"] == json(0.0));
+    QVERIFY(doc["parallel"]["strategy"] == json("none"));
     QCOMPARE(field_count<OptimizerConfig>(), size_t(10));  // the counter itself works
     QVERIFY(doc["optimizer"]["momentum"] == json(0.0));
     QVERIFY(doc["data"]["corpus"] == json::array());
@@ -457,6 +626,8 @@ class TestJob : public QObject {
         R"({"name": "t", "optimizer": {"lr": 0.1, "name": "sgd"}})");
     row("unknown key kept for validation", {"optimizer.lrr=1"},
         R"({"name": "t", "optimizer": {"lrr": 1}})");
+    row("parallel section created", {"parallel.strategy=zero2", "parallel.world_size=4"},
+        R"({"name": "t", "parallel": {"strategy": "zero2", "world_size": 4}})");
   }
 
   void overrides() {
@@ -522,6 +693,14 @@ class TestJob : public QObject {
                                    << "model.mlp.hidden[1]";
     QTest::newRow("section replaced") << "train=3"
                                       << "train";
+    QTest::newRow("ranks without strategy") << "parallel.world_size=4"
+                                            << "parallel.world_size";
+    QTest::newRow("parallel strategy") << "parallel.strategy=zero3"
+                                       << "parallel.strategy";
+    QTest::newRow("accumulation") << "train.accumulation_steps=0"
+                                  << "train.accumulation_steps";
+    QTest::newRow("indivisible") << "train.accumulation_steps=5"
+                                 << "train.batch_size";
   }
 
   void loadWithOverrides() {
@@ -546,6 +725,37 @@ class TestJob : public QObject {
     QCOMPARE(job.optimizer.momentum, 0.9);
     QCOMPARE(job.model.mlp.hidden, (std::vector<int64_t>{128, 64}));
     QCOMPARE(job.train.steps, int64_t(10));
+  }
+
+  // --set reaches the parallel section and the new train fields like any other.
+  void loadWithParallelOverrides() {
+    const std::string path = (kJobs + "fashion_mlp.json").toStdString();
+    const JobSpec base = load_job(path);
+    QCOMPARE(base.parallel.strategy, std::string("none"));
+    const JobSpec job = load_job(
+        path, {"parallel.strategy=zero2", "parallel.world_size=4", "parallel.bucket_mb=0.5",
+               "parallel.overlap=false", "parallel.timeout_s=120", "parallel.backend=threads",
+               "train.accumulation_steps=2", "train.clip_grad_norm=1.5"});
+    QCOMPARE(job.parallel.strategy, std::string("zero2"));
+    QCOMPARE(job.parallel.world_size, int64_t(4));
+    QCOMPARE(job.parallel.bucket_mb, 0.5);
+    QCOMPARE(job.parallel.overlap, false);
+    QCOMPARE(job.parallel.timeout_s, 120.0);
+    QCOMPARE(job.parallel.backend, std::string("threads"));
+    QCOMPARE(job.train.accumulation_steps, int64_t(2));
+    QCOMPARE(job.train.clip_grad_norm, 1.5);
+    // Everything else is the file's.
+    JobSpec rest = job;
+    rest.parallel = base.parallel;
+    rest.train.accumulation_steps = base.train.accumulation_steps;
+    rest.train.clip_grad_norm = base.train.clip_grad_norm;
+    QVERIFY(rest == base);
+
+    const JobSpec fsdp =
+        load_job(path, {"parallel.strategy=fsdp", "parallel.world_size=8",
+                        "parallel.fsdp_keep_params=true"});
+    QCOMPARE(fsdp.parallel.world_size, int64_t(8));
+    QVERIFY(fsdp.parallel.fsdp_keep_params);
   }
 
   // ---- files ----

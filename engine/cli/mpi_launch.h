@@ -1,0 +1,17 @@
+// Starting `shardlab worker` under mpirun from `shardlab run` (backend mpi).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace shardlab::cli {
+
+// The path of the running executable (/proc/self/exe).
+std::string self_executable();
+
+// Runs `mpirun -np ranks [--allow-run-as-root when root] --oversubscribe <args...>`, inheriting
+// stdout and stderr, and returns its exit status (128 + signal when killed). The launcher is
+// $SHARDLAB_MPIRUN or `mpirun` from PATH; IoError when it cannot be found or started.
+int run_mpirun(int ranks, const std::vector<std::string>& args);
+
+}  // namespace shardlab::cli

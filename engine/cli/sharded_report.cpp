@@ -1,0 +1,133 @@
+#include "engine/cli/sharded_report.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "engine/core/error.h"
+#include "engine/train/build.h"
+
+namespace shardlab::cli {
+
+namespace {
+
+std::string model_line(const ModelConfig& m) {
+  if (m.kind == "mlp")
+    return fmt::format("mlp {}-{}-{} ({})", m.mlp.input_dim, fmt::join(m.mlp.hidden, "-"),
+                       m.mlp.num_classes, m.mlp.activation);
+  return fmt::format("gpt {} layers, width {}, {} heads, context {}, vocab {}", m.gpt.layers,
+                     m.gpt.width, m.gpt.heads, m.gpt.context, m.gpt.vocab_size);
+}
+
+// Bytes in the unit that keeps 3-4 significant digits.
+std::string human(int64_t b) {
+  const double v = static_cast<double>(b);
+  if (b < 10 * 1024) return fmt::format("{} B", b);
+  if (b < 10 * 1024 * 1024) return fmt::format("{:.1f} KiB", v / 1024);
+  if (b < int64_t{10} * 1024 * 1024 * 1024) return fmt::format("{:.1f} MiB", v / (1024 * 1024));
+  return fmt::format("{:.2f} GiB", v / (1024.0 * 1024 * 1024));
+}
+
+}  // namespace
+
+TrainerCallbacks progress_printer(bool tokens, bool quiet) {
+  TrainerCallbacks cb;
+  if (quiet) return cb;
+  cb.on_log = [tokens](const StepInfo& s) {
+    fmt::print("step {:>6}/{}  epoch {:>3}  loss {:.4f}  lr {:.3e}  grad-norm {:.3f}  {:.0f} {}/s\n",
+               s.step, s.total_steps, s.epoch, s.loss, s.lr, s.grad_norm,
+               tokens ? s.tokens_per_second : s.samples_per_second, tokens ? "tokens" : "samples");
+    std::fflush(stdout);
+  };
+  cb.on_eval = [](const EvalResult& e) {
+    fmt::print("eval  step {:>6}  loss {:.4f}  accuracy {:.2f}%  ({} samples)\n", e.step, e.loss,
+               100.0 * e.accuracy, e.samples);
+    std::fflush(stdout);
+  };
+  return cb;
+}
+
+void print_job_header(const JobSpec& job, const std::string& data_description, int64_t params) {
+  fmt::print("job {}: {}, {} parameters\n", job.name, model_line(job.model), params);
+  fmt::print("data: {}\n", data_description);
+  fmt::print("optimizer: {} lr {:g}, schedule {}, batch {}", job.optimizer.name, job.optimizer.lr,
+             job.train.schedule.kind, job.train.batch_size);
+  if (job.train.accumulation_steps > 1)
+    fmt::print(" in {} micro-steps", job.train.accumulation_steps);
+  if (job.train.clip_grad_norm > 0) fmt::print(", clip grad-norm {:g}", job.train.clip_grad_norm);
+  fmt::print("\n");
+  const ParallelConfig& p = job.parallel;
+  if (p.strategy != "none") {
+    fmt::print("parallel: {} on {} ranks ({}), overlap {}", p.strategy, p.world_size, p.backend,
+               p.overlap ? "on" : "off");
+    if (p.strategy != "fsdp") fmt::print(", buckets {:g} MiB", p.bucket_mb);
+    if (p.fsdp_keep_params) fmt::print(", params kept from forward to backward");
+    fmt::print("\n");
+  }
+  std::fflush(stdout);
+}
+
+void print_sharded_summary(const JobSpec& job, const ParallelRunResult& run, double total_seconds) {
+  const TrainResult& r = run.result;
+  const bool tokens = job.model.kind == "gpt";
+  std::string eval;
+  if (!r.evals.empty())
+    eval = fmt::format(" | eval accuracy {:.2f}%  eval loss {:.4f}", 100.0 * r.final_eval().accuracy,
+                       r.final_eval().loss);
+  fmt::print("summary: {}{} | {} steps, train {:.1f} s, eval {:.1f} s, total {:.1f} s | {:.0f} "
+             "{}/s\n",
+             r.stop_reason, eval, r.steps, r.train_seconds, r.eval_seconds, total_seconds,
+             tokens ? r.tokens_per_second : r.samples_per_second, tokens ? "tokens" : "samples");
+  if (run.ranks.empty()) return;
+  const MemoryPlan& plan = run.ranks.front().plan;
+  fmt::print("memory per rank, steady state after the last step: measured (planned)  [{}]\n",
+             plan.formula);
+  fmt::print("{:>5}  {:>22}  {:>22}  {:>22}  {:>11}  {:>9}  {:>11}  {:>9}\n", "rank", "params",
+             "grads", "optimizer_state", "activations", "comm", "peak total", "comm time");
+  bool all_match = true;
+  for (const RankReport& rr : run.ranks) {
+    auto cell = [&](MemCategory c) {
+      const int64_t m = rr.memory.current[c], p = rr.plan.steady[c];
+      if (m != p) all_match = false;
+      return fmt::format("{} ({})", human(m), human(p));
+    };
+    fmt::print("{:>5}  {:>22}  {:>22}  {:>22}  {:>11}  {:>9}  {:>11}  {:>8.2f}s\n", rr.rank,
+               cell(MemCategory::params), cell(MemCategory::grads),
+               cell(MemCategory::optimizer_state), human(rr.memory.current[MemCategory::activations]),
+               human(rr.memory.current[MemCategory::comm]), human(rr.memory.peak_total),
+               rr.comm_seconds);
+  }
+  fmt::print("ledger {} the planner on every rank (params, grads, optimizer state)\n",
+             all_match ? "matches" : "DIFFERS FROM");
+  std::fflush(stdout);
+}
+
+double max_rel_diff(std::span<const float> a, std::span<const float> b) {
+  SL_ENFORCE(a.size() == b.size(), "verify: {} parameters against {}", a.size(), b.size());
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+bool verify_against_single_process(const JobSpec& job, std::span<const float> sharded,
+                                   double tolerance) {
+  JobSpec single = job;
+  single.parallel = ParallelConfig{};
+  fmt::print("verify: running the same job in one process without sharding...\n");
+  std::fflush(stdout);
+  TrainingSetup setup = build_training(single);
+  const TrainResult ref = run_training(setup);
+  const double d = max_rel_diff(sharded, ref.params);
+  const bool ok = d <= tolerance;
+  fmt::print("verify: max_rel_diff={:.3e} tolerance={:.0e} {}\n", d, tolerance, ok ? "OK" : "FAIL");
+  std::fflush(stdout);
+  return ok;
+}
+
+}  // namespace shardlab::cli

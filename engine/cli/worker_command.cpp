@@ -1,0 +1,62 @@
+// shardlab worker JOB.json: one rank of a sharded job, for ranks started by mpirun or srun (and
+// by `shardlab run` with backend mpi). Rank 0 prints the progress and the summary.
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "engine/cli/args.h"
+#include "engine/cli/commands.h"
+#include "engine/cli/sharded_report.h"
+#include "engine/core/timer.h"
+#include "engine/job/job_spec.h"
+#include "engine/parallel/rank_runner.h"
+#include "engine/train/build.h"
+
+#if SHARDLAB_HAVE_MPI
+#include "engine/comm/mpi/world.h"
+#endif
+
+namespace shardlab::cli {
+
+int worker_command(const std::vector<std::string>& argv) {
+  Args args(argv, {{"--set", "--save-model"}, {"--quiet"}});
+  if (args.positional().size() != 1)
+    SL_THROW(UsageError, "worker needs exactly one job file, e.g. mpirun -np 4 shardlab worker "
+                         "resources/jobs/fashion_mlp.json");
+#if !SHARDLAB_HAVE_MPI
+  SL_THROW(InvalidArgument,
+           "worker: this build has no MPI (install libopenmpi-dev and rebuild); use "
+           "parallel.backend threads with shardlab run instead");
+#else
+  Stopwatch total;
+  JobSpec job = load_job(args.positional()[0], args.all("--set"));
+  SL_ENFORCE(job.parallel.strategy != "none",
+             "parallel.strategy: a worker runs one rank of a sharded job; choose ddp, zero1, "
+             "zero2 or fsdp (or use shardlab run for one process)");
+  MpiSession session(nullptr, nullptr);
+  SL_ENFORCE(session.world_size() == job.parallel.world_size,
+             "parallel.world_size: the job asks for {} ranks but mpirun started {} (use -np {} or "
+             "--set parallel.world_size={})",
+             job.parallel.world_size, session.world_size(), job.parallel.world_size,
+             session.world_size());
+  auto totals = std::make_shared<CommTotalsSink>(session.world_size());
+  CommOptions copts;
+  copts.timeout = std::chrono::milliseconds(static_cast<int64_t>(job.parallel.timeout_s * 1000));
+  copts.sink = totals;
+  auto world = make_mpi_world(copts);
+  const bool root = world->rank() == 0;
+  const Datasets data = load_job_data(job);
+  complete_model_config(job.model, data);
+  if (root)
+    print_job_header(job, data.description, model_layout(job.model).size());
+  RankRunOptions opts;
+  opts.callbacks = progress_printer(job.model.kind == "gpt", args.has("--quiet"));
+  opts.comm_totals = totals;
+  opts.save_model_path = args.get("--save-model");
+  const ParallelRunResult run = run_rank(job, *world, data, opts);
+  if (root) print_sharded_summary(job, run, total.seconds());
+  return 0;
+#endif
+}
+
+}  // namespace shardlab::cli

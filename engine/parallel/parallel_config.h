@@ -1,0 +1,44 @@
+// ParallelConfig: how a job is spread over ranks; the job file's "parallel" object.
+//
+//   "parallel": { "strategy": "zero2", "world_size": 4, "backend": "threads",
+//                 "bucket_mb": 1, "overlap": true }
+//
+// strategy "none" is one process with the plain Trainer (world_size must be 1). Every other
+// strategy runs world_size ranks, as threads of this process (backend "threads") or as processes
+// under mpirun (backend "mpi"; `shardlab run` starts mpirun itself).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardlab {
+
+struct ParallelConfig {
+  std::string strategy = "none";  // none | ddp | zero1 | zero2 | fsdp
+  int64_t world_size = 1;         // ranks; 1..kMaxWorldSize
+  std::string backend = "threads";  // threads | mpi
+  // Gradient bucket size in MiB (DDP and ZeRO-1 all-reduce, ZeRO-2 reduce-scatter and the ZeRO
+  // parameter all-gather run one collective per bucket). > 0.
+  double bucket_mb = 4.0;
+  // Launch each bucket's (DDP, ZeRO) or block's (FSDP) collective as soon as backward has produced
+  // its gradients, and prefetch FSDP's next block; false runs every collective after backward
+  // and gathers each block only when it is needed, to measure what overlap buys.
+  bool overlap = true;
+  // FSDP: keep each block's gathered parameters from its forward to its backward instead of
+  // freeing them and gathering again (PyTorch's reshard_after_forward=False). More memory, less
+  // communication. Must stay false for other strategies.
+  bool fsdp_keep_params = false;
+  // Bound on every collective wait, in seconds (a dead or stuck rank fails the job after this).
+  double timeout_s = 60.0;
+};
+
+inline constexpr int64_t kMaxWorldSize = 1024;
+
+// "none", "ddp", "zero1", "zero2", "fsdp".
+inline const std::vector<std::string>& strategy_names() {
+  static const std::vector<std::string> names{"none", "ddp", "zero1", "zero2", "fsdp"};
+  return names;
+}
+
+}  // namespace shardlab

@@ -1,0 +1,82 @@
+#include "engine/parallel/planner.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "engine/core/error.h"
+#include "engine/model/model.h"
+#include "engine/parallel/shard_layout.h"
+
+namespace shardlab {
+
+int optimizer_state_floats(const OptimizerConfig& c) {
+  if (c.name == "sgd") return c.momentum != 0.0 ? 1 : 0;
+  if (c.name == "adam" || c.name == "adamw") return 2;
+  if (c.name == "rmsprop") return 1 + (c.momentum != 0.0 ? 1 : 0);
+  if (c.name == "adagrad") return 1;
+  SL_THROW(InvalidArgument, "optimizer.name: unknown optimizer '{}'", c.name);
+}
+
+ParamLayout model_layout(const ModelConfig& config) {
+  return build_model(config, ModelStorage::external)->layout();
+}
+
+MemoryPlan plan_memory(const ParamLayout& layout, const OptimizerConfig& optimizer,
+                       const ParallelConfig& parallel, int world) {
+  SL_ENFORCE(world >= 1, "planner: world size must be >= 1, got {}", world);
+  const std::string& s = parallel.strategy;
+  MemoryPlan p;
+  p.params = layout.size();
+  p.state_floats = optimizer_state_floats(optimizer);
+  const int64_t k = 4 * p.state_floats;  // state bytes per parameter
+  const int64_t n = world;
+  MemoryFigures& st = p.steady;
+  using C = MemCategory;
+  if (s == "none" || s == "ddp") {
+    p.padded_params = p.params;
+    p.shard = p.params;
+    st[C::params] = 4 * p.params;
+    st[C::grads] = 4 * p.params;
+    st[C::optimizer_state] = k * p.params;
+    p.peak = st;
+    p.formula = fmt::format("{}: 4*Psi + 4*Psi + {}*Psi", s, k);
+  } else if (s == "zero1" || s == "zero2") {
+    p.padded_params = (p.params + n - 1) / n * n;
+    p.shard = p.padded_params / n;
+    st[C::params] = 4 * p.padded_params;
+    st[C::grads] = s == "zero1" ? 4 * p.padded_params : 4 * p.shard;
+    st[C::optimizer_state] = k * p.shard;
+    p.peak = st;
+    if (s == "zero2") p.peak[C::grads] += 4 * p.padded_params;  // the full buffer in backward
+    p.formula = s == "zero1" ? fmt::format("zero1: 4*Psi' + 4*Psi' + {}*Psi'/N", k)
+                             : fmt::format("zero2: 4*Psi' + 4*Psi'/N + {}*Psi'/N", k);
+  } else if (s == "fsdp") {
+    const ShardLayout sl = ShardLayout::blocks(layout, world);
+    p.padded_params = sl.padded_total();
+    p.shard = sl.shard_size();
+    st[C::params] = 4 * p.shard;
+    st[C::grads] = 4 * p.shard;
+    st[C::optimizer_state] = k * p.shard;
+    // Live during a step: one gathered block, or two adjacent ones with prefetch (overlap), or
+    // every block with fsdp_keep_params; gradients: the block in backward plus the one whose
+    // reduce-scatter is in flight (overlap).
+    int64_t one = 0, two = 0;
+    const auto& u = sl.units();
+    for (size_t i = 0; i < u.size(); ++i) {
+      one = std::max(one, u[i].padded);
+      if (i + 1 < u.size()) two = std::max(two, u[i].padded + u[i + 1].padded);
+    }
+    two = std::max(two, one);
+    p.peak = st;
+    p.peak[C::params] += 4 * (parallel.fsdp_keep_params ? sl.padded_total()
+                                                        : (parallel.overlap ? two : one));
+    p.peak[C::grads] += 4 * (parallel.overlap ? two : one);
+    p.formula = fmt::format("fsdp: (4 + 4 + {})*Psi''/N, plus the gathered blocks", k);
+  } else {
+    SL_THROW(InvalidArgument, "parallel.strategy: unknown strategy '{}'", s);
+  }
+  return p;
+}
+
+}  // namespace shardlab

@@ -1,0 +1,134 @@
+#include "engine/parallel/rank_runner.h"
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+
+#include "engine/comm/threads/world.h"
+#include "engine/core/error.h"
+#include "engine/parallel/sharded_optimizer.h"
+#include "engine/parallel/strategies.h"
+
+namespace shardlab {
+
+CommTotalsSink::CommTotalsSink(int world)
+    : seconds_(static_cast<size_t>(world), 0.0), ops_(static_cast<size_t>(world), 0) {}
+
+void CommTotalsSink::on_record(const CommRecord& r) {
+  if (r.group != "world" || r.rank < 0 || r.rank >= static_cast<int>(ops_.size())) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  seconds_[static_cast<size_t>(r.rank)] += r.seconds();
+  ++ops_[static_cast<size_t>(r.rank)];
+}
+
+double CommTotalsSink::seconds(int rank) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return rank >= 0 && rank < static_cast<int>(seconds_.size()) ? seconds_[static_cast<size_t>(rank)]
+                                                               : 0.0;
+}
+
+int64_t CommTotalsSink::ops(int rank) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return rank >= 0 && rank < static_cast<int>(ops_.size()) ? ops_[static_cast<size_t>(rank)] : 0;
+}
+
+namespace {
+
+constexpr int kFields = 2 * kMemCategories + 3;
+
+std::vector<RankReport> gather_reports(Communicator& comm, const RankReport& mine,
+                                       const MemoryPlan& plan) {
+  const int world = comm.size();
+  std::vector<double> slots(static_cast<size_t>(world * kFields), 0.0);
+  double* me = slots.data() + static_cast<size_t>(comm.rank() * kFields);
+  for (int c = 0; c < kMemCategories; ++c) {
+    me[c] = static_cast<double>(mine.memory.current.bytes[static_cast<size_t>(c)]);
+    me[kMemCategories + c] = static_cast<double>(mine.memory.peak.bytes[static_cast<size_t>(c)]);
+  }
+  me[2 * kMemCategories] = static_cast<double>(mine.memory.peak_total);
+  me[2 * kMemCategories + 1] = mine.comm_seconds;
+  me[2 * kMemCategories + 2] = static_cast<double>(mine.comm_ops);
+  const std::vector<double> all = parallel_detail::sum_over_ranks(comm, slots);
+  std::vector<RankReport> reports(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    const double* v = all.data() + static_cast<size_t>(r * kFields);
+    RankReport& rep = reports[static_cast<size_t>(r)];
+    rep.rank = r;
+    for (int c = 0; c < kMemCategories; ++c) {
+      rep.memory.current.bytes[static_cast<size_t>(c)] = static_cast<int64_t>(v[c]);
+      rep.memory.peak.bytes[static_cast<size_t>(c)] = static_cast<int64_t>(v[kMemCategories + c]);
+    }
+    rep.memory.peak_total = static_cast<int64_t>(v[2 * kMemCategories]);
+    rep.comm_seconds = v[2 * kMemCategories + 1];
+    rep.comm_ops = static_cast<int64_t>(v[2 * kMemCategories + 2]);
+    rep.plan = plan;  // the same formula for every rank
+  }
+  return reports;
+}
+
+ShardedOptions options_of(const JobSpec& job) {
+  ShardedOptions o;
+  o.sharding = job.parallel;
+  o.model = job.model;
+  o.optimizer = job.optimizer;
+  o.train = job.train;
+  return o;
+}
+
+}  // namespace
+
+ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Datasets& data,
+                           const RankRunOptions& options) {
+  SL_ENFORCE(job.parallel.strategy != "none",
+             "parallel.strategy: 'none' runs in one process; choose ddp, zero1, zero2 or fsdp");
+  SL_ENFORCE(data.train != nullptr, "run_rank: no training data");
+  ParallelRunResult out;
+  RankReport mine;
+  MemoryPlan plan;
+  {
+    MemoryLedger ledger;
+    LedgerScope bind(&ledger);
+    auto opt = ShardedOptimizer::create(comm, options_of(job));
+    OptimizeInput in;
+    in.train = data.train.get();
+    in.eval = data.eval.get();
+    if (comm.rank() == 0) in.callbacks = options.callbacks;
+    out.result = opt->optimize(in);
+    if (!options.save_model_path.empty()) opt->save_model(options.save_model_path);
+    mine.rank = comm.rank();
+    mine.memory = opt->memory_after_last_step();
+    mine.memory.peak = ledger.snapshot().peak;
+    mine.memory.peak_total = ledger.snapshot().peak_total;
+    plan = plan_memory(opt->model().layout(), job.optimizer, job.parallel, comm.size());
+  }
+  if (options.comm_totals) {
+    mine.comm_seconds = options.comm_totals->seconds(comm.rank());
+    mine.comm_ops = options.comm_totals->ops(comm.rank());
+  }
+  out.ranks = gather_reports(comm, mine, plan);
+  return out;
+}
+
+ParallelRunResult run_threads_job(const JobSpec& job, const Datasets& data,
+                                  const RankRunOptions& options) {
+  const int n = static_cast<int>(job.parallel.world_size);
+  SL_ENFORCE(n >= 1 && n <= kMaxWorldSize, "parallel.world_size: must be in [1, {}], got {}",
+             kMaxWorldSize, n);
+  RankRunOptions opts = options;
+  if (!opts.comm_totals) opts.comm_totals = std::make_shared<CommTotalsSink>(n);
+  ParallelRunResult result;
+  std::mutex mu;
+  CommOptions copts;
+  copts.timeout = std::chrono::milliseconds(static_cast<int64_t>(job.parallel.timeout_s * 1000));
+  copts.sink = opts.comm_totals;
+  run_threads(n, copts, [&](Communicator& comm) {
+    ParallelRunResult r = run_rank(job, comm, data, opts);
+    if (comm.rank() == 0) {
+      std::lock_guard<std::mutex> lock(mu);
+      result = std::move(r);
+    }
+  });
+  return result;
+}
+
+}  // namespace shardlab

@@ -1,0 +1,67 @@
+// Running a sharded job: every rank of a communicator builds its ShardedOptimizer from the job,
+// trains, and reports what it held; a threads world runs all ranks in this process.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/comm/communicator.h"
+#include "engine/core/memory.h"
+#include "engine/data/datasets.h"
+#include "engine/job/job_spec.h"
+#include "engine/parallel/planner.h"
+#include "engine/train/trainer.h"
+
+namespace shardlab {
+
+struct RankReport {
+  int rank = 0;
+  MemorySnapshot memory;  // current: after the last training step (steady); peak: whole run
+  MemoryPlan plan;        // what the planner predicts for this rank
+  double comm_seconds = 0;  // summed duration of this rank's collectives
+  int64_t comm_ops = 0;
+};
+
+struct ParallelRunResult {
+  TrainResult result;             // rank 0's (identical figures on every rank)
+  std::vector<RankReport> ranks;  // every rank, in rank order
+};
+
+// Sums collective time and count per rank (of the world group) from the records a
+// communicator reports; install it as CommOptions::sink when creating the world.
+class CommTotalsSink : public CommSink {
+ public:
+  explicit CommTotalsSink(int world);
+  void on_record(const CommRecord& record) override;
+  double seconds(int rank) const;
+  int64_t ops(int rank) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<double> seconds_;
+  std::vector<int64_t> ops_;
+};
+
+struct RankRunOptions {
+  TrainerCallbacks callbacks;  // called on rank 0 only
+  // The sink the world's communicators report to, for RankReport's comm figures (may be null).
+  std::shared_ptr<CommTotalsSink> comm_totals;
+  // When set, the trained model is written there (save_model) at the end.
+  std::string save_model_path;
+};
+
+// One rank: binds a fresh MemoryLedger to this thread, builds the sharded optimizer from `job`
+// (job.parallel.strategy must not be "none"), runs it on `data` and returns this rank's
+// result with every rank's report (gathered over `comm`). Collective.
+ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Datasets& data,
+                           const RankRunOptions& options = {});
+
+// All job.parallel.world_size ranks as threads of this process, sharing `data`.
+ParallelRunResult run_threads_job(const JobSpec& job, const Datasets& data,
+                                  const RankRunOptions& options = {});
+
+}  // namespace shardlab

@@ -1,0 +1,336 @@
+// The strategy-independent half of ShardedOptimizer: the factory, the training loop, one step
+// (micro-batches, loss, global norm, clipping), evaluation across ranks and the shard helpers.
+#include "engine/parallel/sharded_optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "engine/core/error.h"
+#include "engine/core/timer.h"
+#include "engine/model/cross_entropy.h"
+#include "engine/parallel/strategies.h"
+#include "engine/train/step_math.h"
+
+namespace shardlab {
+
+namespace parallel_detail {
+
+std::vector<double> sum_over_ranks(Communicator& comm, std::span<const double> values) {
+  const size_t n = values.size();
+  const int world = comm.size();
+  std::vector<float> mine(2 * n), all(2 * n * static_cast<size_t>(world));
+  for (size_t i = 0; i < n; ++i) {
+    const auto hi = static_cast<float>(values[i]);
+    mine[2 * i] = hi;
+    mine[2 * i + 1] = static_cast<float>(values[i] - static_cast<double>(hi));
+  }
+  comm.all_gather(mine, all);
+  std::vector<double> sums(n, 0.0);
+  for (int r = 0; r < world; ++r)
+    for (size_t i = 0; i < n; ++i) {
+      const size_t at = static_cast<size_t>(r) * 2 * n + 2 * i;
+      sums[i] += static_cast<double>(all[at]) + static_cast<double>(all[at + 1]);
+    }
+  return sums;
+}
+
+int64_t bucket_elements(const ParallelConfig& config) {
+  return std::max<int64_t>(1, static_cast<int64_t>(config.bucket_mb * 1024.0 * 1024.0 / 4.0));
+}
+
+}  // namespace parallel_detail
+
+using parallel_detail::sum_over_ranks;
+
+std::unique_ptr<ShardedOptimizer> ShardedOptimizer::create(Communicator& comm,
+                                                           const ShardedOptions& options) {
+  const std::string& s = options.sharding.strategy;
+  SL_ENFORCE(options.train.accumulation_steps >= 1,
+             "train.accumulation_steps: must be >= 1, got {}", options.train.accumulation_steps);
+  SL_ENFORCE(options.train.batch_size % (comm.size() * options.train.accumulation_steps) == 0,
+             "train.batch_size: must be divisible by world size x train.accumulation_steps = {}, "
+             "got {}",
+             comm.size() * options.train.accumulation_steps, options.train.batch_size);
+  SL_ENFORCE(options.sharding.bucket_mb > 0, "parallel.bucket_mb: must be > 0, got {}",
+             options.sharding.bucket_mb);
+  std::unique_ptr<ShardedOptimizer> opt;
+  if (s == "ddp") {
+    opt = parallel_detail::make_ddp(comm, options);
+  } else if (s == "zero1") {
+    opt = parallel_detail::make_zero(comm, options, 1);
+  } else if (s == "zero2") {
+    opt = parallel_detail::make_zero(comm, options, 2);
+  } else if (s == "fsdp") {
+    opt = parallel_detail::make_fsdp(comm, options);
+  } else {
+    SL_THROW(InvalidArgument,
+             "parallel.strategy: '{}' is not a sharded strategy (expected ddp, zero1, zero2 or "
+             "fsdp)",
+             s);
+  }
+  SL_ENFORCE(!options.sharding.fsdp_keep_params || s == "fsdp",
+             "parallel.fsdp_keep_params: only used by fsdp, not {}", s);
+  opt->setup();
+  return opt;
+}
+
+ShardedOptimizer::ShardedOptimizer(Communicator& comm, const ShardedOptions& options)
+    : comm_(comm), options_(options), micro_steps_(options.train.accumulation_steps) {}
+
+ShardedOptimizer::~ShardedOptimizer() = default;
+
+void ShardedOptimizer::setup() {
+  model_ = build_model(options_.model);
+  optimizer_ = make_optimizer(options_.optimizer);
+}
+
+// --- shard helpers -------------------------------------------------------------------------
+
+IndexRange ShardedOptimizer::local_chunk(int unit) const {
+  const ShardUnit& u = layout_.units()[static_cast<size_t>(unit)];
+  return {u.shard_offset, u.shard_offset + u.chunk};
+}
+
+void ShardedOptimizer::pack_shard(std::span<const float> padded_flat,
+                                  std::span<float> shard) const {
+  for (int i = 0; i < static_cast<int>(layout_.units().size()); ++i) {
+    const ShardUnit& u = layout_.units()[static_cast<size_t>(i)];
+    const IndexRange c = layout_.chunk(i, rank());
+    std::copy_n(padded_flat.begin() + u.padded_begin + c.begin, u.chunk,
+                shard.begin() + u.shard_offset);
+  }
+}
+
+void ShardedOptimizer::unpack_shard(std::span<const float> shard,
+                                    std::span<float> padded_flat) const {
+  for (int i = 0; i < static_cast<int>(layout_.units().size()); ++i) {
+    const ShardUnit& u = layout_.units()[static_cast<size_t>(i)];
+    const IndexRange c = layout_.chunk(i, rank());
+    std::copy_n(shard.begin() + u.shard_offset, u.chunk,
+                padded_flat.begin() + u.padded_begin + c.begin);
+  }
+}
+
+std::vector<int> ShardedOptimizer::units_ready_after(int block) const {
+  // Backward runs from the last block to the first, so once `block` is done every gradient at or
+  // after its first element is final; a unit is ready when its first element is.
+  const int64_t from = model_->layout().block_range(block).begin;
+  const int64_t upto = block + 1 < model_->num_blocks()
+                           ? model_->layout().block_range(block + 1).begin
+                           : std::numeric_limits<int64_t>::max();
+  std::vector<int> ready;
+  for (int i = 0; i < static_cast<int>(layout_.units().size()); ++i) {
+    const int64_t b = layout_.units()[static_cast<size_t>(i)].begin;
+    if (b >= from && b < upto) ready.push_back(i);
+  }
+  // Highest first: the order backward finishes them.
+  std::reverse(ready.begin(), ready.end());
+  return ready;
+}
+
+void ShardedOptimizer::wait_all(std::vector<WorkHandle>& handles) {
+  for (auto& h : handles) h->wait();
+  handles.clear();
+}
+
+// --- one step ------------------------------------------------------------------------------
+
+double ShardedOptimizer::step(const Dataset& data, const std::vector<int64_t>& indices,
+                              double lr) {
+  SoftmaxCrossEntropy loss_fn;
+  begin_step();
+  double loss_sum = 0;
+  for (int64_t m = 0; m < micro_steps_; ++m) {
+    micro_ = static_cast<int>(m);
+    data.gather(micro_batch(indices, micro_steps_, m), batch_);
+    const Tensor& logits = model_->forward(batch_.input, this);
+    const double loss = loss_fn.forward(logits, batch_.targets);
+    loss_fn.backward(dlogits_);
+    if (micro_steps_ > 1) {
+      const auto scale = static_cast<float>(1.0 / static_cast<double>(micro_steps_));
+      for (float& g : dlogits_.span()) g *= scale;
+    }
+    model_->backward(dlogits_, this);
+    end_micro_step(m + 1 == micro_steps_);
+    loss_sum += loss;
+  }
+  const double local[2] = {loss_sum / static_cast<double>(micro_steps_), owned_grad_square_sum()};
+  const std::vector<double> total = sum_over_ranks(comm_, local);
+  const double loss = total[0] / static_cast<double>(world_size());
+  SL_ENFORCE(std::isfinite(loss), "training diverged: loss is {} at step {} (try a lower optimizer.lr)",
+             loss, steps_done_ + 1);
+  last_grad_norm_ = std::sqrt(total[1]);
+  const double coef = clip_coefficient(last_grad_norm_, options_.train.clip_grad_norm);
+  if (coef < 1.0) scale_grads(static_cast<float>(coef));
+  update(lr);
+  ++steps_done_;
+  if (const MemoryLedger* ledger = current_ledger()) steady_memory_ = ledger->snapshot();
+  return loss;
+}
+
+// --- evaluation ----------------------------------------------------------------------------
+
+EvalResult ShardedOptimizer::evaluate(const Dataset& data, int64_t max_samples) {
+  const int64_t n = data.size();
+  const int64_t take = (max_samples > 0) ? std::min(max_samples, n) : n;
+  const int64_t batch = std::max<int64_t>(options_.train.batch_size, 256);
+  // Every rank runs the same number of forwards (FSDP gathers in each): the shares differ by at
+  // most one sample, and a rank whose share is used up repeats a sample it does not count.
+  const IndexRange share = chunk_range(take, world_size(), rank());
+  const int64_t longest = chunk_range(take, world_size(), 0).size();
+  const int64_t rounds = (longest + batch - 1) / batch;
+  SoftmaxCrossEntropy loss_fn;
+  Batch b;
+  std::vector<int64_t> idx;
+  double loss_sum = 0, rows = 0, correct = 0;
+  in_eval_ = true;
+  for (int64_t k = 0; k < rounds; ++k) {
+    idx.clear();
+    for (int64_t i = share.begin + k * batch; i < std::min(share.end, share.begin + (k + 1) * batch);
+         ++i)
+      idx.push_back(take == n ? i : i * n / take);
+    const bool counted = !idx.empty();
+    if (!counted) idx.push_back(0);
+    data.gather(idx, b);
+    const Tensor& logits = model_->forward(b.input, this);
+    const double l = loss_fn.forward(logits, b.targets);
+    if (!counted) continue;
+    const auto r = static_cast<double>(b.targets.size());
+    loss_sum += l * r;
+    rows += r;
+    correct += static_cast<double>(count_correct(logits, b.targets));
+  }
+  in_eval_ = false;
+  const double local[3] = {loss_sum, rows, correct};
+  const std::vector<double> t = sum_over_ranks(comm_, local);
+  EvalResult e;
+  e.loss = t[1] > 0 ? t[0] / t[1] : 0.0;
+  e.accuracy = t[1] > 0 ? t[2] / t[1] : 0.0;
+  e.samples = take;
+  return e;
+}
+
+bool ShardedOptimizer::should_early_stop() const {
+  return early_stop_;
+}
+
+// --- the training loop ---------------------------------------------------------------------
+
+void ShardedOptimizer::ensure_sampler(const Dataset& train) {
+  const TrainConfig& t = options_.train;
+  if (!sampler_) {
+    SamplerOptions s;
+    s.batch_size = t.batch_size;
+    s.seed = t.seed;
+    s.rank = rank();
+    s.world = world_size();
+    sampler_ = std::make_unique<Sampler>(train.size(), s);
+    if (has_pending_sampler_) sampler_->set_state(pending_sampler_);
+    has_pending_sampler_ = false;
+  }
+  SL_ENFORCE(sampler_->dataset_size() == train.size(),
+             "ShardedOptimizer: the training set changed size ({} -> {} samples)",
+             sampler_->dataset_size(), train.size());
+  total_steps_ = t.steps > 0 ? t.steps : t.epochs * sampler_->batches_per_epoch();
+  SL_ENFORCE(total_steps_ >= 1, "train: neither train.steps nor train.epochs asks for any step");
+}
+
+TrainResult ShardedOptimizer::optimize(const OptimizeInput& input) {
+  SL_ENFORCE(input.train != nullptr, "ShardedOptimizer::optimize: no training data");
+  ensure_sampler(*input.train);
+  const TrainConfig& t = options_.train;
+  const TrainerCallbacks& cb = input.callbacks;
+  TrainResult result;
+  LrSchedule schedule(t.schedule, options_.optimizer.lr, total_steps_);
+  const int64_t eval_samples =
+      t.eval_batches > 0 ? t.eval_batches * std::max<int64_t>(t.batch_size, 256) : 0;
+  const int64_t stop_at = input.max_steps > 0 ? std::min(total_steps_, steps_done_ + input.max_steps)
+                                              : total_steps_;
+
+  auto run_eval = [&](int64_t at) {
+    if (!input.eval) return;
+    Stopwatch sw;
+    EvalResult e = evaluate(*input.eval, eval_samples);
+    result.eval_seconds += sw.seconds();
+    e.step = at;
+    result.evals.push_back(e);
+    if (cb.on_eval) cb.on_eval(e);
+    if (evals_seen_ == 0 || e.loss < best_eval_ - t.early_stopping.min_delta) {
+      best_eval_ = e.loss;
+      evals_without_gain_ = 0;
+    } else {
+      ++evals_without_gain_;
+    }
+    ++evals_seen_;
+    if (t.early_stopping.patience > 0 && evals_without_gain_ >= t.early_stopping.patience)
+      early_stop_ = true;
+  };
+
+  double window_loss = 0, window_seconds = 0;
+  int64_t window_steps = 0, window_samples = 0, window_rows = 0, total_samples = 0, total_rows = 0;
+  while (steps_done_ < stop_at && !early_stop_) {
+    Stopwatch sw;
+    const std::vector<int64_t> idx = sampler_->next();
+    const double lr = schedule.at(steps_done_);
+    const double loss = step(*input.train, idx, lr);
+    const double secs = sw.seconds();
+    result.losses.push_back(loss);
+    result.train_seconds += secs;
+    // Global figures: every rank did the same share.
+    const int64_t samples = t.batch_size;
+    const int64_t rows = static_cast<int64_t>(batch_.targets.size()) * micro_steps_ * world_size();
+    total_samples += samples;
+    total_rows += rows;
+    window_loss += loss;
+    window_seconds += secs;
+    window_samples += samples;
+    window_rows += rows;
+    ++window_steps;
+    const bool last = steps_done_ == total_steps_;
+    if (cb.on_log && (steps_done_ % t.log_every == 0 || last || steps_done_ == stop_at)) {
+      StepInfo info;
+      info.step = steps_done_;
+      info.total_steps = total_steps_;
+      info.epoch = sampler_->epoch();
+      info.loss = window_loss / static_cast<double>(window_steps);
+      info.lr = lr;
+      info.grad_norm = last_grad_norm_;
+      info.samples_per_second = window_seconds > 0 ? static_cast<double>(window_samples) / window_seconds : 0;
+      info.tokens_per_second = window_seconds > 0 ? static_cast<double>(window_rows) / window_seconds : 0;
+      cb.on_log(info);
+      window_loss = window_seconds = 0;
+      window_steps = window_samples = window_rows = 0;
+    }
+    if (!last && t.eval_every > 0 && steps_done_ % t.eval_every == 0) {
+      run_eval(steps_done_);
+      if (early_stop_) {
+        result.stopped_early = true;
+        result.stop_reason = fmt::format(
+            "early stop at step {}: eval loss did not improve by more than {} in {} evaluations",
+            steps_done_, t.early_stopping.min_delta, t.early_stopping.patience);
+      }
+    }
+  }
+  result.steps = steps_done_;
+  const bool finished = steps_done_ == total_steps_ || early_stop_;
+  if (!result.stopped_early)
+    result.stop_reason = finished ? fmt::format("completed {} steps", steps_done_)
+                                  : fmt::format("paused after step {} of {}", steps_done_, total_steps_);
+  if (finished && input.eval && (result.evals.empty() || result.evals.back().step != steps_done_))
+    run_eval(steps_done_);
+  if (result.train_seconds > 0) {
+    result.samples_per_second = static_cast<double>(total_samples) / result.train_seconds;
+    result.tokens_per_second = static_cast<double>(total_rows) / result.train_seconds;
+  }
+  result.params = gather_params();
+  return result;
+}
+
+std::vector<float> ShardedOptimizer::gather_params() {
+  std::vector<float> full(static_cast<size_t>(model_->num_params()));
+  gather_full_params(full);
+  return full;
+}
+
+}  // namespace shardlab

@@ -1,0 +1,188 @@
+// ShardedOptimizer: the seed's IShardedOptimizer. Wraps a base optimizer (SGD, Adam, AdamW,
+// RMSprop, Adagrad) and trains a model across the ranks of a Communicator so that the result is
+// the same as one process training on the whole batch, while each rank holds only what its
+// strategy promises:
+//
+//   ddp    gradients all-reduced (averaged) per bucket; every rank runs the full update
+//   zero1  gradients all-reduced per bucket; each rank updates its 1/N shard with optimizer state
+//          for that shard only; parameters all-gathered per bucket
+//   zero2  gradients reduce-scattered per bucket, so each rank keeps only its gradient shard (the
+//          full gradient buffer is freed after backward); shard update; parameters all-gathered
+//   fsdp   parameters sharded at rest; each block all-gathered just before its forward and again
+//          before its backward and freed after; its gradients reduce-scattered right after its
+//          backward (ZeRO-3)
+//
+// All strategies share this base: the training loop (optimize), micro-batch accumulation, global
+// gradient-norm clipping (each rank sums the squares of the gradient elements it owns; one
+// all-reduce gives the global norm), the learning-rate schedule, evaluation across ranks, early
+// stopping, serialisation and model files. A strategy adds only its communication pattern by
+// overriding the protected hooks below.
+//
+// Every rank of the communicator must make the same calls in the same order (they are
+// collective), with the same configuration. Memory is counted by the ledger bound to the calling
+// thread (engine/core/memory.h), so construct and run a rank's optimizer on one thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/comm/communicator.h"
+#include "engine/core/memory.h"
+#include "engine/data/batch.h"
+#include "engine/data/dataset.h"
+#include "engine/data/sampler.h"
+#include "engine/model/model.h"
+#include "engine/optim/optimizer.h"
+#include "engine/parallel/parallel_config.h"
+#include "engine/parallel/shard_layout.h"
+#include "engine/train/lr_schedule.h"
+#include "engine/train/trainer.h"
+
+namespace shardlab {
+
+// Everything a rank needs besides the communicator and the data (options()).
+struct ShardedOptions {
+  ParallelConfig sharding;  // strategy, buckets, overlap, FSDP's keep-params
+  ModelConfig model;        // built by the optimizer (FSDP builds it sharded)
+  OptimizerConfig optimizer;
+  TrainConfig train;  // steps, global batch, accumulation, clipping, schedule, early stopping
+};
+
+// What optimize() works on. train and eval stay owned by the caller (ranks running as threads
+// may share one Dataset: gather() is const).
+struct OptimizeInput {
+  const Dataset* train = nullptr;
+  const Dataset* eval = nullptr;  // may be null
+  TrainerCallbacks callbacks;     // called on every rank (filter on rank() to print once)
+  // Stop after this many more optimizer steps (0: run to the end). The schedule and the data
+  // order are those of the whole run, so a run cut into pieces equals an uninterrupted one.
+  int64_t max_steps = 0;
+};
+
+class ShardedOptimizer : protected BlockHooks {
+ public:
+  // Builds the model, the wrapped base optimizer and the strategy named by
+  // options.sharding.strategy ("ddp", "zero1", "zero2", "fsdp") on `comm`. Collective.
+  // Throws InvalidArgument naming the field for a configuration it cannot run.
+  static std::unique_ptr<ShardedOptimizer> create(Communicator& comm, const ShardedOptions& options);
+
+  ~ShardedOptimizer() override;
+
+  int rank() const { return comm_.rank(); }
+  int world_size() const { return comm_.size(); }
+  const ParallelConfig& sharding_configuration() const { return options_.sharding; }
+  const ShardedOptions& options() const { return options_; }
+  Optimizer& wrapped_optimizer() { return *optimizer_; }
+  Model& model() { return *model_; }
+  const ShardLayout& shard_layout() const { return layout_; }
+  Communicator& communicator() { return comm_; }
+
+  // Trains until the configured steps/epochs are done, early stopping fires, or
+  // input.max_steps more steps have run. Collective. The result's params are the full
+  // parameters (gathered on every rank) at the end.
+  TrainResult optimize(const OptimizeInput& input);
+  // One optimizer step on this rank's slice `indices` of a global batch of train.batch_size
+  // samples; returns the global mean loss of the step. Collective.
+  double step(const Dataset& data, const std::vector<int64_t>& indices, double lr);
+  // Mean loss and accuracy over `max_samples` evenly spaced samples of `data` (0: all), each rank
+  // evaluating a contiguous share; the same figures on every rank. Collective.
+  EvalResult evaluate(const Dataset& data, int64_t max_samples);
+  // True once an evaluation has gone train.early_stopping.patience evaluations without gain.
+  bool should_early_stop() const;
+  int64_t steps_done() const { return steps_done_; }
+  int64_t total_steps() const { return total_steps_; }  // 0 until optimize() has seen the data
+  double last_grad_norm() const { return last_grad_norm_; }
+  // This rank's memory ledger right after the last optimizer step (the steady state the planner
+  // predicts), or all zeros when no ledger is bound.
+  const MemorySnapshot& memory_after_last_step() const { return steady_memory_; }
+
+  // Makes the optimizer state consistent across ranks: replicated state (DDP) is broadcast from
+  // rank 0, sharded state is checked to be attached to this rank's shard. Collective.
+  void synchronize_optimizer_state();
+
+  // This rank's training state as bytes: strategy, world size, rank and layout (checked on
+  // load), step, data position, early-stopping state, the parameters this rank holds and the
+  // base optimizer's state. deserialize() refuses bytes written by another strategy, world size,
+  // rank or model with InvalidArgument naming what differs, and changes nothing then.
+  std::vector<uint8_t> serialize();
+  void deserialize(std::span<const uint8_t> bytes);
+
+  // The full flat parameters, the same on every rank. Collective.
+  std::vector<float> gather_params();
+  // Writes the full parameters as a model file (rank 0 writes; collective). load_model reads one
+  // on every rank and keeps this rank's part; the file must match the model's layout.
+  void save_model(const std::string& path);
+  void load_model(const std::string& path);
+
+ protected:
+  ShardedOptimizer(Communicator& comm, const ShardedOptions& options);
+
+  // --- what a strategy provides ---
+  // Builds the model (owned storage by default) and lays out units; called once from create().
+  virtual void setup();
+  // Before the first micro-step of a step (e.g. allocate gradient buffers).
+  virtual void begin_step() {}
+  // After each micro-step's backward; `last` is the step's final micro-step. Gradients must be
+  // reduced (and, for sharded strategies, in this rank's shard) once the last one returns.
+  virtual void end_micro_step(bool last) = 0;
+  // The reduced gradient elements this rank owns (its chunks), for the global norm.
+  virtual double owned_grad_square_sum() = 0;
+  // Scales the reduced gradients this rank will use by `factor` (clipping).
+  virtual void scale_grads(float factor) = 0;
+  // Runs the base optimizer on this rank's part at `lr` and brings parameters back in sync.
+  virtual void update(double lr) = 0;
+  // The parameters this rank holds at rest, for serialize() and load_model().
+  virtual std::span<float> held_params() = 0;
+  // Writes this rank's chunk of every unit of `full` (the whole flat parameters) into the held
+  // parameters.
+  virtual void load_full_params(std::span<const float> full) = 0;
+  // Fills `full` (total() elements, every rank) with the current parameters. Collective.
+  virtual void gather_full_params(std::span<float> full) = 0;
+
+  // --- shared helpers for strategies ---
+  // This rank's chunk of unit u of a padded flat buffer -> local shard offsets.
+  IndexRange local_chunk(int unit) const;
+  // Copies this rank's chunks of every unit out of a padded flat buffer into a shard buffer and
+  // back.
+  void pack_shard(std::span<const float> padded_flat, std::span<float> shard) const;
+  void unpack_shard(std::span<const float> shard, std::span<float> padded_flat) const;
+  // Units whose gradients are complete once backward has finished `block` (bucket readiness).
+  std::vector<int> units_ready_after(int block) const;
+  void wait_all(std::vector<WorkHandle>& handles);
+
+  Communicator& comm_;
+  ShardedOptions options_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  ShardLayout layout_;
+  int micro_ = 0;  // the micro-step in progress (0-based)
+  int64_t micro_steps_ = 1;
+  bool in_eval_ = false;  // evaluate() is running forwards (no backward will follow)
+
+ private:
+  void ensure_sampler(const Dataset& train);
+
+  Batch batch_;
+  Tensor dlogits_;
+  std::unique_ptr<Sampler> sampler_;
+  SamplerState pending_sampler_{};
+  bool has_pending_sampler_ = false;
+  int64_t steps_done_ = 0;
+  int64_t total_steps_ = 0;
+  double best_eval_ = 0;
+  int64_t evals_without_gain_ = 0;
+  int64_t evals_seen_ = 0;
+  MemorySnapshot steady_memory_;
+  bool early_stop_ = false;
+  double last_grad_norm_ = 0;
+};
+
+// Reads a model file written by save_model(): the full flat parameters. Throws IoError when it
+// cannot be read and FormatError/InvalidArgument naming the file when it is corrupt, truncated or
+// for a model with a different parameter count, names or shapes.
+std::vector<float> read_model_file(const std::string& path, const ParamLayout& layout);
+
+}  // namespace shardlab

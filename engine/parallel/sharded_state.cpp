@@ -1,0 +1,239 @@
+// ShardedOptimizer's persistence: serialize/deserialize of one rank's training state, model
+// files with the full parameters, and synchronize_optimizer_state.
+//
+// Rank state format, version 1 (little-endian):
+//   magic "SLSHARD\0", u32 version, str strategy, i32 world, i32 rank, i64 params,
+//   i64 padded params, i64 shard, i64 steps done, u8 has sampler, i64 epoch, i64 index,
+//   f64 best eval, i64 evals without gain, i64 evals seen, u8 early stop,
+//   floats held params, i64 n + n bytes base optimizer state, u32 CRC-32 of all before.
+// Model file format, version 1:
+//   magic "SLMODEL\0", u32 version, i64 params, u32 layout fingerprint (CRC-32 of every
+//   parameter's name and shape), floats params, u32 CRC-32 of all before.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "engine/core/bytes.h"
+#include "engine/core/error.h"
+#include "engine/parallel/sharded_optimizer.h"
+#include "engine/parallel/strategies.h"
+
+namespace shardlab {
+
+namespace {
+
+constexpr char kStateMagic[8] = {'S', 'L', 'S', 'H', 'A', 'R', 'D', '\0'};
+constexpr char kModelMagic[8] = {'S', 'L', 'M', 'O', 'D', 'E', 'L', '\0'};
+constexpr uint32_t kVersion = 1;
+
+uint32_t layout_fingerprint(const ParamLayout& layout) {
+  ByteWriter w;
+  for (const ParamInfo& p : layout.params()) {
+    w.str(p.name);
+    for (int64_t d : p.shape) w.pod(d);
+  }
+  return crc32_of(w.out().data(), w.out().size());
+}
+
+void check_magic(ByteReader& r, const char (&magic)[8], const char* what) {
+  const uint8_t* m = r.take(8, "magic");
+  SL_ENFORCE_T(FormatError, std::memcmp(m, magic, 8) == 0, "{}: not a ShardLab {} (bad magic)",
+               what, what);
+  const auto v = r.pod<uint32_t>("version");
+  SL_ENFORCE_T(FormatError, v == kVersion, "{}: format version {} is not supported (this build "
+               "reads version {})", what, v, kVersion);
+}
+
+// Bytes through a float collective (broadcast only moves them, so any bit pattern survives).
+std::vector<float> bytes_as_floats(const std::vector<uint8_t>& bytes) {
+  std::vector<float> f((bytes.size() + 3) / 4, 0.0f);
+  if (!bytes.empty()) std::memcpy(f.data(), bytes.data(), bytes.size());
+  return f;
+}
+
+}  // namespace
+
+std::vector<uint8_t> ShardedOptimizer::serialize() {
+  const std::vector<uint8_t> opt = optimizer_->serialize();
+  std::span<float> held = held_params();
+  ByteWriter w(held.size() * 4 + opt.size() + 256);
+  w.bytes(kStateMagic, 8);
+  w.pod(kVersion);
+  w.str(options_.sharding.strategy);
+  w.pod(static_cast<int32_t>(world_size()));
+  w.pod(static_cast<int32_t>(rank()));
+  w.pod(model_->num_params());
+  w.pod(layout_.padded_total());
+  w.pod(layout_.shard_size());
+  w.pod(steps_done_);
+  const bool has_sampler = sampler_ != nullptr || has_pending_sampler_;
+  const SamplerState ss = sampler_ ? sampler_->state() : pending_sampler_;
+  w.pod(static_cast<uint8_t>(has_sampler));
+  w.pod(ss.epoch);
+  w.pod(ss.index);
+  w.pod(best_eval_);
+  w.pod(evals_without_gain_);
+  w.pod(evals_seen_);
+  w.pod(static_cast<uint8_t>(early_stop_));
+  w.floats(held);
+  w.pod(static_cast<int64_t>(opt.size()));
+  w.bytes(opt.data(), opt.size());
+  w.checksum();
+  return std::move(w.out());
+}
+
+void ShardedOptimizer::deserialize(std::span<const uint8_t> bytes) {
+  ByteReader r(bytes, "sharded state");
+  r.verify_checksum();
+  check_magic(r, kStateMagic, "sharded state");
+  const std::string strategy = r.str("strategy");
+  const auto world = r.pod<int32_t>("world size");
+  const auto their_rank = r.pod<int32_t>("rank");
+  const auto params = r.pod<int64_t>("parameter count");
+  const auto padded = r.pod<int64_t>("padded parameter count");
+  const auto shard = r.pod<int64_t>("shard size");
+  const std::string mine = options_.sharding.strategy;
+  SL_ENFORCE(strategy == mine && world == world_size(),
+             "sharded state: written by strategy {} on world size {}, but this is strategy {} on "
+             "world size {}; loading across strategies or world sizes needs resharding, which "
+             "this version does not do (load a model file with load_model instead)",
+             strategy, world, mine, world_size());
+  SL_ENFORCE(their_rank == rank(),
+             "sharded state: written by rank {}, loaded on rank {} (each rank loads its own)",
+             their_rank, rank());
+  SL_ENFORCE(params == model_->num_params() && padded == layout_.padded_total() &&
+                 shard == layout_.shard_size(),
+             "sharded state: written for a model of {} parameters ({} padded, shard {}), this "
+             "model has {} ({} padded, shard {})",
+             params, padded, shard, model_->num_params(), layout_.padded_total(),
+             layout_.shard_size());
+  const auto steps = r.pod<int64_t>("steps");
+  const bool has_sampler = r.pod<uint8_t>("sampler flag") != 0;
+  SamplerState ss;
+  ss.epoch = r.pod<int64_t>("sampler epoch");
+  ss.index = r.pod<int64_t>("sampler index");
+  const auto best = r.pod<double>("best eval");
+  const auto without_gain = r.pod<int64_t>("evals without gain");
+  const auto seen = r.pod<int64_t>("evals seen");
+  const bool stop = r.pod<uint8_t>("early stop") != 0;
+  std::vector<float> held(held_params().size());
+  r.floats(held, "held parameters");
+  const auto n = r.pod<int64_t>("optimizer state length");
+  SL_ENFORCE_T(FormatError, n >= 0 && static_cast<size_t>(n) == r.left(),
+               "sharded state: optimizer state length {} does not match the {} bytes left", n,
+               r.left());
+  const uint8_t* opt = r.take(static_cast<size_t>(n), "optimizer state");
+  // Everything checked; the optimizer checks its own bytes before changing anything.
+  optimizer_->deserialize(std::span<const uint8_t>(opt, static_cast<size_t>(n)));
+  std::copy(held.begin(), held.end(), held_params().begin());
+  steps_done_ = steps;
+  best_eval_ = best;
+  evals_without_gain_ = without_gain;
+  evals_seen_ = seen;
+  early_stop_ = stop;
+  if (has_sampler) {
+    if (sampler_) {
+      sampler_->set_state(ss);
+    } else {
+      pending_sampler_ = ss;
+      has_pending_sampler_ = true;
+    }
+  }
+}
+
+void ShardedOptimizer::save_model(const std::string& path) {
+  const std::vector<float> full = gather_params();
+  float ok = 1.0f;
+  std::string error;
+  if (rank() == 0) {
+    try {
+      ByteWriter w(full.size() * 4 + 64);
+      w.bytes(kModelMagic, 8);
+      w.pod(kVersion);
+      w.pod(model_->num_params());
+      w.pod(layout_fingerprint(model_->layout()));
+      w.floats(full);
+      w.checksum();
+      const std::string tmp = path + ".tmp";
+      {
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        SL_ENFORCE_T(IoError, out.good(), "cannot write model file {}", tmp);
+        out.write(reinterpret_cast<const char*>(w.out().data()),
+                  static_cast<std::streamsize>(w.out().size()));
+        out.flush();
+        SL_ENFORCE_T(IoError, out.good(), "writing model file {} failed (disk full?)", tmp);
+      }
+      std::error_code ec;
+      std::filesystem::rename(tmp, path, ec);
+      SL_ENFORCE_T(IoError, !ec, "cannot rename {} to {}: {}", tmp, path, ec.message());
+    } catch (const Error& e) {
+      ok = 0.0f;
+      error = e.what();
+    }
+  }
+  comm_.broadcast(std::span<float>(&ok, 1), 0);
+  if (rank() == 0 && ok == 0.0f) SL_THROW(IoError, "{}", error);
+  SL_ENFORCE_T(IoError, ok != 0.0f, "rank 0 could not write model file {}", path);
+}
+
+std::vector<float> read_model_file(const std::string& path, const ParamLayout& layout) {
+  std::ifstream in(path, std::ios::binary);
+  SL_ENFORCE_T(IoError, in.good(), "cannot read model file {}", path);
+  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                                   std::istreambuf_iterator<char>());
+  const std::string what = "model file " + path;
+  ByteReader r(bytes, what);
+  r.verify_checksum();
+  check_magic(r, kModelMagic, "model file");
+  const auto n = r.pod<int64_t>("parameter count");
+  SL_ENFORCE(n == layout.size(), "{}: holds {} parameters, this model has {}", what, n,
+             layout.size());
+  const auto fp = r.pod<uint32_t>("layout fingerprint");
+  SL_ENFORCE(fp == layout_fingerprint(layout),
+             "{}: its parameter names or shapes differ from this model's", what);
+  std::vector<float> full(static_cast<size_t>(n));
+  r.floats(full, "parameters");
+  return full;
+}
+
+void ShardedOptimizer::load_model(const std::string& path) {
+  const std::vector<float> full = read_model_file(path, model_->layout());
+  load_full_params(full);
+}
+
+void ShardedOptimizer::synchronize_optimizer_state() {
+  const bool replicated = layout_.shard_size() == model_->num_params() || world_size() == 1 ||
+                          options_.sharding.strategy == "ddp";
+  if (replicated) {
+    // DDP: every rank holds the whole state; rank 0's wins.
+    std::vector<uint8_t> bytes = rank() == 0 ? optimizer_->serialize() : std::vector<uint8_t>{};
+    float len[2] = {static_cast<float>(bytes.size() % (1 << 20)),
+                    static_cast<float>(bytes.size() >> 20)};
+    comm_.broadcast(len, 0);
+    const size_t n = static_cast<size_t>(len[0]) + (static_cast<size_t>(len[1]) << 20);
+    std::vector<float> f = rank() == 0 ? bytes_as_floats(bytes) : std::vector<float>((n + 3) / 4);
+    comm_.broadcast(f, 0);
+    if (rank() != 0) {
+      bytes.resize(n);
+      std::memcpy(bytes.data(), f.data(), n);
+      optimizer_->deserialize(bytes);
+    }
+    return;
+  }
+  // Sharded: each rank owns different state; they must agree on where they are.
+  SL_ENFORCE(optimizer_->range().size() == layout_.shard_size(),
+             "synchronize_optimizer_state: rank {}'s optimizer holds {} elements, its shard is {}",
+             rank(), optimizer_->range().size(), layout_.shard_size());
+  // Sum and sum of squares equal to n*x and n*x^2 on every rank means zero variance.
+  const auto x = static_cast<double>(optimizer_->steps());
+  const double mine[2] = {x, x * x};
+  const std::vector<double> sum = parallel_detail::sum_over_ranks(comm_, mine);
+  const double n = world_size();
+  SL_ENFORCE(sum[0] == n * x && sum[1] == n * x * x,
+             "synchronize_optimizer_state: ranks disagree on the optimizer step count (rank {} is "
+             "at {})",
+             rank(), optimizer_->steps());
+}
+
+}  // namespace shardlab

@@ -1,0 +1,226 @@
+// Shared pieces of the sharded-optimizer suites: the jobs they train, the single-process reference
+// they compare against (build_training + Trainer, never the code under test), and comparisons.
+#pragma once
+
+#ifdef QT_CORE_LIB
+#include <QString>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/comm/threads/world.h"
+#include "engine/core/error.h"
+#include "engine/data/datasets.h"
+#include "engine/data/sampler.h"
+#include "engine/job/job_spec.h"
+#include "engine/model/cross_entropy.h"
+#include "engine/model/model.h"
+#include "engine/parallel/parallel_config.h"
+#include "engine/parallel/sharded_optimizer.h"
+#include "engine/train/build.h"
+#include "engine/train/trainer.h"
+
+namespace shardlab::ptest {
+
+inline const char* kFashionDir = "/usr/share/datasets/fashion-mnist";
+
+inline bool have_fashion_mnist() {
+  return std::filesystem::exists(std::string(kFashionDir) + "/train-images-idx3-ubyte.gz");
+}
+
+// The MLP of the suites: 784 -> 13 -> 10, 10,345 parameters, a count that 2, 3, 4 and 8 do not
+// divide (checked by the suites), so every sharded layout needs padding.
+inline constexpr int64_t kHidden = 13;
+inline constexpr int64_t kMlpParams = 784 * kHidden + kHidden + kHidden * 10 + 10;
+
+// Fashion-MNIST, 120 training images (5 batches of 24: 10 steps cross an epoch boundary) and 300
+// evaluation images, of which one evaluation takes 256 evenly spaced ones.
+inline DataConfig mlp_data() {
+  DataConfig d;
+  d.dataset = "fashion-mnist";
+  d.path = kFashionDir;
+  d.train_limit = 120;
+  d.eval_limit = 300;
+  return d;
+}
+
+inline OptimizerConfig optimizer_config(const std::string& name) {
+  OptimizerConfig o;
+  o.name = name;
+  if (name == "sgd") {
+    o.lr = 0.05;
+    o.momentum = 0.9;
+  } else if (name == "adam") {
+    o.lr = 1e-3;
+  } else if (name == "adamw") {
+    o.lr = 1e-3;
+    o.weight_decay = 0.01;
+  } else if (name == "rmsprop") {
+    o.lr = 1e-3;
+  } else if (name == "adagrad") {
+    o.lr = 1e-2;
+  }
+  return o;
+}
+
+// The MLP job: batch 24, 10 steps, one small evaluation at the end.
+inline JobSpec mlp_job(const std::string& strategy, int world, const std::string& optimizer) {
+  JobSpec j;
+  j.name = "ptest-mlp";
+  j.model.kind = "mlp";
+  j.model.seed = 7;
+  j.model.mlp.input_dim = 784;
+  j.model.mlp.hidden = {kHidden};
+  j.model.mlp.num_classes = 10;
+  j.data = mlp_data();
+  j.optimizer = optimizer_config(optimizer);
+  j.train.steps = 10;
+  j.train.batch_size = 24;
+  j.train.log_every = 5;
+  j.train.eval_every = 0;
+  j.train.eval_batches = 1;
+  j.train.seed = 3;
+  j.parallel.strategy = strategy;
+  j.parallel.world_size = world;
+  j.parallel.backend = "threads";
+  return j;
+}
+
+// The character corpus (fortunes, or the shipped fallback) for the tiny GPT.
+inline DataConfig gpt_data() {
+  DataConfig d;
+  d.dataset = "chars";
+  d.train_limit = 600;
+  d.eval_limit = 300;
+  return d;
+}
+
+// Tiny GPT: context 8, width 16, 2 layers, 2 heads; batch 12 (divisible by 2 and 3), Adam.
+// vocab_size is the corpus's (as build_training would fill it in).
+inline JobSpec gpt_job(const std::string& strategy, int world, int64_t vocab) {
+  JobSpec j;
+  j.name = "ptest-gpt";
+  j.model.kind = "gpt";
+  j.model.seed = 5;
+  j.model.gpt.vocab_size = vocab;
+  j.model.gpt.context = 8;
+  j.model.gpt.width = 16;
+  j.model.gpt.layers = 2;
+  j.model.gpt.heads = 2;
+  j.model.gpt.mlp_ratio = 4;
+  j.data = gpt_data();
+  j.optimizer = optimizer_config("adam");
+  j.optimizer.lr = 3e-3;
+  j.train.steps = 10;
+  j.train.batch_size = 12;
+  j.train.log_every = 5;
+  j.train.eval_every = 0;
+  j.train.eval_batches = 1;
+  j.train.seed = 11;
+  j.parallel.strategy = strategy;
+  j.parallel.world_size = world;
+  j.parallel.backend = "threads";
+  return j;
+}
+
+// The same job as one process: strategy "none", world 1, default parallel options.
+inline JobSpec single_process(const JobSpec& job) {
+  JobSpec j = job;
+  j.parallel = ParallelConfig{};
+  return j;
+}
+
+// The single-process reference of `job`: build_training(job as one process) + Trainer::run.
+// Cached by the job's full JSON (so the same configuration is trained once per suite).
+inline const TrainResult& reference(const JobSpec& job) {
+  static std::map<std::string, std::unique_ptr<TrainResult>> cache;
+  const JobSpec single = single_process(job);
+  const std::string key = job_to_json(single).dump();
+  auto it = cache.find(key);
+  if (it != cache.end()) return *it->second;
+  TrainingSetup setup = build_training(single);
+  auto r = std::make_unique<TrainResult>(run_training(setup));
+  return *cache.emplace(key, std::move(r)).first->second;
+}
+
+// The global L2 norm of the loss gradient of the initial model on the first global batch of
+// `job`, computed directly from the model and the sampler (the pre-clip norm of step 1 of any
+// run of the job, whatever its accumulation: micro-batches of equal size average to this).
+inline double first_step_grad_norm(const JobSpec& job) {
+  TrainingSetup s = build_training(single_process(job));
+  SamplerOptions so;
+  so.batch_size = job.train.batch_size;
+  so.seed = job.train.seed;
+  Sampler sampler(s.data.train->size(), so);
+  Batch b;
+  s.data.train->gather(sampler.next(), b);
+  s.model->zero_grad();
+  SoftmaxCrossEntropy loss;
+  loss.forward(s.model->forward(b.input), b.targets);
+  Tensor d;
+  loss.backward(d);
+  s.model->backward(d);
+  double sq = 0;
+  for (float g : s.model->grads()) sq += static_cast<double>(g) * g;
+  return std::sqrt(sq);
+}
+
+// max |a - b| / max |b| over all elements; infinity when the sizes differ.
+inline double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size() || b.empty()) return std::numeric_limits<double>::infinity();
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::abs(static_cast<double>(a[i]) - b[i]);
+    if (!(d <= num)) num = d;  // NaN propagates as a failure
+    den = std::max(den, std::abs(static_cast<double>(b[i])));
+  }
+  return den > 0 ? num / den : num;
+}
+
+// Bitwise equality of two float arrays (distinguishes -0 from 0, compares NaN payloads).
+inline bool bit_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
+// Index of the first element where a and b differ bitwise, or -1.
+inline int64_t first_bit_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return static_cast<int64_t>(i);
+  }
+  return a.size() == b.size() ? -1 : static_cast<int64_t>(n);
+}
+
+inline ShardedOptions sharded_options(const JobSpec& job) {
+  ShardedOptions o;
+  o.sharding = job.parallel;
+  o.model = job.model;
+  o.optimizer = job.optimizer;
+  o.train = job.train;
+  return o;
+}
+
+inline CommOptions test_comm_options() {
+  CommOptions o;
+  o.timeout = std::chrono::seconds(60);
+  return o;
+}
+
+#ifdef QT_CORE_LIB  // the Qt Test suites (tst_sharded_mpi is a plain main without Qt)
+inline QString qs(const std::string& s) {
+  return QString::fromStdString(s);
+}
+#endif
+
+}  // namespace shardlab::ptest
