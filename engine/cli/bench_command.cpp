@@ -70,12 +70,13 @@ int bench_mlp(const std::vector<std::string>& argv) {
 }  // namespace
 
 int bench_command(const std::vector<std::string>& argv) {
-  if (argv.empty()) SL_THROW(UsageError, "bench needs a target: optimizer, mlp or comm");
+  if (argv.empty()) SL_THROW(UsageError, "bench needs a target: optimizer, mlp, comm or sharded");
   const std::vector<std::string> rest(argv.begin() + 1, argv.end());
   if (argv[0] == "optimizer") return bench_optimizer(rest);
   if (argv[0] == "mlp") return bench_mlp(rest);
   if (argv[0] == "comm") return bench_comm_command(rest);
-  SL_THROW(UsageError, "unknown bench target '{}' (known: optimizer, mlp, comm)", argv[0]);
+  if (argv[0] == "sharded") return bench_sharded_command(rest);
+  SL_THROW(UsageError, "unknown bench target '{}' (known: optimizer, mlp, comm, sharded)", argv[0]);
 }
 
 }  // namespace shardlab::cli

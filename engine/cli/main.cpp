@@ -26,6 +26,8 @@ constexpr const char* kUsage =
     "  bench mlp [--steps N]                          MLP training throughput on Fashion-MNIST\n"
     "  bench comm [--backend threads|mpi] [--ranks N] collective bandwidth, nccl-tests style\n"
     "             [--min-bytes B] [--max-bytes B] [--ops all_reduce,...] [--iters N]\n"
+    "  bench sharded [--backend threads|mpi] [--ranks N] ddp/zero1/zero2/fsdp step time, memory\n"
+    "             [--model mlp|mlp10m] [--steps S] [--warmup W] [--batch B] [--sequential]\n"
     "  info                                           build options, MPI library, GPUs\n"
     "  help                                           this text\n"
     "\n"

@@ -30,7 +30,7 @@ struct JobSpec {
   ModelConfig model;
   DataConfig data;
   OptimizerConfig optimizer;
-  TrainConfig train;  // with the LR schedule and early stopping
+  TrainConfig train;        // with the LR schedule and early stopping
   ParallelConfig parallel;  // strategy and ranks ("none": one process)
 };
 

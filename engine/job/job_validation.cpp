@@ -204,8 +204,8 @@ void check_train(Checker& c, const TrainConfig& t) {
   c.at_least<int64_t>("train.eval_batches", t.eval_batches, 0);
   c.at_least<int64_t>("train.log_every", t.log_every, 1);
   if (!(t.accumulation_steps >= 1 && t.accumulation_steps <= kMaxAccumulationSteps))
-    c.fail("train.accumulation_steps", fmt::format("must be in [1, {}], got {}",
-                                                   kMaxAccumulationSteps, t.accumulation_steps));
+    c.fail("train.accumulation_steps",
+           fmt::format("must be in [1, {}], got {}", kMaxAccumulationSteps, t.accumulation_steps));
   if (!(std::isfinite(t.clip_grad_norm) && t.clip_grad_norm >= 0))
     c.fail("train.clip_grad_norm",
            fmt::format("must be a finite number >= 0 (0: no clipping), got {}", t.clip_grad_norm));
@@ -246,7 +246,9 @@ void check_parallel(Checker& c, const JobSpec& job) {
       if (s != "none") parallel_strategies.push_back(s);
     std::string choices;
     for (size_t i = 0; i < parallel_strategies.size(); ++i)
-      choices += (i == 0 ? "" : i + 1 == parallel_strategies.size() ? " or " : ", ") +
+      choices += (i == 0                                ? ""
+                  : i + 1 == parallel_strategies.size() ? " or "
+                                                        : ", ") +
                  parallel_strategies[i];
     c.fail("parallel.world_size",
            fmt::format("{} ranks need a strategy ({}); strategy \"none\" runs one process",

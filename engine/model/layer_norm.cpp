@@ -37,6 +37,7 @@ void LayerNorm::forward(const Tensor& x, Tensor& y) {
   const int64_t rows = detail::rows_with_last(x, dim_, "LayerNorm");
   y.resize(x.shape());
   xhat_.resize(x.shape());
+  if (static_cast<size_t>(rows) > rstd_.capacity()) rstd_.reserve(static_cast<size_t>(rows));
   rstd_.resize(static_cast<size_t>(rows));
   const double inv_dim = 1.0 / static_cast<double>(dim_);
   for (int64_t r = 0; r < rows; ++r) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/memory.h"
 #include "engine/model/layer.h"
 
 namespace shardlab {
@@ -33,7 +34,7 @@ class LayerNorm : public Layer {
   float* b_ = nullptr;
   float* db_ = nullptr;
   Tensor xhat_;              // normalised input, same shape as x
-  std::vector<float> rstd_;  // 1 / sqrt(var + eps) per row
+  Buffer rstd_;  // 1 / sqrt(var + eps) per row (counted as activations)
 };
 
 }  // namespace shardlab

@@ -15,21 +15,24 @@
 namespace shardlab {
 
 struct ParallelConfig {
-  std::string strategy = "none";  // none | ddp | zero1 | zero2 | fsdp
-  int64_t world_size = 1;         // ranks; 1..kMaxWorldSize
+  std::string strategy = "none";    // none | ddp | zero1 | zero2 | fsdp
+  int64_t world_size = 1;           // ranks; 1..kMaxWorldSize
   std::string backend = "threads";  // threads | mpi
   // Gradient bucket size in MiB (DDP and ZeRO-1 all-reduce, ZeRO-2 reduce-scatter and the ZeRO
-  // parameter all-gather run one collective per bucket). > 0.
+  // parameter all-gather run one collective per bucket). In (0, 4096]; not used by "none" and
+  // "fsdp" (which communicates per block).
   double bucket_mb = 4.0;
   // Launch each bucket's (DDP, ZeRO) or block's (FSDP) collective as soon as backward has produced
   // its gradients, and prefetch FSDP's next block; false runs every collective after backward
-  // and gathers each block only when it is needed, to measure what overlap buys.
+  // and gathers each block only when it is needed, to measure what overlap buys. Not used by
+  // "none".
   bool overlap = true;
   // FSDP: keep each block's gathered parameters from its forward to its backward instead of
   // freeing them and gathering again (PyTorch's reshard_after_forward=False). More memory, less
   // communication. Must stay false for other strategies.
   bool fsdp_keep_params = false;
   // Bound on every collective wait, in seconds (a dead or stuck rank fails the job after this).
+  // In (0, 86400]; not used by "none" (nor is backend).
   double timeout_s = 60.0;
 };
 

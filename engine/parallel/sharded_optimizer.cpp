@@ -4,13 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "engine/core/error.h"
 #include "engine/core/timer.h"
 #include "engine/model/cross_entropy.h"
 #include "engine/parallel/strategies.h"
 #include "engine/train/step_math.h"
+#include "engine/train/training_loop.h"
 
 namespace shardlab {
 
@@ -19,7 +19,8 @@ namespace parallel_detail {
 std::vector<double> sum_over_ranks(Communicator& comm, std::span<const double> values) {
   const size_t n = values.size();
   const int world = comm.size();
-  std::vector<float> mine(2 * n), all(2 * n * static_cast<size_t>(world));
+  Buffer mine = make_buffer(MemCategory::comm, static_cast<int64_t>(2 * n));
+  Buffer all = make_buffer(MemCategory::comm, static_cast<int64_t>(2 * n) * world);
   for (size_t i = 0; i < n; ++i) {
     const auto hi = static_cast<float>(values[i]);
     mine[2 * i] = hi;
@@ -115,11 +116,10 @@ void ShardedOptimizer::unpack_shard(std::span<const float> shard,
 std::vector<int> ShardedOptimizer::units_ready_after(int block) const {
   // Backward runs from the last block to the first, so once `block` is done every gradient at or
   // after its first element is final; a unit is ready when its first element is.
-  const int64_t from = model_->layout().block_range(block).begin;
-  const int64_t upto = block + 1 < model_->num_blocks()
-                           ? model_->layout().block_range(block + 1).begin
-                           : std::numeric_limits<int64_t>::max();
+  const IndexRange r = model_->layout().block_range(block);
   std::vector<int> ready;
+  if (r.size() == 0) return ready;
+  const int64_t from = r.begin, upto = r.end;
   for (int i = 0; i < static_cast<int>(layout_.units().size()); ++i) {
     const int64_t b = layout_.units()[static_cast<size_t>(i)].begin;
     if (b >= from && b < upto) ready.push_back(i);
@@ -138,35 +138,34 @@ void ShardedOptimizer::wait_all(std::vector<WorkHandle>& handles) {
 
 double ShardedOptimizer::step(const Dataset& data, const std::vector<int64_t>& indices,
                               double lr) {
-  SoftmaxCrossEntropy loss_fn;
+  return run_step(data, indices, steps_done_, lr).loss;
+}
+
+StepOutcome ShardedOptimizer::run_step(const Dataset& data, const std::vector<int64_t>& indices,
+                                       int64_t step, double lr) {
   begin_step();
-  double loss_sum = 0;
-  for (int64_t m = 0; m < micro_steps_; ++m) {
-    micro_ = static_cast<int>(m);
-    data.gather(micro_batch(indices, micro_steps_, m), batch_);
-    const Tensor& logits = model_->forward(batch_.input, this);
-    const double loss = loss_fn.forward(logits, batch_.targets);
-    loss_fn.backward(dlogits_);
-    if (micro_steps_ > 1) {
-      const auto scale = static_cast<float>(1.0 / static_cast<double>(micro_steps_));
-      for (float& g : dlogits_.span()) g *= scale;
-    }
-    model_->backward(dlogits_, this);
-    end_micro_step(m + 1 == micro_steps_);
-    loss_sum += loss;
-  }
-  const double local[2] = {loss_sum / static_cast<double>(micro_steps_), owned_grad_square_sum()};
-  const std::vector<double> total = sum_over_ranks(comm_, local);
-  const double loss = total[0] / static_cast<double>(world_size());
-  SL_ENFORCE(std::isfinite(loss), "training diverged: loss is {} at step {} (try a lower optimizer.lr)",
-             loss, steps_done_ + 1);
-  last_grad_norm_ = std::sqrt(total[1]);
-  const double coef = clip_coefficient(last_grad_norm_, options_.train.clip_grad_norm);
+  MicroBatchHooks hooks;
+  hooks.blocks = this;
+  hooks.begin = [this](int64_t m) { micro_ = static_cast<int>(m); };
+  hooks.end = [this](int64_t m) { end_micro_step(m + 1 == micro_steps_); };
+  const MicroBatchOutcome mb =
+      run_micro_batches(*model_, data, indices, micro_steps_, step, batch_, dlogits_, hooks);
+  // One exchange gives the global mean loss and the global gradient norm, in rank order, so
+  // every rank gets the same bits (and so the same clipping).
+  const double local[2] = {mb.loss, owned_grad_square_sum()};
+  const std::vector<double> total = parallel_detail::sum_over_ranks(comm_, local);
+  StepOutcome out;
+  out.loss = total[0] / static_cast<double>(world_size());
+  out.grad_norm = std::sqrt(total[1]);
+  out.samples = mb.samples * world_size();
+  out.rows = mb.rows * world_size();
+  last_grad_norm_ = out.grad_norm;
+  const double coef = clip_coefficient(out.grad_norm, options_.train.clip_grad_norm);
   if (coef < 1.0) scale_grads(static_cast<float>(coef));
   update(lr);
   ++steps_done_;
   if (const MemoryLedger* ledger = current_ledger()) steady_memory_ = ledger->snapshot();
-  return loss;
+  return out;
 }
 
 // --- evaluation ----------------------------------------------------------------------------
@@ -212,7 +211,7 @@ EvalResult ShardedOptimizer::evaluate(const Dataset& data, int64_t max_samples) 
 }
 
 bool ShardedOptimizer::should_early_stop() const {
-  return early_stop_;
+  return early_.stop;
 }
 
 // --- the training loop ---------------------------------------------------------------------
@@ -239,90 +238,22 @@ void ShardedOptimizer::ensure_sampler(const Dataset& train) {
 TrainResult ShardedOptimizer::optimize(const OptimizeInput& input) {
   SL_ENFORCE(input.train != nullptr, "ShardedOptimizer::optimize: no training data");
   ensure_sampler(*input.train);
-  const TrainConfig& t = options_.train;
-  const TrainerCallbacks& cb = input.callbacks;
-  TrainResult result;
-  LrSchedule schedule(t.schedule, options_.optimizer.lr, total_steps_);
-  const int64_t eval_samples =
-      t.eval_batches > 0 ? t.eval_batches * std::max<int64_t>(t.batch_size, 256) : 0;
-  const int64_t stop_at = input.max_steps > 0 ? std::min(total_steps_, steps_done_ + input.max_steps)
-                                              : total_steps_;
-
-  auto run_eval = [&](int64_t at) {
-    if (!input.eval) return;
-    Stopwatch sw;
-    EvalResult e = evaluate(*input.eval, eval_samples);
-    result.eval_seconds += sw.seconds();
-    e.step = at;
-    result.evals.push_back(e);
-    if (cb.on_eval) cb.on_eval(e);
-    if (evals_seen_ == 0 || e.loss < best_eval_ - t.early_stopping.min_delta) {
-      best_eval_ = e.loss;
-      evals_without_gain_ = 0;
-    } else {
-      ++evals_without_gain_;
-    }
-    ++evals_seen_;
-    if (t.early_stopping.patience > 0 && evals_without_gain_ >= t.early_stopping.patience)
-      early_stop_ = true;
+  LoopSpec spec;
+  spec.config = &options_.train;
+  spec.base_lr = options_.optimizer.lr;
+  spec.total_steps = total_steps_;
+  spec.first_step = steps_done_;
+  spec.stop_at = input.max_steps > 0 ? std::min(total_steps_, steps_done_ + input.max_steps)
+                                     : total_steps_;
+  spec.epoch = [this] { return sampler_->epoch(); };
+  if (input.eval)
+    spec.evaluate = [this, &input](int64_t max_samples) {
+      return evaluate(*input.eval, max_samples);
+    };
+  spec.step = [this, &input](int64_t step, double lr) {
+    return run_step(*input.train, sampler_->next(), step, lr);
   };
-
-  double window_loss = 0, window_seconds = 0;
-  int64_t window_steps = 0, window_samples = 0, window_rows = 0, total_samples = 0, total_rows = 0;
-  while (steps_done_ < stop_at && !early_stop_) {
-    Stopwatch sw;
-    const std::vector<int64_t> idx = sampler_->next();
-    const double lr = schedule.at(steps_done_);
-    const double loss = step(*input.train, idx, lr);
-    const double secs = sw.seconds();
-    result.losses.push_back(loss);
-    result.train_seconds += secs;
-    // Global figures: every rank did the same share.
-    const int64_t samples = t.batch_size;
-    const int64_t rows = static_cast<int64_t>(batch_.targets.size()) * micro_steps_ * world_size();
-    total_samples += samples;
-    total_rows += rows;
-    window_loss += loss;
-    window_seconds += secs;
-    window_samples += samples;
-    window_rows += rows;
-    ++window_steps;
-    const bool last = steps_done_ == total_steps_;
-    if (cb.on_log && (steps_done_ % t.log_every == 0 || last || steps_done_ == stop_at)) {
-      StepInfo info;
-      info.step = steps_done_;
-      info.total_steps = total_steps_;
-      info.epoch = sampler_->epoch();
-      info.loss = window_loss / static_cast<double>(window_steps);
-      info.lr = lr;
-      info.grad_norm = last_grad_norm_;
-      info.samples_per_second = window_seconds > 0 ? static_cast<double>(window_samples) / window_seconds : 0;
-      info.tokens_per_second = window_seconds > 0 ? static_cast<double>(window_rows) / window_seconds : 0;
-      cb.on_log(info);
-      window_loss = window_seconds = 0;
-      window_steps = window_samples = window_rows = 0;
-    }
-    if (!last && t.eval_every > 0 && steps_done_ % t.eval_every == 0) {
-      run_eval(steps_done_);
-      if (early_stop_) {
-        result.stopped_early = true;
-        result.stop_reason = fmt::format(
-            "early stop at step {}: eval loss did not improve by more than {} in {} evaluations",
-            steps_done_, t.early_stopping.min_delta, t.early_stopping.patience);
-      }
-    }
-  }
-  result.steps = steps_done_;
-  const bool finished = steps_done_ == total_steps_ || early_stop_;
-  if (!result.stopped_early)
-    result.stop_reason = finished ? fmt::format("completed {} steps", steps_done_)
-                                  : fmt::format("paused after step {} of {}", steps_done_, total_steps_);
-  if (finished && input.eval && (result.evals.empty() || result.evals.back().step != steps_done_))
-    run_eval(steps_done_);
-  if (result.train_seconds > 0) {
-    result.samples_per_second = static_cast<double>(total_samples) / result.train_seconds;
-    result.tokens_per_second = static_cast<double>(total_rows) / result.train_seconds;
-  }
+  TrainResult result = run_training_loop(spec, early_, input.callbacks);
   result.params = gather_params();
   return result;
 }

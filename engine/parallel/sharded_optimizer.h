@@ -40,6 +40,7 @@
 #include "engine/parallel/shard_layout.h"
 #include "engine/train/lr_schedule.h"
 #include "engine/train/trainer.h"
+#include "engine/train/training_loop.h"
 
 namespace shardlab {
 
@@ -164,6 +165,8 @@ class ShardedOptimizer : protected BlockHooks {
 
  private:
   void ensure_sampler(const Dataset& train);
+  StepOutcome run_step(const Dataset& data, const std::vector<int64_t>& indices, int64_t step,
+                       double lr);
 
   Batch batch_;
   Tensor dlogits_;
@@ -172,11 +175,8 @@ class ShardedOptimizer : protected BlockHooks {
   bool has_pending_sampler_ = false;
   int64_t steps_done_ = 0;
   int64_t total_steps_ = 0;
-  double best_eval_ = 0;
-  int64_t evals_without_gain_ = 0;
-  int64_t evals_seen_ = 0;
+  EarlyStopState early_;
   MemorySnapshot steady_memory_;
-  bool early_stop_ = false;
   double last_grad_norm_ = 0;
 };
 

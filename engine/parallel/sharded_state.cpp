@@ -72,10 +72,10 @@ std::vector<uint8_t> ShardedOptimizer::serialize() {
   w.pod(static_cast<uint8_t>(has_sampler));
   w.pod(ss.epoch);
   w.pod(ss.index);
-  w.pod(best_eval_);
-  w.pod(evals_without_gain_);
-  w.pod(evals_seen_);
-  w.pod(static_cast<uint8_t>(early_stop_));
+  w.pod(early_.best);
+  w.pod(early_.without_gain);
+  w.pod(early_.seen);
+  w.pod(static_cast<uint8_t>(early_.stop));
   w.floats(held);
   w.pod(static_cast<int64_t>(opt.size()));
   w.bytes(opt.data(), opt.size());
@@ -128,10 +128,10 @@ void ShardedOptimizer::deserialize(std::span<const uint8_t> bytes) {
   optimizer_->deserialize(std::span<const uint8_t>(opt, static_cast<size_t>(n)));
   std::copy(held.begin(), held.end(), held_params().begin());
   steps_done_ = steps;
-  best_eval_ = best;
-  evals_without_gain_ = without_gain;
-  evals_seen_ = seen;
-  early_stop_ = stop;
+  early_.best = best;
+  early_.without_gain = without_gain;
+  early_.seen = seen;
+  early_.stop = stop;
   if (has_sampler) {
     if (sampler_) {
       sampler_->set_state(ss);

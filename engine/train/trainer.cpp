@@ -9,6 +9,7 @@
 #include "engine/data/sampler.h"
 #include "engine/model/cross_entropy.h"
 #include "engine/train/lr_schedule.h"
+#include "engine/train/training_loop.h"
 #include "engine/train/step_math.h"
 
 namespace shardlab {
@@ -63,133 +64,40 @@ EvalResult Trainer::evaluate(const Dataset& data, int64_t max_samples) {
 }
 
 TrainResult Trainer::run(const TrainerCallbacks& callbacks) {
-  TrainResult result;
-  result.losses.reserve(static_cast<size_t>(total_steps_));
-  LrSchedule schedule(config_.schedule, base_lr_, total_steps_);
   SamplerOptions sopt;
   sopt.batch_size = config_.batch_size;
   sopt.seed = config_.seed;
   Sampler sampler(train_.size(), sopt);
-  SoftmaxCrossEntropy loss_fn;
   Batch batch;
   Tensor dlogits;
+  EarlyStopState early;
 
-  const int64_t eval_samples =
-      config_.eval_batches > 0 ? config_.eval_batches * std::max<int64_t>(config_.batch_size, 256)
-                               : 0;
-  double best_eval = std::numeric_limits<double>::infinity();
-  int64_t evals_without_gain = 0;
-
-  auto run_eval = [&](int64_t step) {
-    if (!eval_) return;
-    Stopwatch sw;
-    EvalResult e = evaluate(*eval_, eval_samples);
-    result.eval_seconds += sw.seconds();
-    e.step = step;
-    result.evals.push_back(e);
-    if (callbacks.on_eval) callbacks.on_eval(e);
-    if (e.loss < best_eval - config_.early_stopping.min_delta) {
-      best_eval = e.loss;
-      evals_without_gain = 0;
-    } else {
-      ++evals_without_gain;
-    }
-  };
-
-  const int64_t accumulation = config_.accumulation_steps;
-  const auto micro_scale = static_cast<float>(1.0 / static_cast<double>(accumulation));
-  double grad_norm = 0;
-
-  double window_loss = 0;
-  int64_t window_steps = 0, window_samples = 0, window_rows = 0;
-  double window_seconds = 0;
-  int64_t total_samples = 0, total_rows = 0;
-
-  for (int64_t step = 0; step < total_steps_; ++step) {
-    Stopwatch sw;
+  LoopSpec spec;
+  spec.config = &config_;
+  spec.base_lr = base_lr_;
+  spec.total_steps = total_steps_;
+  spec.stop_at = total_steps_;
+  spec.epoch = [&] { return sampler.epoch(); };
+  if (eval_) spec.evaluate = [&](int64_t max_samples) { return evaluate(*eval_, max_samples); };
+  spec.step = [&](int64_t step, double lr) {
     const std::vector<int64_t> idx = sampler.next();
     model_.zero_grad();
-    // Each micro-batch's loss is a mean over its rows; scaling its dlogits by 1/A makes the
-    // summed gradients those of the mean over the whole batch.
-    double loss_sum = 0;
-    int64_t samples = 0, rows = 0;
-    for (int64_t m = 0; m < accumulation; ++m) {
-      if (accumulation == 1)
-        train_.gather(idx, batch);
-      else
-        train_.gather(micro_batch(idx, accumulation, m), batch);
-      const Tensor& logits = model_.forward(batch.input);
-      const double micro_loss = loss_fn.forward(logits, batch.targets);
-      SL_ENFORCE(std::isfinite(micro_loss),
-                 "training diverged: loss is {} at step {} (try a lower optimizer.lr)", micro_loss,
-                 step + 1);
-      loss_sum += micro_loss;
-      samples += batch.samples();
-      rows += static_cast<int64_t>(batch.targets.size());
-      loss_fn.backward(dlogits);
-      if (accumulation > 1)
-        for (float& g : dlogits.span()) g *= micro_scale;
-      model_.backward(dlogits);
-    }
-    const double loss = loss_sum / static_cast<double>(accumulation);
-    grad_norm = std::sqrt(squared_norm(model_.grads()));
-    const double coef = clip_coefficient(grad_norm, config_.clip_grad_norm);
+    const MicroBatchOutcome mb = run_micro_batches(model_, train_, idx, config_.accumulation_steps,
+                                                   step, batch, dlogits);
+    StepOutcome out;
+    out.loss = mb.loss;
+    out.samples = mb.samples;
+    out.rows = mb.rows;
+    out.grad_norm = std::sqrt(squared_norm(model_.grads()));
+    const double coef = clip_coefficient(out.grad_norm, config_.clip_grad_norm);
     if (coef < 1.0) {
       const auto c = static_cast<float>(coef);
       for (float& g : model_.grads()) g *= c;
     }
-    const double lr = schedule.at(step);
     optimizer_.step(model_.params(), model_.grads(), lr);
-    const double secs = sw.seconds();
-
-    result.losses.push_back(loss);
-    result.steps = step + 1;
-    result.train_seconds += secs;
-    total_samples += samples;
-    total_rows += rows;
-    window_loss += loss;
-    window_seconds += secs;
-    window_samples += samples;
-    window_rows += rows;
-    ++window_steps;
-
-    const bool last = step + 1 == total_steps_;
-    if (callbacks.on_log && ((step + 1) % config_.log_every == 0 || last)) {
-      StepInfo info;
-      info.step = step + 1;
-      info.total_steps = total_steps_;
-      info.epoch = sampler.epoch();
-      info.loss = window_loss / static_cast<double>(window_steps);
-      info.lr = lr;
-      info.grad_norm = grad_norm;
-      info.samples_per_second =
-          window_seconds > 0 ? static_cast<double>(window_samples) / window_seconds : 0;
-      info.tokens_per_second =
-          window_seconds > 0 ? static_cast<double>(window_rows) / window_seconds : 0;
-      callbacks.on_log(info);
-      window_loss = window_seconds = 0;
-      window_steps = window_samples = window_rows = 0;
-    }
-    if (!last && config_.eval_every > 0 && (step + 1) % config_.eval_every == 0) {
-      run_eval(step + 1);
-      const int64_t patience = config_.early_stopping.patience;
-      if (patience > 0 && evals_without_gain >= patience) {
-        result.stopped_early = true;
-        result.stop_reason = fmt::format(
-            "early stop at step {}: eval loss did not improve by more than {} in {} evaluations",
-            step + 1, config_.early_stopping.min_delta, patience);
-        break;
-      }
-    }
-  }
-  if (!result.stopped_early) result.stop_reason = fmt::format("completed {} steps", result.steps);
-  // The final evaluation always reflects the returned parameters (unless it just ran).
-  if (eval_ && (result.evals.empty() || result.evals.back().step != result.steps))
-    run_eval(result.steps);
-  if (result.train_seconds > 0) {
-    result.samples_per_second = static_cast<double>(total_samples) / result.train_seconds;
-    result.tokens_per_second = static_cast<double>(total_rows) / result.train_seconds;
-  }
+    return out;
+  };
+  TrainResult result = run_training_loop(spec, early, callbacks);
   result.params.assign(model_.params().begin(), model_.params().end());
   return result;
 }

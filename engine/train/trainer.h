@@ -1,8 +1,9 @@
 // Trainer: the single-process training loop. Samples a batch, runs forward, loss and backward
 // (over train.accumulation_steps micro-batches whose gradients add up), clips the gradients by
-// their global norm when train.clip_grad_norm is set, steps the base optimizer over the whole flat parameter buffer at the scheduled learning rate,
-// evaluates on held-out data, and stops after N steps/epochs or early when the evaluation loss
-// stops improving. Sharded strategies reuse the same pieces with their own step.
+// their global norm when train.clip_grad_norm is set, steps the base optimizer over the whole flat
+// parameter buffer at the scheduled learning rate, evaluates on held-out data, and stops after N
+// steps/epochs or early when the evaluation loss stops improving. Sharded strategies reuse the same
+// pieces with their own step.
 #pragma once
 
 #include <cstdint>

@@ -3,7 +3,11 @@
 // crash, an uncaught exception or a stack dump; a small real job trains and prints its summary.
 #include <QtTest>
 
+#include <cmath>
+
+#include <QMap>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 
@@ -83,6 +87,11 @@ class TestCli : public QObject {
     QTest::newRow("bench unknown optimizer")
         << QStringList{"bench", "optimizer", "--optimizers", "adam,lion"} << 2
         << "unknown optimizer 'lion'";
+    QTest::newRow("bench sharded batch not divisible")
+        << QStringList{"bench", "sharded", "--ranks", "2", "--batch", "63"} << 2
+        << "--batch: the global batch (63) must divide by --ranks (2)";
+    QTest::newRow("bench sharded unknown model")
+        << QStringList{"bench", "sharded", "--model", "resnet"} << 2 << "unknown model 'resnet'";
   }
 
   void badInputGivesOneClearLine() {
@@ -161,6 +170,51 @@ class TestCli : public QObject {
     QVERIFY2(out.contains("mpi backend, 2 ranks"), qPrintable(out));
     QVERIFY2(out.contains("raw MPI"), qPrintable(out));
     QCOMPARE(out.count("all_reduce"), 7);  // 1 KiB .. 64 KiB, printed once (by rank 0)
+  }
+
+  // The sharded-optimizer bench on a tiny configuration: one row per strategy with sane figures
+  // (the ledger equal to the planner, memory falling from ddp to fsdp, the same loss everywhere).
+  void benchShardedThreads() {
+    const Outcome o =
+        run_cli({"bench", "sharded", "--backend", "threads", "--ranks", "2", "--steps", "3",
+                 "--warmup", "1", "--batch", "16", "--train-limit", "256", "--overlap", "on"});
+    QVERIFY2(o.exit_code == 0, qPrintable(o.err));
+    QVERIFY2(o.out.contains("235146 parameters"), qPrintable(o.out));
+    QVERIFY2(o.out.contains("threads backend: 2 ranks on "), qPrintable(o.out));
+    const QStringList strategies{"ddp", "zero1", "zero2", "fsdp"};
+    QMap<QString, QStringList> rows;  // strategy -> its cells
+    for (const QString& line : o.out.split('\n')) {
+      const QStringList cells = line.split(' ', Qt::SkipEmptyParts);
+      if (cells.size() != 11 || !strategies.contains(cells[0])) continue;
+      QVERIFY2(!rows.contains(cells[0]), qPrintable("two rows for " + cells[0] + "\n" + o.out));
+      QCOMPARE(cells[1], QString("on"));
+      rows[cells[0]] = cells;
+    }
+    QCOMPARE(rows.size(), strategies.size());
+    // NaN for a cell that is not a number: every check below then fails.
+    auto num = [&](const QString& s, int col) {
+      bool ok = false;
+      const double v = rows[s][col].toDouble(&ok);
+      return ok ? v : std::nan("");
+    };
+    QCOMPARE(rows["ddp"][4], QString("1.00"));  // vs ddp
+    double previous_steady = 1e30;
+    for (const QString& s : strategies) {
+      const double step_ms = num(s, 2), vs_ddp = num(s, 4), steady = num(s, 5), plan = num(s, 6),
+                   peak = num(s, 7), comm_ms = num(s, 8), comm_ops = num(s, 9), loss = num(s, 10);
+      QVERIFY2(step_ms > 0 && step_ms < 10000, qPrintable(o.out));
+      QVERIFY2(vs_ddp > 0, qPrintable(o.out));
+      QVERIFY2(steady == plan, qPrintable(o.out));  // the ledger measures what the planner says
+      QVERIFY2(steady < previous_steady, qPrintable(o.out));  // ddp > zero1 > zero2 > fsdp
+      previous_steady = steady;
+      QVERIFY2(peak >= steady, qPrintable(o.out));
+      QVERIFY2(comm_ms >= 0 && comm_ops >= 1, qPrintable(o.out));
+      QVERIFY2(loss > 0 && std::abs(loss - num("ddp", 10)) < 1e-3, qPrintable(o.out));
+    }
+    QVERIFY2(o.out.contains(QRegularExpression(
+                 R"(overlap on : zero2 / ddp step time = \d+\.\d\d \(goal <= 1\.15\))")),
+             qPrintable(o.out));
+    QVERIFY2(!o.out.contains("overlap off"), qPrintable(o.out));
   }
 
   void infoReportsBuild() {

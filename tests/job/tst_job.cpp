@@ -48,6 +48,12 @@ QString rejection(const json& doc) {
   }
 }
 
+// `doc` with one --set style override applied.
+[[maybe_unused]] json with_override(json doc, const std::string& assignment) {
+  apply_override(doc, assignment);
+  return doc;
+}
+
 void write_file(const QString& path, const std::string& text) {
   std::ofstream out(path.toStdString(), std::ios::binary);
   out << text;
@@ -247,8 +253,8 @@ class TestJob : public QObject {
     row("patience needs evals",
         R"({"train": {"eval_every": 0, "early_stopping": {"patience": 2}}})",
         "train.early_stopping.patience", "needs train.eval_every > 0");
-    row("accumulation zero", R"({"train": {"accumulation_steps": 0}})",
-        "train.accumulation_steps", "must be in [1, 1024], got 0");
+    row("accumulation zero", R"({"train": {"accumulation_steps": 0}})", "train.accumulation_steps",
+        "must be in [1, 1024], got 0");
     row("accumulation high", R"({"train": {"accumulation_steps": 2048, "batch_size": 2048}})",
         "train.accumulation_steps", "must be in [1, 1024], got 2048");
     row("accumulation type", R"({"train": {"accumulation_steps": 1.5}})",
@@ -265,13 +271,11 @@ class TestJob : public QObject {
             "parallel": {"strategy": "ddp", "world_size": 4}})",
         "train.batch_size",
         "must be divisible by parallel.world_size x train.accumulation_steps = 12, got 100");
-    row("batch not divisible by ranks",
-        R"({"parallel": {"strategy": "zero1", "world_size": 3}})", "train.batch_size",
-        "= 3, got 8");
+    row("batch not divisible by ranks", R"({"parallel": {"strategy": "zero1", "world_size": 3}})",
+        "train.batch_size", "= 3, got 8");
 
     // parallel
-    row("unknown parallel key", R"({"parallel": {"world": 2}})", "parallel.world",
-        "unknown field");
+    row("unknown parallel key", R"({"parallel": {"world": 2}})", "parallel.world", "unknown field");
     row("parallel not object", R"({"parallel": "ddp"})", "parallel", "expected an object");
     row("strategy", R"({"parallel": {"strategy": "zero3"}})", "parallel.strategy",
         R"(must be one of "none", "ddp", "zero1", "zero2", "fsdp", got "zero3")");
@@ -306,8 +310,8 @@ class TestJob : public QObject {
     row("keep_params with zero2",
         R"({"parallel": {"strategy": "zero2", "world_size": 2, "fsdp_keep_params": true}})",
         "parallel.fsdp_keep_params", "not used by strategy zero2");
-    row("keep_params type", R"({"parallel": {"fsdp_keep_params": 1}})",
-        "parallel.fsdp_keep_params", "expected true or false");
+    row("keep_params type", R"({"parallel": {"fsdp_keep_params": 1}})", "parallel.fsdp_keep_params",
+        "expected true or false");
     row("timeout with none", R"({"parallel": {"timeout_s": 5}})", "parallel.timeout_s",
         "not used by strategy none");
     row("timeout zero", R"({"parallel": {"strategy": "ddp", "timeout_s": 0}})",
@@ -693,8 +697,6 @@ class TestJob : public QObject {
                                    << "model.mlp.hidden[1]";
     QTest::newRow("section replaced") << "train=3"
                                       << "train";
-    QTest::newRow("ranks without strategy") << "parallel.world_size=4"
-                                            << "parallel.world_size";
     QTest::newRow("parallel strategy") << "parallel.strategy=zero3"
                                        << "parallel.strategy";
     QTest::newRow("accumulation") << "train.accumulation_steps=0"
@@ -729,7 +731,10 @@ class TestJob : public QObject {
 
   // --set reaches the parallel section and the new train fields like any other.
   void loadWithParallelOverrides() {
-    const std::string path = (kJobs + "fashion_mlp.json").toStdString();
+    // A file without a "parallel" section (the example jobs may carry their own).
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("single.json").toStdString();
+    write_file(QString::fromStdString(path), kBase);
     const JobSpec base = load_job(path);
     QCOMPARE(base.parallel.strategy, std::string("none"));
     const JobSpec job = load_job(
@@ -751,11 +756,26 @@ class TestJob : public QObject {
     rest.train.clip_grad_norm = base.train.clip_grad_norm;
     QVERIFY(rest == base);
 
-    const JobSpec fsdp =
-        load_job(path, {"parallel.strategy=fsdp", "parallel.world_size=8",
-                        "parallel.fsdp_keep_params=true"});
+    const JobSpec fsdp = load_job(path, {"parallel.strategy=fsdp", "parallel.world_size=8",
+                                         "parallel.fsdp_keep_params=true"});
     QCOMPARE(fsdp.parallel.world_size, int64_t(8));
     QVERIFY(fsdp.parallel.fsdp_keep_params);
+
+    // Overridden values go through the same rules as the file's.
+    const auto rejects = [&](std::vector<std::string> sets, const QString& expected) {
+      try {
+        load_job(path, sets);
+        QFAIL("no exception");
+      } catch (const InvalidArgument& e) {
+        QVERIFY2(QString(e.what()).startsWith(expected), e.what());
+      }
+    };
+    rejects({"parallel.world_size=4"}, "parallel.world_size: 4 ranks need a strategy");
+    rejects({"parallel.strategy=ddp", "parallel.world_size=3"},
+            "train.batch_size: must be divisible by parallel.world_size x "
+            "train.accumulation_steps = 3, got 8");
+    rejects({"parallel.strategy=fsdp", "parallel.bucket_mb=2"},
+            "parallel.bucket_mb: not used by strategy fsdp");
   }
 
   // ---- files ----
@@ -831,9 +851,20 @@ class TestJob : public QObject {
 
   void exampleJobsLoad() {
     QFETCH(QString, file);
+    const std::string path = (kJobs + file).toStdString();
+#ifndef SHARDLAB_HAVE_MPI
+    // A job made for mpirun is refused by a build without MPI, and says why.
+    const json doc = read_job_json(path);
+    if (doc.contains("parallel") && doc["parallel"].value("backend", "") == "mpi") {
+      const QString msg = rejection(doc);
+      QVERIFY2(msg.startsWith("parallel.backend: mpi is not available"), qPrintable(msg));
+      QVERIFY(rejection(with_override(doc, "parallel.backend=threads")).isEmpty());
+      return;
+    }
+#endif
     JobSpec job;
     try {
-      job = load_job((kJobs + file).toStdString());
+      job = load_job(path);
     } catch (const Error& e) {
       QFAIL(e.what());
     }

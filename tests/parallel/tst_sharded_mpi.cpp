@@ -26,6 +26,8 @@ namespace {
 
 int g_rank = 0;
 int g_failures = 0;
+std::shared_ptr<CommTotalsSink> g_totals;  // the world's sink: collectives per rank, cumulative
+std::vector<int64_t> g_ops_before;         // every rank's count before the current strategy
 
 void fail(const std::string& strategy, const std::string& what) {
   ++g_failures;
@@ -64,7 +66,9 @@ void check_strategy(Communicator& world, const Datasets& data, const std::string
   job.parallel.backend = "mpi";
 
   const auto t0 = std::chrono::steady_clock::now();
-  const ParallelRunResult run = run_rank(job, world, data);
+  RankRunOptions ro;
+  ro.comm_totals = g_totals;
+  const ParallelRunResult run = run_rank(job, world, data, ro);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const TrainResult& mine = run.result;
   const TrainResult& ref = reference(job);  // this process, one rank, the whole batch
@@ -121,6 +125,12 @@ void check_strategy(Communicator& world, const Datasets& data, const std::string
                              std::to_string(led) + ", plan " + std::to_string(plan) + ", formula " +
                              std::to_string(want[c]));
       }
+      // Every rank communicated during this strategy's run.
+      if (g_ops_before.size() == static_cast<size_t>(n)) {
+        const int64_t ops = rep.comm_ops - g_ops_before[static_cast<size_t>(r)];
+        if (ops <= 0) fail(strategy, "rank " + std::to_string(r) + " ran no collective");
+        g_ops_before[static_cast<size_t>(r)] = rep.comm_ops;
+      }
       if (rep.memory.current[MemCategory::comm] != 0)
         fail(strategy, "rank " + std::to_string(r) + " holds " +
                            std::to_string(rep.memory.current[MemCategory::comm]) +
@@ -128,8 +138,9 @@ void check_strategy(Communicator& world, const Datasets& data, const std::string
     }
   }
   if (g_rank == 0)
-    std::printf("%-5s np=%d  rel diff %.2e  %.2f s  %lld collectives on rank 0\n", strategy.c_str(),
-                n, d, secs, static_cast<long long>(run.ranks.empty() ? 0 : run.ranks[0].comm_ops));
+    std::printf("%-5s np=%d  rel diff %.2e  %.2f s  %lld collectives on rank 0 so far\n",
+                strategy.c_str(), n, d, secs,
+                static_cast<long long>(run.ranks.empty() ? 0 : run.ranks[0].comm_ops));
 }
 
 }  // namespace
@@ -140,6 +151,9 @@ int main(int argc, char** argv) {
     g_rank = mpi.world_rank();
     CommOptions options;
     options.timeout = std::chrono::seconds(60);
+    g_totals = std::make_shared<CommTotalsSink>(mpi.world_size());
+    g_ops_before.assign(static_cast<size_t>(mpi.world_size()), 0);
+    options.sink = g_totals;
     std::unique_ptr<Communicator> world = make_mpi_world(options);
     if (argc > 1 && std::atoi(argv[1]) != world->size()) {
       fail("setup",

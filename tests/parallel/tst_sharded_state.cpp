@@ -311,7 +311,9 @@ class TestShardedState : public QObject {
     QFETCH(int, from_world);
     QFETCH(QString, to);
     QFETCH(int, to_world);
-    const std::string path = tmp_path(QString("%1.model").arg(QTest::currentDataTag()));
+    const std::string path =
+        tmp_path(QString("%1.model")
+                     .arg(QString(QTest::currentDataTag()).replace('/', '_').replace('>', '_')));
     const std::vector<RankState> saved = on_ranks(state_job(from.toStdString(), from_world),
                                                   [&](ShardedOptimizer& opt, RankState& st) {
                                                     opt.optimize(input(4));
@@ -516,12 +518,12 @@ class TestShardedState : public QObject {
       st.eval = opt.evaluate(*mnist_.eval, samples);
       st.params = opt.gather_params();
     });
-    TrainingSetup setup = build_training(single_process(job));
-    QCOMPARE(got[0].params.size(), setup.model->params().size());
-    std::copy(got[0].params.begin(), got[0].params.end(), setup.model->params().begin());
-    Trainer trainer(*setup.model, *setup.optimizer, *setup.data.train, setup.data.eval.get(),
-                    setup.job.train, setup.job.optimizer.lr);
-    const EvalResult ref = trainer.evaluate(*setup.data.eval, samples);
+    std::unique_ptr<Model> model = build_model(job.model);
+    std::unique_ptr<Optimizer> base = make_optimizer(job.optimizer);
+    QCOMPARE(got[0].params.size(), model->params().size());
+    std::copy(got[0].params.begin(), got[0].params.end(), model->params().begin());
+    Trainer trainer(*model, *base, *mnist_.train, mnist_.eval.get(), job.train, job.optimizer.lr);
+    const EvalResult ref = trainer.evaluate(*mnist_.eval, samples);
     for (size_t r = 0; r < got.size(); ++r) {
       const EvalResult& e = got[r].eval;
       QCOMPARE(e.samples, ref.samples);
@@ -531,6 +533,76 @@ class TestShardedState : public QObject {
                qPrintable(
                    QString("rank %1: accuracy %2 vs %3").arg(r).arg(e.accuracy).arg(ref.accuracy)));
       QCOMPARE(e.loss, got[0].eval.loss);  // the same on every rank
+    }
+  }
+
+  // step() on every rank's slice of one global batch equals one update of the whole batch by one
+  // process (forward, backward and the base optimizer over the full buffer, done here), and
+  // returns the global mean loss.
+  void stepMatchesOneProcess_data() {
+    QTest::addColumn<QString>("strategy");
+    QTest::addColumn<QString>("optimizer");
+    QTest::addColumn<int>("world");
+    for (const QString& s : {QString("ddp"), QString("zero1"), QString("zero2"), QString("fsdp")})
+      for (const QString& o : {QString("adam"), QString("sgd")})
+        for (int w : {2, 3, 4})
+          QTest::addRow("%s/%s/w%d", qPrintable(s), qPrintable(o), w) << s << o << w;
+  }
+
+  void stepMatchesOneProcess() {
+    QFETCH(QString, strategy);
+    QFETCH(QString, optimizer);
+    QFETCH(int, world);
+    const JobSpec job = mlp_job(strategy.toStdString(), world, optimizer.toStdString());
+    const double lr = job.optimizer.lr;
+    const int kSteps = 2;  // two steps, so SGD's momentum and Adam's moments are used
+
+    // One process: the first two global batches of the sampler, whole.
+    std::unique_ptr<Model> built = build_model(job.model);
+    std::unique_ptr<Optimizer> base = make_optimizer(job.optimizer);
+    Model& model = *built;
+    base->attach({0, model.num_params()});
+    SamplerOptions so;
+    so.batch_size = job.train.batch_size;
+    so.seed = job.train.seed;
+    Sampler sampler(mnist_.train->size(), so);
+    std::vector<double> ref_losses;
+    for (int k = 0; k < kSteps; ++k) {
+      Batch b;
+      mnist_.train->gather(sampler.next(), b);
+      model.zero_grad();
+      SoftmaxCrossEntropy loss;
+      ref_losses.push_back(loss.forward(model.forward(b.input), b.targets));
+      Tensor d;
+      loss.backward(d);
+      model.backward(d);
+      base->step(model.params(), model.grads(), lr);
+    }
+    const std::vector<float> ref(model.params().begin(), model.params().end());
+
+    const std::vector<RankState> got = on_ranks(job, [&](ShardedOptimizer& opt, RankState& st) {
+      SamplerOptions rs = so;
+      rs.rank = opt.rank();
+      rs.world = opt.world_size();
+      Sampler mine(mnist_.train->size(), rs);
+      for (int k = 0; k < kSteps; ++k)
+        st.losses.push_back(opt.step(*mnist_.train, mine.next(), lr));
+      st.params = opt.gather_params();
+      st.steps_done = opt.steps_done();
+    });
+    for (size_t r = 0; r < got.size(); ++r) {
+      QCOMPARE(got[r].steps_done, int64_t(kSteps));
+      for (int k = 0; k < kSteps; ++k)
+        QVERIFY2(std::abs(got[r].losses[size_t(k)] - ref_losses[size_t(k)]) <=
+                     1e-5 * ref_losses[size_t(k)],
+                 qPrintable(QString("rank %1 step %2: loss %3 vs %4")
+                                .arg(r)
+                                .arg(k + 1)
+                                .arg(got[r].losses[size_t(k)])
+                                .arg(ref_losses[size_t(k)])));
+      const double d = rel_diff(got[r].params, ref);
+      QVERIFY2(d <= 1e-5, qPrintable(QString("rank %1: max|a-b|/max|b| = %2").arg(r).arg(d)));
+      QVERIFY(bit_equal(got[r].params, got[0].params));
     }
   }
 

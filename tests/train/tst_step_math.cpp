@@ -12,6 +12,7 @@
 #include "engine/core/error.h"
 #include "engine/data/sampler.h"
 #include "engine/job/job_spec.h"
+#include "engine/job/overrides.h"
 #include "engine/model/cross_entropy.h"
 #include "engine/train/build.h"
 #include "engine/train/step_math.h"
@@ -28,19 +29,19 @@ bool have_fashion_mnist() {
   return std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
 }
 
-// A small MLP job on 320 Fashion-MNIST images, batch 32, constant learning rate.
+// A small single-process MLP job on 320 Fashion-MNIST images, batch 32, constant learning rate
+// (the example job's own "parallel" section, if any, is dropped: the Trainer is one process).
 JobSpec small_job(std::vector<std::string> overrides) {
-  std::vector<std::string> all = {"model.mlp.hidden=[64]",
-                                  "data.train_limit=320",
-                                  "data.eval_limit=32",
-                                  "train.steps=10",
-                                  "train.batch_size=32",
-                                  "train.eval_every=0",
-                                  "train.schedule.kind=constant",
-                                  "train.schedule.warmup_steps=0",
+  std::vector<std::string> all = {"model.mlp.hidden=[64]",        "data.train_limit=320",
+                                  "data.eval_limit=32",           "train.steps=10",
+                                  "train.batch_size=32",          "train.eval_every=0",
+                                  "train.schedule.kind=constant", "train.schedule.warmup_steps=0",
                                   "train.schedule.min_lr_ratio=0"};
   all.insert(all.end(), overrides.begin(), overrides.end());
-  return load_job(kJobs + "fashion_mlp.json", all);
+  nlohmann::json doc = read_job_json(kJobs + "fashion_mlp.json");
+  doc.erase("parallel");
+  for (const auto& o : all) apply_override(doc, o);
+  return job_from_json(doc);
 }
 
 // max|a - b| / max|b|.
@@ -210,9 +211,8 @@ class TestStepMath : public QObject {
     if (!have_fashion_mnist())
       QSKIP("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
     const double lr = 0.1, max_norm = 0.1;
-    TrainingSetup setup = build_training(
-        small_job({"train.steps=1", "optimizer.name=sgd", "optimizer.lr=0.1",
-                   "train.clip_grad_norm=0.1"}));
+    TrainingSetup setup = build_training(small_job(
+        {"train.steps=1", "optimizer.name=sgd", "optimizer.lr=0.1", "train.clip_grad_norm=0.1"}));
     QCOMPARE(setup.job.train.clip_grad_norm, max_norm);
     QCOMPARE(setup.job.optimizer.momentum, 0.0);
     QCOMPARE(setup.job.optimizer.weight_decay, 0.0);
@@ -220,8 +220,8 @@ class TestStepMath : public QObject {
     // The reference: a second model with the same configuration and so the same initial values.
     std::unique_ptr<Model> ref = build_model(setup.job.model);
     const std::vector<float> initial(ref->params().begin(), ref->params().end());
-    QCOMPARE(initial, std::vector<float>(setup.model->params().begin(),
-                                         setup.model->params().end()));
+    QCOMPARE(initial,
+             std::vector<float>(setup.model->params().begin(), setup.model->params().end()));
     SamplerOptions sopt;
     sopt.batch_size = setup.job.train.batch_size;
     sopt.seed = setup.job.train.seed;

@@ -1,0 +1,141 @@
+#include "engine/train/training_loop.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "engine/core/error.h"
+#include "engine/core/timer.h"
+#include "engine/model/cross_entropy.h"
+#include "engine/train/lr_schedule.h"
+#include "engine/train/step_math.h"
+
+namespace shardlab {
+
+TrainResult run_training_loop(const LoopSpec& spec, EarlyStopState& early,
+                              const TrainerCallbacks& callbacks) {
+  SL_ENFORCE_T(InternalError, spec.config && spec.step && spec.epoch, "training loop: incomplete");
+  const TrainConfig& t = *spec.config;
+  TrainResult result;
+  result.losses.reserve(static_cast<size_t>(std::max<int64_t>(0, spec.stop_at - spec.first_step)));
+  const LrSchedule schedule(t.schedule, spec.base_lr, spec.total_steps);
+  const int64_t eval_samples =
+      t.eval_batches > 0 ? t.eval_batches * std::max<int64_t>(t.batch_size, 256) : 0;
+
+  auto run_eval = [&](int64_t at) {
+    if (!spec.evaluate) return;
+    Stopwatch sw;
+    EvalResult e = spec.evaluate(eval_samples);
+    result.eval_seconds += sw.seconds();
+    e.step = at;
+    result.evals.push_back(e);
+    if (callbacks.on_eval) callbacks.on_eval(e);
+    if (early.seen == 0 || e.loss < early.best - t.early_stopping.min_delta) {
+      early.best = e.loss;
+      early.without_gain = 0;
+    } else {
+      ++early.without_gain;
+    }
+    ++early.seen;
+    if (t.early_stopping.patience > 0 && early.without_gain >= t.early_stopping.patience)
+      early.stop = true;
+  };
+
+  double window_loss = 0, window_seconds = 0;
+  int64_t window_steps = 0, window_samples = 0, window_rows = 0;
+  int64_t total_samples = 0, total_rows = 0;
+  int64_t done = spec.first_step;
+  while (done < spec.stop_at && !early.stop) {
+    const double lr = schedule.at(done);
+    Stopwatch sw;
+    const StepOutcome s = spec.step(done, lr);
+    const double secs = sw.seconds();
+    ++done;
+    result.losses.push_back(s.loss);
+    result.train_seconds += secs;
+    total_samples += s.samples;
+    total_rows += s.rows;
+    window_loss += s.loss;
+    window_seconds += secs;
+    window_samples += s.samples;
+    window_rows += s.rows;
+    ++window_steps;
+    const bool last = done == spec.total_steps;
+    if (callbacks.on_log && (done % t.log_every == 0 || last || done == spec.stop_at)) {
+      StepInfo info;
+      info.step = done;
+      info.total_steps = spec.total_steps;
+      info.epoch = spec.epoch();
+      info.loss = window_loss / static_cast<double>(window_steps);
+      info.lr = lr;
+      info.grad_norm = s.grad_norm;
+      if (window_seconds > 0) {
+        info.samples_per_second = static_cast<double>(window_samples) / window_seconds;
+        info.tokens_per_second = static_cast<double>(window_rows) / window_seconds;
+      }
+      callbacks.on_log(info);
+      window_loss = window_seconds = 0;
+      window_steps = window_samples = window_rows = 0;
+    }
+    if (!last && t.eval_every > 0 && done % t.eval_every == 0) {
+      run_eval(done);
+      if (early.stop) {
+        result.stopped_early = true;
+        result.stop_reason = fmt::format(
+            "early stop at step {}: eval loss did not improve by more than {} in {} evaluations",
+            done, t.early_stopping.min_delta, t.early_stopping.patience);
+      }
+    }
+  }
+  result.steps = done;
+  const bool finished = done == spec.total_steps || early.stop;
+  if (!result.stopped_early)
+    result.stop_reason = finished ? fmt::format("completed {} steps", done)
+                                  : fmt::format("paused after step {} of {}", done,
+                                                spec.total_steps);
+  // The final evaluation always reflects the returned parameters (unless it just ran).
+  if (finished && spec.evaluate && (result.evals.empty() || result.evals.back().step != done))
+    run_eval(done);
+  if (result.train_seconds > 0) {
+    result.samples_per_second = static_cast<double>(total_samples) / result.train_seconds;
+    result.tokens_per_second = static_cast<double>(total_rows) / result.train_seconds;
+  }
+  return result;
+}
+
+MicroBatchOutcome run_micro_batches(Model& model, const Dataset& data,
+                                    const std::vector<int64_t>& indices, int64_t count,
+                                    int64_t step, Batch& batch, Tensor& dlogits,
+                                    const MicroBatchHooks& hooks) {
+  SoftmaxCrossEntropy loss_fn;
+  MicroBatchOutcome out;
+  double loss_sum = 0;
+  const auto scale = static_cast<float>(1.0 / static_cast<double>(count));
+  for (int64_t m = 0; m < count; ++m) {
+    if (hooks.begin) hooks.begin(m);
+    if (count == 1)
+      data.gather(indices, batch);
+    else
+      data.gather(micro_batch(indices, count, m), batch);
+    const Tensor& logits = model.forward(batch.input, hooks.blocks);
+    const double loss = loss_fn.forward(logits, batch.targets);
+    SL_ENFORCE(std::isfinite(loss),
+               "training diverged: loss is {} at step {} (try a lower optimizer.lr)", loss,
+               step + 1);
+    loss_sum += loss;
+    out.samples += batch.samples();
+    out.rows += static_cast<int64_t>(batch.targets.size());
+    loss_fn.backward(dlogits);
+    // Each micro-batch's loss is a mean over its rows; scaling by 1/count makes the summed
+    // gradients those of the mean over the whole batch.
+    if (count > 1)
+      for (float& g : dlogits.span()) g *= scale;
+    model.backward(dlogits, hooks.blocks);
+    if (hooks.end) hooks.end(m);
+  }
+  out.loss = loss_sum / static_cast<double>(count);
+  return out;
+}
+
+}  // namespace shardlab

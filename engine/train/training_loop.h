@@ -1,0 +1,76 @@
+// The training loop shared by the single-process Trainer and every ShardedOptimizer: the
+// schedule, progress windows, periodic evaluation, early stopping and the run's result. Only the
+// step itself differs (one process, or a rank of a sharded job), so it is a callback; so are the
+// forward/backward passes over a step's micro-batches, shared through run_micro_batches().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "engine/data/batch.h"
+#include "engine/data/dataset.h"
+#include "engine/model/model.h"
+#include "engine/train/train_config.h"
+#include "engine/train/trainer.h"
+
+namespace shardlab {
+
+// What one optimizer step did.
+struct StepOutcome {
+  double loss = 0;       // mean loss of the step's batch (over all ranks)
+  double grad_norm = 0;  // global gradient norm before clipping
+  int64_t samples = 0;   // samples in the step (global batch)
+  int64_t rows = 0;      // target rows (tokens for the GPT model)
+};
+
+// Early-stopping bookkeeping; the caller keeps it so a run can pause and resume.
+struct EarlyStopState {
+  double best = 0;           // best evaluation loss so far (valid once seen > 0)
+  int64_t without_gain = 0;  // evaluations since the best one
+  int64_t seen = 0;          // evaluations so far
+  bool stop = false;         // patience ran out
+};
+
+struct LoopSpec {
+  const TrainConfig* config = nullptr;
+  double base_lr = 0;
+  int64_t total_steps = 0;  // the whole run (the schedule's length)
+  int64_t first_step = 0;   // steps already done (0-based index of the next one)
+  int64_t stop_at = 0;      // run until this many steps are done (<= total_steps)
+  // Runs optimizer step `step` (0-based) at learning rate `lr`.
+  std::function<StepOutcome(int64_t step, double lr)> step;
+  // Evaluates the current parameters over `max_samples` (0: all); null: no evaluation.
+  std::function<EvalResult(int64_t max_samples)> evaluate;
+  // The data epoch of the last batch.
+  std::function<int64_t()> epoch;
+};
+
+// Runs steps first_step .. stop_at-1, logging through callbacks.on_log every train.log_every
+// steps and at the end, evaluating every train.eval_every steps and, when the run is complete,
+// once more at the end, stopping early per train.early_stopping. `result.params` is left empty.
+TrainResult run_training_loop(const LoopSpec& spec, EarlyStopState& early,
+                              const TrainerCallbacks& callbacks);
+
+struct MicroBatchOutcome {
+  double loss = 0;  // mean of the micro-batches' mean losses
+  int64_t samples = 0;
+  int64_t rows = 0;
+};
+
+// What a sharding strategy hooks into run_micro_batches (all optional).
+struct MicroBatchHooks {
+  BlockHooks* blocks = nullptr;              // around every block's forward and backward
+  std::function<void(int64_t m)> begin;      // before micro-batch m's forward
+  std::function<void(int64_t m)> end;        // after micro-batch m's backward
+};
+
+// Forward and backward over `indices` cut into `count` micro-batches (micro_batch()), each
+// micro-batch's dlogits scaled by 1/count so the accumulated gradients are those of the mean over
+// all of them. Throws when a loss is not finite ("training diverged: loss is nan at step N").
+MicroBatchOutcome run_micro_batches(Model& model, const Dataset& data,
+                                    const std::vector<int64_t>& indices, int64_t count,
+                                    int64_t step, Batch& batch, Tensor& dlogits,
+                                    const MicroBatchHooks& hooks = {});
+
+}  // namespace shardlab
