@@ -11,8 +11,10 @@
 //
 // Communication time comes from the communicator's CommRecords: when comm.options().sink is a
 // MemorySink (install one when making the world), the records of this rank on the world group
-// that started during the timed steps are summed. A record lasts from the call to the completion,
-// so an overlapped collective counts its whole time in flight, not only the part a rank waited for.
+// that started during the timed steps give the wall time during which at least one collective was
+// in flight (the union of their intervals: queued collectives overlap). A record lasts from the
+// call to the completion, so an overlapped collective counts its whole time in flight, not only
+// the part a rank waited for.
 #pragma once
 
 #include <cstdint>
@@ -45,9 +47,9 @@ struct ShardedBenchRow {
   std::string strategy;
   bool overlap = true;
   int ranks = 0;
-  int64_t steps = 0;              // timed steps
-  double median_step_ms = 0;      // median over steps of the slowest rank's step() time
-  double min_step_ms = 0;         // fastest step (the slowest rank's)
+  int64_t steps = 0;          // timed steps
+  double median_step_ms = 0;  // median over steps of the slowest rank's step() time
+  double min_step_ms = 0;     // fastest step (the slowest rank's)
   double rank0_median_step_ms = 0;
   double vs_ddp = 0;  // median_step_ms / ddp's with the same overlap (0 when ddp did not run)
   // Bytes of params + grads + optimizer state after the last step: measured by the ledger (the
@@ -58,8 +60,8 @@ struct ShardedBenchRow {
   // The largest over ranks of the ledger's peak total (every category, activations and
   // communication buffers included) during the warm-up and timed steps (set-up excluded).
   int64_t peak_bytes_max = 0;
-  // Per step, averaged over steps and ranks: seconds in collectives and their count (0 and -1
-  // when the communicator has no MemorySink).
+  // Per step, averaged over steps and ranks: wall time with a collective in flight and their
+  // count (0 and -1 when the communicator has no MemorySink).
   double comm_ms_per_step = 0;
   double comm_ops_per_step = -1;
   double final_loss = 0;  // the global loss of the last step (a sanity figure)

@@ -29,9 +29,9 @@ namespace shardlab::cli {
 namespace {
 
 // The options that pass unchanged from the outer command to the ranks under mpirun.
-const std::vector<std::string> kForwarded = {"--model",    "--steps",   "--warmup",
-                                             "--batch",    "--data",    "--train-limit",
-                                             "--overlap",  "--strategies", "--timeout-s"};
+const std::vector<std::string> kForwarded = {"--model",   "--steps",      "--warmup",
+                                             "--batch",   "--data",       "--train-limit",
+                                             "--overlap", "--strategies", "--timeout-s"};
 
 int available_cores() {
   cpu_set_t set;
@@ -125,10 +125,11 @@ void print_header(const Parsed& p, const Datasets& data, const ModelConfig& mode
              model.mlp.input_dim, fmt::join(model.mlp.hidden, "-"), model.mlp.num_classes, params,
              static_cast<double>(params) * 4.0 / (1024.0 * 1024.0), job.optimizer.lr);
   fmt::print("data: {}\n", data.description);
-  fmt::print("{} backend: {} ranks on {} cores{}, global batch {} ({} per rank), buckets {:g} MiB "
-             "(fsdp: per block), 1 BLAS thread per rank\n",
-             p.backend, p.ranks, p.cores, p.ranks > p.cores ? " (oversubscribed)" : "",
-             job.train.batch_size, job.train.batch_size / p.ranks, job.parallel.bucket_mb);
+  fmt::print(
+      "{} backend: {} ranks on {} cores{}, global batch {} ({} per rank), buckets {:g} MiB "
+      "(fsdp: per block), 1 BLAS thread per rank\n",
+      p.backend, p.ranks, p.cores, p.ranks > p.cores ? " (oversubscribed)" : "",
+      job.train.batch_size, job.train.batch_size / p.ranks, job.parallel.bucket_mb);
   double load[1] = {0};
   const bool have_load = getloadavg(load, 1) == 1;
   fmt::print("{} warm-up + {} timed steps per configuration, {}\n", p.bench.warmup, p.bench.steps,
@@ -189,8 +190,9 @@ int bench_sharded_command(const std::vector<std::string>& argv) {
   Parsed p = parse(args);
   if (p.backend == "threads") return run_threads_bench(p);
 #if !SHARDLAB_HAVE_MPI
-  SL_THROW(UsageError, "--backend mpi: this shardlab was built without MPI (install "
-                       "libopenmpi-dev and rebuild, or use --backend threads)");
+  SL_THROW(InvalidArgument,
+           "--backend mpi: this shardlab was built without MPI (install "
+           "libopenmpi-dev and rebuild, or use --backend threads)");
 #else
   if (args.has("--inner-mpi")) return run_inner_mpi(p);
   // Catch configuration mistakes here, once, rather than on every rank.
@@ -200,10 +202,11 @@ int bench_sharded_command(const std::vector<std::string>& argv) {
     const std::vector<FieldError> errors = validate(job);
     if (!errors.empty()) SL_THROW(InvalidArgument, "{}", errors.front().to_string());
   }
-  std::vector<std::string> inner{self_executable(), "bench",   "sharded",
-                                 "--inner-mpi",     "--backend", "mpi",
-                                 "--ranks",         std::to_string(p.ranks), "--cores",
-                                 std::to_string(p.cores)};
+  std::vector<std::string> inner{self_executable(), "bench",
+                                 "sharded",         "--inner-mpi",
+                                 "--backend",       "mpi",
+                                 "--ranks",         std::to_string(p.ranks),
+                                 "--cores",         std::to_string(p.cores)};
   for (const std::string& name : kForwarded)
     if (args.has(name)) {
       inner.push_back(name);

@@ -9,9 +9,9 @@ namespace shardlab::cli {
 
 int run_command(const std::vector<std::string>& args);    // shardlab run JOB.json [--set k=v]...
 int bench_command(const std::vector<std::string>& args);  // shardlab bench optimizer|mlp [...]
-int bench_comm_command(const std::vector<std::string>& args);  // shardlab bench comm [...]
+int bench_comm_command(const std::vector<std::string>& args);     // shardlab bench comm [...]
 int bench_sharded_command(const std::vector<std::string>& args);  // shardlab bench sharded [...]
-int worker_command(const std::vector<std::string>& args);      // shardlab worker JOB.json (mpi)
-int info_command(const std::vector<std::string>& args);        // shardlab info
+int worker_command(const std::vector<std::string>& args);         // shardlab worker JOB.json (mpi)
+int info_command(const std::vector<std::string>& args);           // shardlab info
 
 }  // namespace shardlab::cli

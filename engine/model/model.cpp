@@ -10,14 +10,16 @@
 
 namespace shardlab {
 
-Model::Model(ModelConfig config, std::vector<std::unique_ptr<Layer>> blocks, ModelStorage storage)
+Model::Model(ModelConfig config, std::vector<std::unique_ptr<Layer>> blocks, ModelStorage storage,
+             int64_t pad_multiple)
     : config_(std::move(config)), blocks_(std::move(blocks)), storage_(storage) {
+  SL_ENFORCE(pad_multiple >= 1, "Model: pad_multiple must be >= 1, got {}", pad_multiple);
   SL_ENFORCE(!blocks_.empty(), "Model: needs at least one block");
   for (size_t i = 0; i < blocks_.size(); ++i) {
     SL_ENFORCE(blocks_[i] != nullptr, "Model: block {} is null", i);
     blocks_[i]->declare(layout_, fmt::format("blocks.{}.", i), static_cast<int>(i));
   }
-  padded_ = layout_.size();
+  padded_ = (layout_.size() + pad_multiple - 1) / pad_multiple * pad_multiple;
   if (storage_ == ModelStorage::owned) {
     params_ = make_buffer(MemCategory::params, padded_);
     grads_ = make_buffer(MemCategory::grads, padded_);
@@ -30,22 +32,6 @@ void Model::bind_all() {
   const ParamBinding binding{&layout_, params_.data(), grads_.empty() ? nullptr : grads_.data(),
                              0};
   for (auto& b : blocks_) b->bind(binding);
-}
-
-void Model::pad_buffers(int64_t padded) {
-  SL_ENFORCE(storage_ == ModelStorage::owned, "Model: pad_buffers needs owned storage");
-  SL_ENFORCE(padded >= layout_.size(), "Model: cannot pad {} parameters to {}", layout_.size(),
-             padded);
-  if (padded == padded_) return;
-  Buffer p = make_buffer(MemCategory::params, padded);
-  std::copy(params_.begin(), params_.begin() + layout_.size(), p.begin());
-  params_.swap(p);
-  free_buffer(p);
-  const bool had_grads = !grads_.empty();
-  free_buffer(grads_);
-  padded_ = padded;
-  if (had_grads) grads_ = make_buffer(MemCategory::grads, padded_);
-  bind_all();
 }
 
 void Model::bind_block(int block, float* params, float* grads) {
@@ -123,7 +109,8 @@ std::string Model::summary() const {
   return s;
 }
 
-std::unique_ptr<Model> build_model(const ModelConfig& config, ModelStorage storage) {
+std::unique_ptr<Model> build_model(const ModelConfig& config, ModelStorage storage,
+                                   int64_t pad_multiple) {
   std::vector<std::unique_ptr<Layer>> blocks;
   if (config.kind == "mlp") {
     blocks = build_mlp_blocks(config.mlp);
@@ -132,7 +119,7 @@ std::unique_ptr<Model> build_model(const ModelConfig& config, ModelStorage stora
   } else {
     SL_THROW(InvalidArgument, "model.kind: unknown kind '{}' (expected mlp or gpt)", config.kind);
   }
-  auto model = std::make_unique<Model>(config, std::move(blocks), storage);
+  auto model = std::make_unique<Model>(config, std::move(blocks), storage, pad_multiple);
   if (storage == ModelStorage::owned) model->init(config.seed);
   return model;
 }

@@ -42,8 +42,9 @@ class Model {
  public:
   // Declares every block's parameters and, with ModelStorage::owned, allocates the two buffers
   // (zero-filled) and binds the blocks to them. Parameters stay zero until init().
+  // pad_multiple: owned buffers are extended with zeros to a multiple of it (see padded_params()).
   Model(ModelConfig config, std::vector<std::unique_ptr<Layer>> blocks,
-        ModelStorage storage = ModelStorage::owned);
+        ModelStorage storage = ModelStorage::owned, int64_t pad_multiple = 1);
 
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -60,10 +61,9 @@ class Model {
   }
   std::span<float> grads() { return std::span<float>(grads_).first(real(grads_)); }
   std::span<const float> grads() const { return std::span<const float>(grads_).first(real(grads_)); }
-  // Both buffers extended with zeros to `padded` elements (>= num_params(); owned storage), as a
-  // flat-sharding strategy needs when the count does not divide by the world size. The padding is
-  // never touched by the layers and stays zero.
-  void pad_buffers(int64_t padded);
+  // Both buffers including the zero padding up to a multiple of pad_multiple, as a flat-sharding
+  // strategy needs when the count does not divide by the world size. The layers never touch the
+  // padding, so it stays zero.
   std::span<float> padded_params() { return params_; }
   std::span<float> padded_grads() { return grads_; }
 
@@ -114,6 +114,7 @@ class Model {
 // With ModelStorage::external the model is returned uninitialised (its owner initialises each
 // block with init_block()).
 std::unique_ptr<Model> build_model(const ModelConfig& config,
-                                   ModelStorage storage = ModelStorage::owned);
+                                   ModelStorage storage = ModelStorage::owned,
+                                   int64_t pad_multiple = 1);
 
 }  // namespace shardlab

@@ -53,6 +53,9 @@ std::unique_ptr<ShardedOptimizer> ShardedOptimizer::create(Communicator& comm,
              "train.batch_size: must be divisible by world size x train.accumulation_steps = {}, "
              "got {}",
              comm.size() * options.train.accumulation_steps, options.train.batch_size);
+  SL_ENFORCE(options.sharding.world_size == comm.size(),
+             "parallel.world_size: the job asks for {} ranks, but the communicator has {}",
+             options.sharding.world_size, comm.size());
   SL_ENFORCE(options.sharding.bucket_mb > 0, "parallel.bucket_mb: must be > 0, got {}",
              options.sharding.bucket_mb);
   std::unique_ptr<ShardedOptimizer> opt;

@@ -178,6 +178,10 @@ void ShardedOptimizer::save_model(const std::string& path) {
 }
 
 std::vector<float> read_model_file(const std::string& path, const ParamLayout& layout) {
+  std::error_code ec;
+  SL_ENFORCE_T(IoError, std::filesystem::is_regular_file(path, ec),
+               "cannot read model file {}: {}", path,
+               std::filesystem::exists(path, ec) ? "not a regular file" : "no such file");
   std::ifstream in(path, std::ios::binary);
   SL_ENFORCE_T(IoError, in.good(), "cannot read model file {}", path);
   const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),

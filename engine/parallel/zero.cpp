@@ -24,10 +24,16 @@ class Zero final : public BucketedOptimizer {
 
  protected:
   void setup() override {
-    ShardedOptimizer::setup();
+    // Padded from the start (to a multiple of N, as the layout pads), so set-up never holds two
+    // copies of the parameters.
+    model_ = build_model(options_.model, ModelStorage::owned, world_size());
+    optimizer_ = make_optimizer(options_.optimizer);
     layout_ = ShardLayout::buckets(model_->num_params(), world_size(),
                                    bucket_elements(options_.sharding));
-    model_->pad_buffers(layout_.padded_total());
+    SL_ENFORCE_T(InternalError, static_cast<int64_t>(model_->padded_params().size()) ==
+                                    layout_.padded_total(),
+                 "ZeRO: model padding {} differs from the shard layout's {}",
+                 model_->padded_params().size(), layout_.padded_total());
     optimizer_->attach({0, layout_.shard_size()});
     if (stage_ == 2) {
       grad_shard_ = make_buffer(MemCategory::grads, layout_.shard_size());

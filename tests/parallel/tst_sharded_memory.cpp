@@ -249,22 +249,39 @@ class TestShardedMemory : public QObject {
   // During training steps (peaks restarted after set-up, no evaluation) each rank holds at most
   // what MemoryPlan::peak says, and reaches it: the planner's peak is the measured one.
   void stepPeakMatchesPlanner_data() {
+    QTest::addColumn<QString>("model");
     QTest::addColumn<QString>("strategy");
     QTest::addColumn<int>("world");
     QTest::addColumn<bool>("overlap");
+    QTest::addColumn<bool>("keep_params");
     for (const char* s : {"ddp", "zero1", "zero2", "fsdp"})
       for (int w : {1, 2, 3, 4, 8})
         for (bool overlap : {true, false})
-          QTest::addRow("%s/w%d%s", s, w, overlap ? "" : "/no-overlap")
-              << QString(s) << w << overlap;
+          QTest::addRow("mlp/%s/w%d%s", s, w, overlap ? "" : "/no-overlap")
+              << QString("mlp") << QString(s) << w << overlap << false;
+    for (int w : {1, 2, 3, 8})
+      for (bool overlap : {true, false})
+        QTest::addRow("mlp/fsdp/w%d/keep-params%s", w, overlap ? "" : "/no-overlap")
+            << QString("mlp") << QString("fsdp") << w << overlap << true;
+    // The GPT has four blocks, so keeping gathered blocks from forward to backward shows.
+    for (const char* s : {"ddp", "zero1", "zero2", "fsdp"})
+      for (bool overlap : {true, false})
+        QTest::addRow("gpt/%s/w3%s", s, overlap ? "" : "/no-overlap")
+            << QString("gpt") << QString(s) << 3 << overlap << false;
+    for (bool overlap : {true, false})
+      QTest::addRow("gpt/fsdp/w3/keep-params%s", overlap ? "" : "/no-overlap")
+          << QString("gpt") << QString("fsdp") << 3 << overlap << true;
   }
 
   void stepPeakMatchesPlanner() {
+    QFETCH(QString, model);
     QFETCH(QString, strategy);
     QFETCH(int, world);
     QFETCH(bool, overlap);
-    JobSpec job = job_for("mlp", strategy, world, "adam");
+    QFETCH(bool, keep_params);
+    JobSpec job = job_for(model, strategy, world, "adam");
     job.parallel.overlap = overlap;
+    job.parallel.fsdp_keep_params = keep_params;
     std::vector<MemorySnapshot> steps(static_cast<size_t>(world));
     std::vector<MemoryPlan> plans(static_cast<size_t>(world));
     run_threads(world, test_comm_options(), [&](Communicator& c) {
@@ -273,7 +290,7 @@ class TestShardedMemory : public QObject {
       auto opt = ShardedOptimizer::create(c, sharded_options(job));
       ledger.reset_peaks();
       OptimizeInput in;
-      in.train = mnist_.train.get();
+      in.train = data_for(model).train.get();
       opt->optimize(in);
       steps[static_cast<size_t>(c.rank())] = ledger.snapshot();
       plans[static_cast<size_t>(c.rank())] =
@@ -288,6 +305,17 @@ class TestShardedMemory : public QObject {
       if (r == 0) qDebug("%s", qPrintable(where));
       for (MemCategory c : {MemCategory::params, MemCategory::grads, MemCategory::optimizer_state})
         QVERIFY2(peak[c] == plan[c], qPrintable(QString("%1: %2").arg(to_string(c)).arg(where)));
+    }
+    // Keeping gathered blocks costs memory once there are more than two blocks (the MLP's two are
+    // both live at once anyway).
+    if (keep_params && model == "gpt") {
+      ParallelConfig reshard = job.parallel;
+      reshard.fsdp_keep_params = false;
+      const MemoryPlan lean = plan_memory(model_layout(job.model), job.optimizer, reshard, world);
+      QVERIFY2(plans[0].peak[MemCategory::params] > lean.peak[MemCategory::params],
+               qPrintable(QString("keep %1, reshard %2")
+                              .arg(plans[0].peak[MemCategory::params])
+                              .arg(lean.peak[MemCategory::params])));
     }
   }
 

@@ -204,6 +204,45 @@ class TestShardedState : public QObject {
     }
   }
 
+  // The early-stopping counters travel with the state: a run cut after k steps and resumed stops
+  // at the same step as the uninterrupted run (and as the single-process Trainer).
+  void roundTripKeepsEarlyStopping_data() {
+    QTest::addColumn<QString>("strategy");
+    QTest::addColumn<int>("cut");
+    for (const char* s : {"ddp", "zero1", "zero2", "fsdp"})
+      for (int cut : {3, 4}) QTest::addRow("%s/w2/cut%d", s, cut) << QString(s) << cut;
+  }
+
+  void roundTripKeepsEarlyStopping() {
+    QFETCH(QString, strategy);
+    QFETCH(int, cut);
+    JobSpec job = mlp_job(strategy.toStdString(), 2, "sgd");
+    job.optimizer.lr = 1e-7;
+    job.train.steps = 40;
+    job.train.eval_every = 2;
+    job.train.early_stopping.patience = 2;
+    job.train.early_stopping.min_delta = 0.5;
+    const TrainResult& ref = reference(job);
+    QVERIFY(ref.stopped_early);
+    QCOMPARE(ref.steps, int64_t(6));  // evaluations at 2 (best), 4 and 6 (no gain): stop
+
+    const std::vector<RankState> first = cut_run(job, cut);
+    const std::vector<RankState> rest = on_ranks(job, [&](ShardedOptimizer& opt, RankState& st) {
+      opt.deserialize(first[static_cast<size_t>(opt.rank())].bytes);
+      st.flag = opt.should_early_stop();
+      st.result = opt.optimize(input());
+      st.steps_done = opt.steps_done();
+      st.flag_after = opt.should_early_stop();
+    });
+    for (size_t r = 0; r < rest.size(); ++r) {
+      QVERIFY(!first[r].result.stopped_early);
+      QVERIFY(!rest[r].flag);
+      QCOMPARE(rest[r].steps_done, ref.steps);
+      QVERIFY(rest[r].result.stopped_early);
+      QVERIFY(rest[r].flag_after);
+    }
+  }
+
   // Bytes written by another world size, strategy, rank or model, or damaged bytes, are refused
   // with an error naming what differs, and the optimizer is left as it was.
   void deserializeRefusesMismatch_data() {
