@@ -3,11 +3,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <spawn.h>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <spawn.h>
 
 #include "engine/core/error.h"
 
@@ -24,7 +24,8 @@ std::string find_in_path(const std::string& name) {
   size_t start = 0;
   while (start <= p.size()) {
     const size_t end = p.find(':', start);
-    const std::string dir = p.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    const std::string dir =
+        p.substr(start, end == std::string::npos ? std::string::npos : end - start);
     const std::string full = (dir.empty() ? "." : dir) + "/" + name;
     if (access(full.c_str(), X_OK) == 0) return full;
     if (end == std::string::npos) break;

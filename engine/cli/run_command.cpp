@@ -14,6 +14,7 @@
 #include "engine/cli/commands.h"
 #include "engine/cli/mpi_launch.h"
 #include "engine/cli/sharded_report.h"
+#include "engine/cli/verify.h"
 #include "engine/core/timer.h"
 #include "engine/job/job_spec.h"
 #include "engine/parallel/planner.h"
@@ -39,7 +40,7 @@ int run_single(const JobSpec& job, bool quiet, Stopwatch& total) {
   return 0;
 }
 
-int run_threads(JobSpec job, bool quiet, const Args& args, Stopwatch& total) {
+int run_threads(JobSpec job, bool quiet, const Args& args, double tolerance, Stopwatch& total) {
   const Datasets data = load_job_data(job);
   complete_model_config(job.model, data);
   print_job_header(job, data.description, model_layout(job.model).size());
@@ -48,11 +49,21 @@ int run_threads(JobSpec job, bool quiet, const Args& args, Stopwatch& total) {
   const ParallelRunResult run = run_threads_job(job, data, opts);
   print_sharded_summary(job, run, total.seconds());
   if (!args.has("--verify")) return 0;
-  const double tol = std::stod(args.get("--tolerance", "1e-5"));
-  return verify_against_single_process(job, run.result.params, tol) ? 0 : 1;
+  return verify_against_single_process(job, run.result.params, tolerance) ? 0 : 1;
 }
 
-int run_mpi(const JobSpec& job, const std::string& path, bool quiet, const Args& args) {
+// Removes a file when it goes out of scope (the verify model file, whatever happens).
+struct RemoveOnExit {
+  std::string path;
+  ~RemoveOnExit() {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+    std::filesystem::remove(path + ".tmp", ec);
+  }
+};
+
+int run_mpi(const JobSpec& job, const std::string& path, bool quiet, const Args& args,
+            double tolerance) {
   std::vector<std::string> worker{self_executable(), "worker", path};
   for (const std::string& s : args.all("--set")) {
     worker.push_back("--set");
@@ -64,6 +75,7 @@ int run_mpi(const JobSpec& job, const std::string& path, bool quiet, const Args&
       (std::filesystem::temp_directory_path() /
        fmt::format("shardlab-verify-{}.slmodel", static_cast<long>(getpid())))
           .string();
+  const RemoveOnExit cleanup{model_file};
   if (verify) {
     worker.push_back("--save-model");
     worker.push_back(model_file);
@@ -76,10 +88,7 @@ int run_mpi(const JobSpec& job, const std::string& path, bool quiet, const Args&
   const Datasets data = load_job_data(job);
   complete_model_config(completed.model, data);
   const std::vector<float> params = read_model_file(model_file, model_layout(completed.model));
-  std::error_code ec;
-  std::filesystem::remove(model_file, ec);
-  const double tol = std::stod(args.get("--tolerance", "1e-5"));
-  return verify_against_single_process(job, params, tol) ? 0 : 1;
+  return verify_against_single_process(job, params, tolerance) ? 0 : 1;
 }
 
 }  // namespace
@@ -90,16 +99,9 @@ int run_command(const std::vector<std::string>& argv) {
     SL_THROW(UsageError,
              "run needs exactly one job file, e.g. shardlab run resources/jobs/fashion_mlp.json");
   const bool quiet = args.has("--quiet");
-  if (args.has("--tolerance")) {
-    double t = -1;
-    try {
-      t = std::stod(args.get("--tolerance"));
-    } catch (const std::exception&) {
-    }
-    if (!(t > 0))
-      SL_THROW(UsageError, "--tolerance: expected a positive number, got '{}'",
-               args.get("--tolerance"));
-  }
+  if (args.has("--tolerance") && !args.has("--verify"))
+    SL_THROW(UsageError, "--tolerance only applies with --verify");
+  const double tolerance = parse_tolerance(args.get("--tolerance", "1e-5"));
   Stopwatch total;
   const std::string path = args.positional()[0];
   const JobSpec job = load_job(path, args.all("--set"));
@@ -111,8 +113,8 @@ int run_command(const std::vector<std::string>& argv) {
                "parallel.world_size=4)");
     return run_single(job, quiet, total);
   }
-  if (job.parallel.backend == "mpi") return run_mpi(job, path, quiet, args);
-  return run_threads(job, quiet, args, total);
+  if (job.parallel.backend == "mpi") return run_mpi(job, path, quiet, args, tolerance);
+  return run_threads(job, quiet, args, tolerance, total);
 }
 
 }  // namespace shardlab::cli

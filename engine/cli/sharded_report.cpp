@@ -8,7 +8,6 @@
 #include <cstdio>
 
 #include "engine/core/error.h"
-#include "engine/train/build.h"
 
 namespace shardlab::cli {
 
@@ -37,9 +36,10 @@ TrainerCallbacks progress_printer(bool tokens, bool quiet) {
   TrainerCallbacks cb;
   if (quiet) return cb;
   cb.on_log = [tokens](const StepInfo& s) {
-    fmt::print("step {:>6}/{}  epoch {:>3}  loss {:.4f}  lr {:.3e}  grad-norm {:.3f}  {:.0f} {}/s\n",
-               s.step, s.total_steps, s.epoch, s.loss, s.lr, s.grad_norm,
-               tokens ? s.tokens_per_second : s.samples_per_second, tokens ? "tokens" : "samples");
+    fmt::print(
+        "step {:>6}/{}  epoch {:>3}  loss {:.4f}  lr {:.3e}  grad-norm {:.3f}  {:.0f} {}/s\n",
+        s.step, s.total_steps, s.epoch, s.loss, s.lr, s.grad_norm,
+        tokens ? s.tokens_per_second : s.samples_per_second, tokens ? "tokens" : "samples");
     std::fflush(stdout);
   };
   cb.on_eval = [](const EvalResult& e) {
@@ -75,12 +75,13 @@ void print_sharded_summary(const JobSpec& job, const ParallelRunResult& run, dou
   const bool tokens = job.model.kind == "gpt";
   std::string eval;
   if (!r.evals.empty())
-    eval = fmt::format(" | eval accuracy {:.2f}%  eval loss {:.4f}", 100.0 * r.final_eval().accuracy,
-                       r.final_eval().loss);
-  fmt::print("summary: {}{} | {} steps, train {:.1f} s, eval {:.1f} s, total {:.1f} s | {:.0f} "
-             "{}/s\n",
-             r.stop_reason, eval, r.steps, r.train_seconds, r.eval_seconds, total_seconds,
-             tokens ? r.tokens_per_second : r.samples_per_second, tokens ? "tokens" : "samples");
+    eval = fmt::format(" | eval accuracy {:.2f}%  eval loss {:.4f}",
+                       100.0 * r.final_eval().accuracy, r.final_eval().loss);
+  fmt::print(
+      "summary: {}{} | {} steps, train {:.1f} s, eval {:.1f} s, total {:.1f} s | {:.0f} "
+      "{}/s\n",
+      r.stop_reason, eval, r.steps, r.train_seconds, r.eval_seconds, total_seconds,
+      tokens ? r.tokens_per_second : r.samples_per_second, tokens ? "tokens" : "samples");
   if (run.ranks.empty()) return;
   const MemoryPlan& plan = run.ranks.front().plan;
   fmt::print("memory per rank, steady state after the last step: measured (planned)  [{}]\n",
@@ -94,40 +95,15 @@ void print_sharded_summary(const JobSpec& job, const ParallelRunResult& run, dou
       if (m != p) all_match = false;
       return fmt::format("{} ({})", human(m), human(p));
     };
-    fmt::print("{:>5}  {:>22}  {:>22}  {:>22}  {:>11}  {:>9}  {:>11}  {:>8.2f}s\n", rr.rank,
-               cell(MemCategory::params), cell(MemCategory::grads),
-               cell(MemCategory::optimizer_state), human(rr.memory.current[MemCategory::activations]),
-               human(rr.memory.current[MemCategory::comm]), human(rr.memory.peak_total),
-               rr.comm_seconds);
+    fmt::print(
+        "{:>5}  {:>22}  {:>22}  {:>22}  {:>11}  {:>9}  {:>11}  {:>8.2f}s\n", rr.rank,
+        cell(MemCategory::params), cell(MemCategory::grads), cell(MemCategory::optimizer_state),
+        human(rr.memory.current[MemCategory::activations]),
+        human(rr.memory.current[MemCategory::comm]), human(rr.memory.peak_total), rr.comm_seconds);
   }
   fmt::print("ledger {} the planner on every rank (params, grads, optimizer state)\n",
              all_match ? "matches" : "DIFFERS FROM");
   std::fflush(stdout);
-}
-
-double max_rel_diff(std::span<const float> a, std::span<const float> b) {
-  SL_ENFORCE(a.size() == b.size(), "verify: {} parameters against {}", a.size(), b.size());
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
-    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
-
-bool verify_against_single_process(const JobSpec& job, std::span<const float> sharded,
-                                   double tolerance) {
-  JobSpec single = job;
-  single.parallel = ParallelConfig{};
-  fmt::print("verify: running the same job in one process without sharding...\n");
-  std::fflush(stdout);
-  TrainingSetup setup = build_training(single);
-  const TrainResult ref = run_training(setup);
-  const double d = max_rel_diff(sharded, ref.params);
-  const bool ok = d <= tolerance;
-  fmt::print("verify: max_rel_diff={:.3e} tolerance={:.0e} {}\n", d, tolerance, ok ? "OK" : "FAIL");
-  std::fflush(stdout);
-  return ok;
 }
 
 }  // namespace shardlab::cli

@@ -21,8 +21,9 @@ namespace shardlab::cli {
 int worker_command(const std::vector<std::string>& argv) {
   Args args(argv, {{"--set", "--save-model"}, {"--quiet"}});
   if (args.positional().size() != 1)
-    SL_THROW(UsageError, "worker needs exactly one job file, e.g. mpirun -np 4 shardlab worker "
-                         "resources/jobs/fashion_mlp.json");
+    SL_THROW(UsageError,
+             "worker needs exactly one job file, e.g. mpirun -np 4 shardlab worker "
+             "resources/jobs/fashion_mlp.json");
 #if !SHARDLAB_HAVE_MPI
   SL_THROW(InvalidArgument,
            "worker: this build has no MPI (install libopenmpi-dev and rebuild); use "
@@ -47,8 +48,7 @@ int worker_command(const std::vector<std::string>& argv) {
   const bool root = world->rank() == 0;
   const Datasets data = load_job_data(job);
   complete_model_config(job.model, data);
-  if (root)
-    print_job_header(job, data.description, model_layout(job.model).size());
+  if (root) print_job_header(job, data.description, model_layout(job.model).size());
   RankRunOptions opts;
   opts.callbacks = progress_printer(job.model.kind == "gpt", args.has("--quiet"));
   opts.comm_totals = totals;

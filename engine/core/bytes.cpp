@@ -34,8 +34,8 @@ void ByteReader::floats(std::span<float> out, const char* what) {
 }
 
 void ByteReader::verify_checksum() {
-  SL_ENFORCE_T(FormatError, b_.size() >= 4, "{}: {} bytes is too short to hold a checksum",
-               format_, b_.size());
+  SL_ENFORCE_T(FormatError, b_.size() >= 4, "{}: {} bytes is too short to hold a checksum", format_,
+               b_.size());
   uint32_t stored;
   std::memcpy(&stored, b_.data() + b_.size() - 4, 4);
   const uint32_t computed = crc32_of(b_.data(), b_.size() - 4);

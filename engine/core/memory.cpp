@@ -16,11 +16,16 @@ void raise_to(std::atomic<int64_t>& peak, int64_t value) {
 
 const char* to_string(MemCategory category) {
   switch (category) {
-    case MemCategory::params: return "params";
-    case MemCategory::grads: return "grads";
-    case MemCategory::optimizer_state: return "optimizer_state";
-    case MemCategory::activations: return "activations";
-    case MemCategory::comm: return "comm";
+    case MemCategory::params:
+      return "params";
+    case MemCategory::grads:
+      return "grads";
+    case MemCategory::optimizer_state:
+      return "optimizer_state";
+    case MemCategory::activations:
+      return "activations";
+    case MemCategory::comm:
+      return "comm";
   }
   return "?";
 }

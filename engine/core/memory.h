@@ -38,9 +38,9 @@ struct MemoryFigures {
 };
 
 struct MemorySnapshot {
-  MemoryFigures current;  // bytes held now
-  MemoryFigures peak;     // most bytes held at once, per category, since construction/reset
-  int64_t peak_total = 0; // most bytes held at once over all categories together
+  MemoryFigures current;   // bytes held now
+  MemoryFigures peak;      // most bytes held at once, per category, since construction/reset
+  int64_t peak_total = 0;  // most bytes held at once over all categories together
 };
 
 class MemoryLedger {
@@ -125,7 +125,8 @@ class TrackedAllocator {
   MemCategory category_ = MemCategory::activations;
 };
 
-// A counted float array. Sized exactly (capacity == size), so ledger figures are exact.
+// A counted float array. make_buffer() sizes it exactly (capacity == size), so ledger figures are
+// exact; growing it later follows std::vector's policy (reserve() first to stay exact).
 using Buffer = std::vector<float, TrackedAllocator<float>>;
 
 // n zero-filled floats charged under `category` to the calling thread's ledger.

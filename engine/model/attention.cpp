@@ -26,12 +26,15 @@ CausalSelfAttention::CausalSelfAttention(int64_t width, int64_t heads, int64_t c
 
 void CausalSelfAttention::declare(ParamLayout& layout, const std::string& prefix, int block) {
   qkv_.declare(layout, prefix + "qkv.", block);
+  key_bias_index_ = layout.index_of(prefix + "qkv.bias");
   proj_.declare(layout, prefix + "proj.", block);
 }
 
 void CausalSelfAttention::bind(const ParamBinding& binding) {
   qkv_.bind(binding);
   proj_.bind(binding);
+  float* g = key_bias_index_ >= 0 ? binding.grad(key_bias_index_) : nullptr;
+  key_bias_grad_ = g ? g + width_ : nullptr;
 }
 
 void CausalSelfAttention::init(Rng& rng) {
@@ -117,7 +120,13 @@ void CausalSelfAttention::backward(const Tensor& dy, Tensor& dx) {
       gemm(Trans::Yes, Trans::No, T, D, T, scale, ds, T, q, C3, 0.0f, dk, C3);
     }
   }
+  // The key bias's true contribution is zero: keep what was accumulated before, bit for bit.
+  if (key_bias_grad_) {
+    key_bias_saved_.resize({width_});
+    std::copy_n(key_bias_grad_, width_, key_bias_saved_.data());
+  }
   qkv_.backward(dqkv_, dx);
+  if (key_bias_grad_) std::copy_n(key_bias_saved_.data(), width_, key_bias_grad_);
 }
 
 }  // namespace shardlab

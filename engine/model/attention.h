@@ -20,6 +20,10 @@ class CausalSelfAttention : public Layer {
 
   std::string kind() const override { return "CausalSelfAttention"; }
   // Parameters: "qkv.weight" [3C, C], "qkv.bias" [3C], "proj.weight" [C, C], "proj.bias" [C].
+  // The key part of qkv.bias (elements [C, 2C)) adds q.b to every score of a query row, which
+  // softmax ignores: its gradient is exactly zero, and backward adds exactly zero rather than
+  // the rounding noise the sum would give (Adam would turn that noise into lr-sized steps, so two
+  // runs adding in a different order, sharded and single, would drift apart).
   void declare(ParamLayout& layout, const std::string& prefix, int block) override;
   void bind(const ParamBinding& binding) override;
   void init(Rng& rng) override;
@@ -33,12 +37,14 @@ class CausalSelfAttention : public Layer {
  private:
   int64_t width_, heads_, context_, head_dim_;
   Linear qkv_, proj_;
-  int64_t batch_ = 0, steps_ = 0;  // B and T of the last forward
-  Tensor qkv_out_;                 // [B, T, 3C]
-  Tensor probs_;                   // [B, heads, T, T] attention weights; zero above the diagonal
-  Tensor att_;                     // [B, T, C] heads' outputs, concatenated
+  int key_bias_index_ = -1;         // qkv.bias in the layout
+  float* key_bias_grad_ = nullptr;  // its key part's gradient (null when bound without grads)
+  int64_t batch_ = 0, steps_ = 0;   // B and T of the last forward
+  Tensor qkv_out_;                  // [B, T, 3C]
+  Tensor probs_;                    // [B, heads, T, T] attention weights; zero above the diagonal
+  Tensor att_;                      // [B, T, C] heads' outputs, concatenated
   // Backward scratch, kept so steady-state steps do not allocate.
-  Tensor datt_, dqkv_, dscores_;
+  Tensor datt_, dqkv_, dscores_, key_bias_saved_;
 };
 
 }  // namespace shardlab

@@ -60,7 +60,9 @@ class Model {
     return std::span<const float>(params_).first(real(params_));
   }
   std::span<float> grads() { return std::span<float>(grads_).first(real(grads_)); }
-  std::span<const float> grads() const { return std::span<const float>(grads_).first(real(grads_)); }
+  std::span<const float> grads() const {
+    return std::span<const float>(grads_).first(real(grads_));
+  }
   // Both buffers including the zero padding up to a multiple of pad_multiple, as a flat-sharding
   // strategy needs when the count does not divide by the world size. The layers never touch the
   // padding, so it stays zero.
@@ -76,7 +78,6 @@ class Model {
   void zero_grad();
   // Frees the full gradient buffer (ModelStorage::owned only); zero_grad() brings it back.
   void release_grads();
-  bool has_grads() const { return !grads_.empty() || layout_.size() == 0; }
 
   // Points block b at `params` and `grads`, each holding exactly that block's range of the flat
   // layout (grads may be null when only init or forward will run).
@@ -96,14 +97,16 @@ class Model {
 
  private:
   void bind_all();
-  size_t real(const Buffer& b) const { return std::min(b.size(), static_cast<size_t>(num_params())); }
+  size_t real(const Buffer& b) const {
+    return std::min(b.size(), static_cast<size_t>(num_params()));
+  }
 
   ModelConfig config_;
   std::vector<std::unique_ptr<Layer>> blocks_;
   ParamLayout layout_;
   ModelStorage storage_;
   Buffer params_, grads_;
-  int64_t padded_ = 0;  // size of both buffers when allocated
+  int64_t padded_ = 0;        // size of both buffers when allocated
   std::vector<Tensor> acts_;  // acts_[i]: output of block i
   Tensor dcur_, dnext_;       // gradients flowing between blocks in backward
 };

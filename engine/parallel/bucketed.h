@@ -25,6 +25,10 @@ class BucketedOptimizer : public ShardedOptimizer {
   void begin_step() override;
   void after_backward(int block) override;
   void end_micro_step(bool last) override;
+  // Drops the handles of collectives still in flight (after a failed step), which waits, bounded,
+  // until they no longer touch their buffers. Strategies whose buffers are collective targets call
+  // it from their destructor, before those buffers go.
+  void drop_pending();
 
  private:
   void launch(int unit);

@@ -22,6 +22,11 @@ namespace {
 class Fsdp final : public ShardedOptimizer {
  public:
   Fsdp(Communicator& comm, const ShardedOptions& options) : ShardedOptimizer(comm, options) {}
+  // Collectives still in flight (a step that failed) finish before their buffers are freed.
+  ~Fsdp() override {
+    pending_.clear();
+    for (auto& w : gather_work_) w.reset();
+  }
 
  protected:
   void setup() override {
@@ -187,17 +192,19 @@ class Fsdp final : public ShardedOptimizer {
   }
 
  private:
+  // `work` is declared after `partial` so it is destroyed first: a dropped handle waits for (or
+  // fails) its operation before the buffer it writes goes away.
   struct Pending {
     int block = 0;
     int unit = 0;
-    WorkHandle work;
     Buffer partial;
+    WorkHandle work;
   };
 
   Buffer param_shard_, grad_shard_;
-  std::vector<Buffer> gathered_;           // per block: gathered parameters while live
-  std::vector<WorkHandle> gather_work_;    // per block: the gather in flight
-  std::vector<Buffer> grad_bufs_;          // per block: full gradients until reduce-scattered
+  std::vector<Buffer> gathered_;         // per block: gathered parameters while live
+  std::vector<WorkHandle> gather_work_;  // per block: the gather in flight
+  std::vector<Buffer> grad_bufs_;        // per block: full gradients until reduce-scattered
   std::vector<Pending> pending_;
 };
 

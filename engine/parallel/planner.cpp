@@ -69,8 +69,8 @@ MemoryPlan plan_memory(const ParamLayout& layout, const OptimizerConfig& optimiz
     }
     two = std::max(two, one);
     p.peak = st;
-    p.peak[C::params] += 4 * (parallel.fsdp_keep_params ? sl.padded_total()
-                                                        : (parallel.overlap ? two : one));
+    p.peak[C::params] +=
+        4 * (parallel.fsdp_keep_params ? sl.padded_total() : (parallel.overlap ? two : one));
     p.peak[C::grads] += 4 * (parallel.overlap ? two : one);
     p.formula = fmt::format("fsdp: (4 + 4 + {})*Psi''/N, plus the gathered blocks", k);
   } else {

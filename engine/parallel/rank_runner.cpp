@@ -39,8 +39,8 @@ constexpr int kFields = 2 * kMemCategories + 3;
 std::vector<RankReport> gather_reports(Communicator& comm, const RankReport& mine,
                                        const MemoryPlan& plan) {
   const int world = comm.size();
-  std::vector<double> slots(static_cast<size_t>(world * kFields), 0.0);
-  double* me = slots.data() + static_cast<size_t>(comm.rank() * kFields);
+  std::vector<double> slots(static_cast<size_t>(kFields), 0.0);
+  double* me = slots.data();
   for (int c = 0; c < kMemCategories; ++c) {
     me[c] = static_cast<double>(mine.memory.current.bytes[static_cast<size_t>(c)]);
     me[kMemCategories + c] = static_cast<double>(mine.memory.peak.bytes[static_cast<size_t>(c)]);
@@ -48,7 +48,7 @@ std::vector<RankReport> gather_reports(Communicator& comm, const RankReport& min
   me[2 * kMemCategories] = static_cast<double>(mine.memory.peak_total);
   me[2 * kMemCategories + 1] = mine.comm_seconds;
   me[2 * kMemCategories + 2] = static_cast<double>(mine.comm_ops);
-  const std::vector<double> all = parallel_detail::sum_over_ranks(comm, slots);
+  const std::vector<double> all = parallel_detail::gather_over_ranks(comm, slots);
   std::vector<RankReport> reports(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) {
     const double* v = all.data() + static_cast<size_t>(r * kFields);

@@ -20,8 +20,8 @@ namespace shardlab {
 
 struct RankReport {
   int rank = 0;
-  MemorySnapshot memory;  // current: after the last training step (steady); peak: whole run
-  MemoryPlan plan;        // what the planner predicts for this rank
+  MemorySnapshot memory;    // current: after the last training step (steady); peak: whole run
+  MemoryPlan plan;          // what the planner predicts for this rank
   double comm_seconds = 0;  // summed duration of this rank's collectives
   int64_t comm_ops = 0;
 };

@@ -16,7 +16,7 @@ namespace shardlab {
 
 namespace parallel_detail {
 
-std::vector<double> sum_over_ranks(Communicator& comm, std::span<const double> values) {
+std::vector<double> gather_over_ranks(Communicator& comm, std::span<const double> values) {
   const size_t n = values.size();
   const int world = comm.size();
   Buffer mine = make_buffer(MemCategory::comm, static_cast<int64_t>(2 * n));
@@ -27,12 +27,17 @@ std::vector<double> sum_over_ranks(Communicator& comm, std::span<const double> v
     mine[2 * i + 1] = static_cast<float>(values[i] - static_cast<double>(hi));
   }
   comm.all_gather(mine, all);
-  std::vector<double> sums(n, 0.0);
-  for (int r = 0; r < world; ++r)
-    for (size_t i = 0; i < n; ++i) {
-      const size_t at = static_cast<size_t>(r) * 2 * n + 2 * i;
-      sums[i] += static_cast<double>(all[at]) + static_cast<double>(all[at + 1]);
-    }
+  std::vector<double> out(n * static_cast<size_t>(world));
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = static_cast<double>(all[2 * i]) + static_cast<double>(all[2 * i + 1]);
+  return out;
+}
+
+std::vector<double> sum_over_ranks(Communicator& comm, std::span<const double> values) {
+  const std::vector<double> all = gather_over_ranks(comm, values);
+  std::vector<double> sums(values.size(), 0.0);
+  for (size_t r = 0; r < static_cast<size_t>(comm.size()); ++r)
+    for (size_t i = 0; i < values.size(); ++i) sums[i] += all[r * values.size() + i];
   return sums;
 }
 
@@ -56,8 +61,9 @@ std::unique_ptr<ShardedOptimizer> ShardedOptimizer::create(Communicator& comm,
   SL_ENFORCE(options.sharding.world_size == comm.size(),
              "parallel.world_size: the job asks for {} ranks, but the communicator has {}",
              options.sharding.world_size, comm.size());
-  SL_ENFORCE(options.sharding.bucket_mb > 0, "parallel.bucket_mb: must be > 0, got {}",
-             options.sharding.bucket_mb);
+  SL_ENFORCE(std::isfinite(options.sharding.bucket_mb) && options.sharding.bucket_mb > 0 &&
+                 options.sharding.bucket_mb <= 4096,
+             "parallel.bucket_mb: must be in (0, 4096] MiB, got {}", options.sharding.bucket_mb);
   std::unique_ptr<ShardedOptimizer> opt;
   if (s == "ddp") {
     opt = parallel_detail::make_ddp(comm, options);
@@ -139,8 +145,7 @@ void ShardedOptimizer::wait_all(std::vector<WorkHandle>& handles) {
 
 // --- one step ------------------------------------------------------------------------------
 
-double ShardedOptimizer::step(const Dataset& data, const std::vector<int64_t>& indices,
-                              double lr) {
+double ShardedOptimizer::step(const Dataset& data, const std::vector<int64_t>& indices, double lr) {
   return run_step(data, indices, steps_done_, lr).loss;
 }
 
@@ -151,6 +156,7 @@ StepOutcome ShardedOptimizer::run_step(const Dataset& data, const std::vector<in
   hooks.blocks = this;
   hooks.begin = [this](int64_t m) { micro_ = static_cast<int>(m); };
   hooks.end = [this](int64_t m) { end_micro_step(m + 1 == micro_steps_); };
+  hooks.check_finite = false;  // checked below on every rank at once, so no rank waits alone
   const MicroBatchOutcome mb =
       run_micro_batches(*model_, data, indices, micro_steps_, step, batch_, dlogits_, hooks);
   // One exchange gives the global mean loss and the global gradient norm, in rank order, so
@@ -159,6 +165,9 @@ StepOutcome ShardedOptimizer::run_step(const Dataset& data, const std::vector<in
   const std::vector<double> total = parallel_detail::sum_over_ranks(comm_, local);
   StepOutcome out;
   out.loss = total[0] / static_cast<double>(world_size());
+  SL_ENFORCE(std::isfinite(out.loss),
+             "training diverged: loss is {} at step {} (try a lower optimizer.lr)", out.loss,
+             step + 1);
   out.grad_norm = std::sqrt(total[1]);
   out.samples = mb.samples * world_size();
   out.rows = mb.rows * world_size();
@@ -189,8 +198,8 @@ EvalResult ShardedOptimizer::evaluate(const Dataset& data, int64_t max_samples) 
   in_eval_ = true;
   for (int64_t k = 0; k < rounds; ++k) {
     idx.clear();
-    for (int64_t i = share.begin + k * batch; i < std::min(share.end, share.begin + (k + 1) * batch);
-         ++i)
+    for (int64_t i = share.begin + k * batch;
+         i < std::min(share.end, share.begin + (k + 1) * batch); ++i)
       idx.push_back(take == n ? i : i * n / take);
     const bool counted = !idx.empty();
     if (!counted) idx.push_back(0);
@@ -246,8 +255,8 @@ TrainResult ShardedOptimizer::optimize(const OptimizeInput& input) {
   spec.base_lr = options_.optimizer.lr;
   spec.total_steps = total_steps_;
   spec.first_step = steps_done_;
-  spec.stop_at = input.max_steps > 0 ? std::min(total_steps_, steps_done_ + input.max_steps)
-                                     : total_steps_;
+  spec.stop_at =
+      input.max_steps > 0 ? std::min(total_steps_, steps_done_ + input.max_steps) : total_steps_;
   spec.epoch = [this] { return sampler_->epoch(); };
   if (input.eval)
     spec.evaluate = [this, &input](int64_t max_samples) {

@@ -68,7 +68,8 @@ class ShardedOptimizer : protected BlockHooks {
   // Builds the model, the wrapped base optimizer and the strategy named by
   // options.sharding.strategy ("ddp", "zero1", "zero2", "fsdp") on `comm`. Collective.
   // Throws InvalidArgument naming the field for a configuration it cannot run.
-  static std::unique_ptr<ShardedOptimizer> create(Communicator& comm, const ShardedOptions& options);
+  static std::unique_ptr<ShardedOptimizer> create(Communicator& comm,
+                                                  const ShardedOptions& options);
 
   ~ShardedOptimizer() override;
 

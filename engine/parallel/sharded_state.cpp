@@ -3,7 +3,8 @@
 //
 // Rank state format, version 1 (little-endian):
 //   magic "SLSHARD\0", u32 version, str strategy, i32 world, i32 rank, i64 params,
-//   i64 padded params, i64 shard, i64 steps done, u8 has sampler, i64 epoch, i64 index,
+//   i64 padded params, i64 shard, u32 unit-layout CRC, u32 parameter-layout CRC, i64 batch size,
+//   i64 steps done, u8 has sampler, i64 epoch, i64 index,
 //   f64 best eval, i64 evals without gain, i64 evals seen, u8 early stop,
 //   floats held params, i64 n + n bytes base optimizer state, u32 CRC-32 of all before.
 // Model file format, version 1:
@@ -27,6 +28,18 @@ constexpr char kStateMagic[8] = {'S', 'L', 'S', 'H', 'A', 'R', 'D', '\0'};
 constexpr char kModelMagic[8] = {'S', 'L', 'M', 'O', 'D', 'E', 'L', '\0'};
 constexpr uint32_t kVersion = 1;
 
+// CRC of how the flat parameters are cut into units (it depends on parallel.bucket_mb): a rank's
+// shard is its chunk of every unit, so state written under another cut would be scrambled.
+uint32_t units_fingerprint(const ShardLayout& layout) {
+  ByteWriter w;
+  for (const ShardUnit& u : layout.units()) {
+    w.pod(u.begin);
+    w.pod(u.size);
+    w.pod(u.padded);
+  }
+  return crc32_of(w.out().data(), w.out().size());
+}
+
 uint32_t layout_fingerprint(const ParamLayout& layout) {
   ByteWriter w;
   for (const ParamInfo& p : layout.params()) {
@@ -41,8 +54,10 @@ void check_magic(ByteReader& r, const char (&magic)[8], const char* what) {
   SL_ENFORCE_T(FormatError, std::memcmp(m, magic, 8) == 0, "{}: not a ShardLab {} (bad magic)",
                what, what);
   const auto v = r.pod<uint32_t>("version");
-  SL_ENFORCE_T(FormatError, v == kVersion, "{}: format version {} is not supported (this build "
-               "reads version {})", what, v, kVersion);
+  SL_ENFORCE_T(FormatError, v == kVersion,
+               "{}: format version {} is not supported (this build "
+               "reads version {})",
+               what, v, kVersion);
 }
 
 // Bytes through a float collective (broadcast only moves them, so any bit pattern survives).
@@ -66,6 +81,9 @@ std::vector<uint8_t> ShardedOptimizer::serialize() {
   w.pod(model_->num_params());
   w.pod(layout_.padded_total());
   w.pod(layout_.shard_size());
+  w.pod(units_fingerprint(layout_));
+  w.pod(layout_fingerprint(model_->layout()));
+  w.pod(options_.train.batch_size);
   w.pod(steps_done_);
   const bool has_sampler = sampler_ != nullptr || has_pending_sampler_;
   const SamplerState ss = sampler_ ? sampler_->state() : pending_sampler_;
@@ -93,6 +111,9 @@ void ShardedOptimizer::deserialize(std::span<const uint8_t> bytes) {
   const auto params = r.pod<int64_t>("parameter count");
   const auto padded = r.pod<int64_t>("padded parameter count");
   const auto shard = r.pod<int64_t>("shard size");
+  const auto units = r.pod<uint32_t>("unit layout");
+  const auto params_fp = r.pod<uint32_t>("parameter layout");
+  const auto batch = r.pod<int64_t>("batch size");
   const std::string mine = options_.sharding.strategy;
   SL_ENFORCE(strategy == mine && world == world_size(),
              "sharded state: written by strategy {} on world size {}, but this is strategy {} on "
@@ -108,6 +129,17 @@ void ShardedOptimizer::deserialize(std::span<const uint8_t> bytes) {
              "model has {} ({} padded, shard {})",
              params, padded, shard, model_->num_params(), layout_.padded_total(),
              layout_.shard_size());
+  SL_ENFORCE(params_fp == layout_fingerprint(model_->layout()),
+             "sharded state: written for a model whose parameter names or shapes differ from "
+             "this one's");
+  SL_ENFORCE(units == units_fingerprint(layout_),
+             "sharded state: written with a different cut of the parameters into buckets "
+             "(parallel.bucket_mb differs from {}); a rank's shard depends on it",
+             options_.sharding.bucket_mb);
+  SL_ENFORCE(batch == options_.train.batch_size,
+             "sharded state: written with train.batch_size {}, this run uses {} (the data "
+             "position would not match)",
+             batch, options_.train.batch_size);
   const auto steps = r.pod<int64_t>("steps");
   const bool has_sampler = r.pod<uint8_t>("sampler flag") != 0;
   SamplerState ss;
@@ -179,9 +211,8 @@ void ShardedOptimizer::save_model(const std::string& path) {
 
 std::vector<float> read_model_file(const std::string& path, const ParamLayout& layout) {
   std::error_code ec;
-  SL_ENFORCE_T(IoError, std::filesystem::is_regular_file(path, ec),
-               "cannot read model file {}: {}", path,
-               std::filesystem::exists(path, ec) ? "not a regular file" : "no such file");
+  SL_ENFORCE_T(IoError, std::filesystem::is_regular_file(path, ec), "cannot read model file {}: {}",
+               path, std::filesystem::exists(path, ec) ? "not a regular file" : "no such file");
   std::ifstream in(path, std::ios::binary);
   SL_ENFORCE_T(IoError, in.good(), "cannot read model file {}", path);
   const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),

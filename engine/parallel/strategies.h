@@ -16,6 +16,8 @@ std::unique_ptr<ShardedOptimizer> make_fsdp(Communicator& comm, const ShardedOpt
 // Sums each value over the ranks of `comm`, in rank order, in double: the same bits on every
 // rank (the values travel as float pairs through all_gather, exact to ~48 bits). Collective.
 std::vector<double> sum_over_ranks(Communicator& comm, std::span<const double> values);
+// Every rank's `values` (the same count on each), rank after rank. Collective.
+std::vector<double> gather_over_ranks(Communicator& comm, std::span<const double> values);
 
 // Bucket size in elements from parallel.bucket_mb.
 int64_t bucket_elements(const ParallelConfig& config);

@@ -21,6 +21,7 @@ class Zero final : public BucketedOptimizer {
  public:
   Zero(Communicator& comm, const ShardedOptions& options, int stage)
       : BucketedOptimizer(comm, options), stage_(stage) {}
+  ~Zero() override { drop_pending(); }
 
  protected:
   void setup() override {
@@ -30,8 +31,8 @@ class Zero final : public BucketedOptimizer {
     optimizer_ = make_optimizer(options_.optimizer);
     layout_ = ShardLayout::buckets(model_->num_params(), world_size(),
                                    bucket_elements(options_.sharding));
-    SL_ENFORCE_T(InternalError, static_cast<int64_t>(model_->padded_params().size()) ==
-                                    layout_.padded_total(),
+    SL_ENFORCE_T(InternalError,
+                 static_cast<int64_t>(model_->padded_params().size()) == layout_.padded_total(),
                  "ZeRO: model padding {} differs from the shard layout's {}",
                  model_->padded_params().size(), layout_.padded_total());
     optimizer_->attach({0, layout_.shard_size()});
@@ -83,9 +84,9 @@ class Zero final : public BucketedOptimizer {
     }
     std::vector<WorkHandle> gathers;
     for (const ShardUnit& u : layout_.units())
-      gathers.push_back(comm_.all_gather_async(
-          std::span<const float>(params).subspan(u.shard_offset, u.chunk),
-          model_->padded_params().subspan(u.padded_begin, u.padded)));
+      gathers.push_back(
+          comm_.all_gather_async(std::span<const float>(params).subspan(u.shard_offset, u.chunk),
+                                 model_->padded_params().subspan(u.padded_begin, u.padded)));
     wait_all(gathers);
   }
 

@@ -91,9 +91,9 @@ TrainResult run_training_loop(const LoopSpec& spec, EarlyStopState& early,
   result.steps = done;
   const bool finished = done == spec.total_steps || early.stop;
   if (!result.stopped_early)
-    result.stop_reason = finished ? fmt::format("completed {} steps", done)
-                                  : fmt::format("paused after step {} of {}", done,
-                                                spec.total_steps);
+    result.stop_reason = finished
+                             ? fmt::format("completed {} steps", done)
+                             : fmt::format("paused after step {} of {}", done, spec.total_steps);
   // The final evaluation always reflects the returned parameters (unless it just ran).
   if (finished && spec.evaluate && (result.evals.empty() || result.evals.back().step != done))
     run_eval(done);
@@ -120,7 +120,7 @@ MicroBatchOutcome run_micro_batches(Model& model, const Dataset& data,
       data.gather(micro_batch(indices, count, m), batch);
     const Tensor& logits = model.forward(batch.input, hooks.blocks);
     const double loss = loss_fn.forward(logits, batch.targets);
-    SL_ENFORCE(std::isfinite(loss),
+    SL_ENFORCE(!hooks.check_finite || std::isfinite(loss),
                "training diverged: loss is {} at step {} (try a lower optimizer.lr)", loss,
                step + 1);
     loss_sum += loss;

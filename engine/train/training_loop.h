@@ -60,9 +60,12 @@ struct MicroBatchOutcome {
 
 // What a sharding strategy hooks into run_micro_batches (all optional).
 struct MicroBatchHooks {
-  BlockHooks* blocks = nullptr;              // around every block's forward and backward
-  std::function<void(int64_t m)> begin;      // before micro-batch m's forward
-  std::function<void(int64_t m)> end;        // after micro-batch m's backward
+  BlockHooks* blocks = nullptr;          // around every block's forward and backward
+  std::function<void(int64_t m)> begin;  // before micro-batch m's forward
+  std::function<void(int64_t m)> end;    // after micro-batch m's backward
+  // Throw at once when a loss is not finite; a sharded step turns it off and checks the combined
+  // loss instead, so that every rank stops together.
+  bool check_finite = true;
 };
 
 // Forward and backward over `indices` cut into `count` micro-batches (micro_batch()), each
