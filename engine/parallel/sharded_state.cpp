@@ -31,6 +31,7 @@ constexpr uint32_t kVersion = 1;
 // CRC of how the flat parameters are cut into units (it depends on parallel.bucket_mb): a rank's
 // shard is its chunk of every unit, so state written under another cut would be scrambled.
 uint32_t units_fingerprint(const ShardLayout& layout) {
+  if (layout.world() == 1) return 0;  // one rank owns every unit whole: the cut does not matter
   ByteWriter w;
   for (const ShardUnit& u : layout.units()) {
     w.pod(u.begin);
@@ -133,8 +134,8 @@ void ShardedOptimizer::deserialize(std::span<const uint8_t> bytes) {
              "sharded state: written for a model whose parameter names or shapes differ from "
              "this one's");
   SL_ENFORCE(units == units_fingerprint(layout_),
-             "sharded state: written with a different cut of the parameters into buckets "
-             "(parallel.bucket_mb differs from {}); a rank's shard depends on it",
+             "sharded state: written with a different parallel.bucket_mb (this run uses {}); a "
+             "ZeRO rank's shard is its chunk of every bucket, so it must be the same",
              options_.sharding.bucket_mb);
   SL_ENFORCE(batch == options_.train.batch_size,
              "sharded state: written with train.batch_size {}, this run uses {} (the data "

@@ -266,9 +266,20 @@ class TestShardedState : public QObject {
     job2.train.steps = 10;
     const std::vector<RankState> src = cut_run(job2, 2);  // bytes of world 2, after 2 steps
 
-    enum Case { kWorld, kStrategy, kRank, kModel, kTruncated, kMagic, kEmpty, kCases };
-    const char* names[kCases] = {"world size", "strategy", "rank",       "model",
-                                 "truncated",  "magic",    "empty bytes"};
+    enum Case {
+      kWorld,
+      kStrategy,
+      kRank,
+      kModel,
+      kBuckets,
+      kBatch,
+      kTruncated,
+      kMagic,
+      kEmpty,
+      kCases
+    };
+    const char* names[kCases] = {"world size", "strategy",  "rank",  "model",      "bucket cut",
+                                 "batch size", "truncated", "magic", "empty bytes"};
     // Each target world trains 1 step first so there is state to protect.
     auto attempt = [&](const JobSpec& target, Case which) {
       return on_ranks(target, [&](ShardedOptimizer& opt, RankState& st) {
@@ -282,6 +293,10 @@ class TestShardedState : public QObject {
           case kStrategy:
           case kModel:
             bytes = src[size_t(r % 2)].bytes;
+            break;
+          case kBuckets:
+          case kBatch:
+            bytes = src[size_t(r)].bytes;
             break;
           case kRank:
             bytes = src[size_t(1 - r)].bytes;
@@ -309,6 +324,11 @@ class TestShardedState : public QObject {
       if (c == kWorld) target = state_job(s, 3);
       if (c == kStrategy) target = state_job(other.toStdString(), 2);
       if (c == kModel) target.model.mlp.hidden = {kHidden + 1};
+      // A ZeRO rank's shard is its chunk of every bucket, so another cut scrambles the state;
+      // DDP holds everything and FSDP cuts per block, so only ZeRO has a bucket cut to check.
+      if (c == kBuckets && s != "zero1" && s != "zero2") continue;
+      if (c == kBuckets) target.parallel.bucket_mb = 0.01;
+      if (c == kBatch) target.train.batch_size *= 2;
       const std::vector<RankState> got = attempt(target, static_cast<Case>(c));
       for (size_t r = 0; r < got.size(); ++r) {
         const auto& [type, msg] = got[r].errors.at(0);
@@ -316,7 +336,7 @@ class TestShardedState : public QObject {
             QString("%1 mismatch, rank %2: %3 \"%4\"").arg(names[c]).arg(r).arg(qs(type), qs(msg));
         if (r == 0) qDebug("%s", qPrintable(where));
         QVERIFY2(!type.empty(), qPrintable(where + " (nothing thrown)"));
-        if (c <= kModel) {
+        if (c <= kBatch) {
           QVERIFY2(type == "InvalidArgument", qPrintable(where));
         } else {
           QVERIFY2(type == "InvalidArgument" || type == "FormatError", qPrintable(where));
@@ -324,6 +344,8 @@ class TestShardedState : public QObject {
         if (c == kWorld) QVERIFY2(contains_ci(msg, "world size"), qPrintable(where));
         if (c == kStrategy) QVERIFY2(contains_ci(msg, "strategy"), qPrintable(where));
         if (c == kRank) QVERIFY2(contains_ci(msg, "rank"), qPrintable(where));
+        if (c == kBuckets) QVERIFY2(contains_ci(msg, "bucket"), qPrintable(where));
+        if (c == kBatch) QVERIFY2(contains_ci(msg, "batch_size"), qPrintable(where));
         // Nothing changed.
         QVERIFY2(bit_equal(got[r].params_after, got[r].params), qPrintable(where + " changed"));
         QCOMPARE(got[r].steps_after, got[r].steps_done);
