@@ -215,6 +215,7 @@ std::vector<ShardedBenchRow> bench_sharded(Communicator& comm, const Dataset& tr
       job.parallel.strategy = strategy;
       job.parallel.overlap = overlap;
       job.parallel.world_size = comm.size();
+      job.parallel.backend = comm.backend();
       job.train.steps = options.warmup + options.steps;
       if (strategy == "fsdp") job.parallel.bucket_mb = ParallelConfig{}.bucket_mb;
       const std::vector<FieldError> errors = validate(job);

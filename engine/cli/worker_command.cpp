@@ -2,6 +2,7 @@
 // by `shardlab run` with backend mpi). Rank 0 prints the progress and the summary.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "engine/cli/args.h"
@@ -34,6 +35,9 @@ int worker_command(const std::vector<std::string>& argv) {
   SL_ENFORCE(job.parallel.strategy != "none",
              "parallel.strategy: a worker runs one rank of a sharded job; choose ddp, zero1, "
              "zero2 or fsdp (or use shardlab run for one process)");
+  // A worker is an MPI process whatever the file says (its backend tells `shardlab run` how to
+  // start ranks; here they are already started).
+  job.parallel.backend = "mpi";
   MpiSession session(nullptr, nullptr);
   SL_ENFORCE(session.world_size() == job.parallel.world_size,
              "parallel.world_size: the job asks for {} ranks but mpirun started {} (use -np {} or "
@@ -42,7 +46,8 @@ int worker_command(const std::vector<std::string>& argv) {
              session.world_size());
   auto totals = std::make_shared<CommTotalsSink>(session.world_size());
   CommOptions copts;
-  copts.timeout = std::chrono::milliseconds(static_cast<int64_t>(job.parallel.timeout_s * 1000));
+  copts.timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(std::llround(job.parallel.timeout_s * 1000)));
   copts.sink = totals;
   auto world = make_mpi_world(copts);
   const bool root = world->rank() == 0;

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <mutex>
 
 #include "engine/comm/threads/world.h"
@@ -119,7 +120,8 @@ ParallelRunResult run_threads_job(const JobSpec& job, const Datasets& data,
   ParallelRunResult result;
   std::mutex mu;
   CommOptions copts;
-  copts.timeout = std::chrono::milliseconds(static_cast<int64_t>(job.parallel.timeout_s * 1000));
+  copts.timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(std::llround(job.parallel.timeout_s * 1000)));
   copts.sink = opts.comm_totals;
   run_threads(n, copts, [&](Communicator& comm) {
     ParallelRunResult r = run_rank(job, comm, data, opts);

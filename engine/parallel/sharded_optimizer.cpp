@@ -3,6 +3,7 @@
 #include "engine/parallel/sharded_optimizer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "engine/core/error.h"
@@ -61,6 +62,16 @@ std::unique_ptr<ShardedOptimizer> ShardedOptimizer::create(Communicator& comm,
   SL_ENFORCE(options.sharding.world_size == comm.size(),
              "parallel.world_size: the job asks for {} ranks, but the communicator has {}",
              options.sharding.world_size, comm.size());
+  // The launch settings must describe the communicator the ranks really use.
+  SL_ENFORCE(options.sharding.backend == comm.backend(),
+             "parallel.backend: the job says {}, but its ranks communicate over {}",
+             options.sharding.backend, comm.backend());
+  const auto timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(std::llround(options.sharding.timeout_s * 1000.0)));
+  SL_ENFORCE(comm.options().timeout == timeout,
+             "parallel.timeout_s: the job says {} s, but the communicator waits {} s",
+             options.sharding.timeout_s,
+             static_cast<double>(comm.options().timeout.count()) / 1000.0);
   SL_ENFORCE(std::isfinite(options.sharding.bucket_mb) && options.sharding.bucket_mb > 0 &&
                  options.sharding.bucket_mb <= 4096,
              "parallel.bucket_mb: must be in (0, 4096] MiB, got {}", options.sharding.bucket_mb);

@@ -67,7 +67,8 @@ class ShardedOptimizer : protected BlockHooks {
  public:
   // Builds the model, the wrapped base optimizer and the strategy named by
   // options.sharding.strategy ("ddp", "zero1", "zero2", "fsdp") on `comm`. Collective.
-  // Throws InvalidArgument naming the field for a configuration it cannot run.
+  // Throws InvalidArgument naming the field for a configuration it cannot run, including
+  // world_size, backend and timeout_s that do not describe `comm`.
   static std::unique_ptr<ShardedOptimizer> create(Communicator& comm,
                                                   const ShardedOptions& options);
 
