@@ -63,7 +63,9 @@ struct ParamBinding {
   float* param(int index) const {
     return params ? params + ((*layout)[index].offset - base) : nullptr;
   }
-  float* grad(int index) const { return grads ? grads + ((*layout)[index].offset - base) : nullptr; }
+  float* grad(int index) const {
+    return grads ? grads + ((*layout)[index].offset - base) : nullptr;
+  }
 };
 
 }  // namespace shardlab

@@ -33,7 +33,7 @@ class LayerNorm : public Layer {
   float* dw_ = nullptr;
   float* b_ = nullptr;
   float* db_ = nullptr;
-  Tensor xhat_;              // normalised input, same shape as x
+  Tensor xhat_;  // normalised input, same shape as x
   Buffer rstd_;  // 1 / sqrt(var + eps) per row (counted as activations)
 };
 

@@ -29,8 +29,7 @@ Model::Model(ModelConfig config, std::vector<std::unique_ptr<Layer>> blocks, Mod
 }
 
 void Model::bind_all() {
-  const ParamBinding binding{&layout_, params_.data(), grads_.empty() ? nullptr : grads_.data(),
-                             0};
+  const ParamBinding binding{&layout_, params_.data(), grads_.empty() ? nullptr : grads_.data(), 0};
   for (auto& b : blocks_) b->bind(binding);
 }
 

@@ -33,7 +33,6 @@ namespace shardlab {
 
 namespace {
 
-
 constexpr char kMagic[8] = {'S', 'L', 'O', 'P', 'T', 'I', 'M', '\0'};
 constexpr uint32_t kVersion = 1;
 

@@ -19,7 +19,8 @@ std::vector<std::pair<std::string, std::span<float>>> Rmsprop::state() {
 
 void Rmsprop::allocate_state(int64_t n) {
   square_avg_ = make_buffer(MemCategory::optimizer_state, static_cast<size_t>(n));
-  momentum_buf_ = make_buffer(MemCategory::optimizer_state, config_.momentum == 0.0 ? 0 : static_cast<size_t>(n));
+  momentum_buf_ = make_buffer(MemCategory::optimizer_state,
+                              config_.momentum == 0.0 ? 0 : static_cast<size_t>(n));
 }
 
 void Rmsprop::update(std::span<float> params, std::span<const float> grads, double lr) {

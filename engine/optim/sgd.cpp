@@ -19,7 +19,8 @@ std::vector<std::pair<std::string, std::span<float>>> Sgd::state() {
 
 void Sgd::allocate_state(int64_t n) {
   // Zeroed so that the first step's buf = momentum * 0 + g is exactly PyTorch's buf = g.
-  momentum_buf_ = make_buffer(MemCategory::optimizer_state, config_.momentum == 0.0 ? 0 : static_cast<size_t>(n));
+  momentum_buf_ = make_buffer(MemCategory::optimizer_state,
+                              config_.momentum == 0.0 ? 0 : static_cast<size_t>(n));
 }
 
 void Sgd::update(std::span<float> params, std::span<const float> grads, double lr) {

@@ -9,8 +9,8 @@
 #include "engine/data/sampler.h"
 #include "engine/model/cross_entropy.h"
 #include "engine/train/lr_schedule.h"
-#include "engine/train/training_loop.h"
 #include "engine/train/step_math.h"
+#include "engine/train/training_loop.h"
 
 namespace shardlab {
 
@@ -82,8 +82,8 @@ TrainResult Trainer::run(const TrainerCallbacks& callbacks) {
   spec.step = [&](int64_t step, double lr) {
     const std::vector<int64_t> idx = sampler.next();
     model_.zero_grad();
-    const MicroBatchOutcome mb = run_micro_batches(model_, train_, idx, config_.accumulation_steps,
-                                                   step, batch, dlogits);
+    const MicroBatchOutcome mb =
+        run_micro_batches(model_, train_, idx, config_.accumulation_steps, step, batch, dlogits);
     StepOutcome out;
     out.loss = mb.loss;
     out.samples = mb.samples;
