@@ -62,8 +62,8 @@ void check_magic(ByteReader& r, const char (&magic)[8], const char* what) {
 }
 
 // Bytes through a float collective (broadcast only moves them, so any bit pattern survives).
-std::vector<float> bytes_as_floats(const std::vector<uint8_t>& bytes) {
-  std::vector<float> f((bytes.size() + 3) / 4, 0.0f);
+Buffer bytes_as_floats(const std::vector<uint8_t>& bytes) {
+  Buffer f = make_buffer(MemCategory::comm, static_cast<int64_t>((bytes.size() + 3) / 4));
   if (!bytes.empty()) std::memcpy(f.data(), bytes.data(), bytes.size());
   return f;
 }
@@ -150,7 +150,7 @@ void ShardedOptimizer::deserialize(std::span<const uint8_t> bytes) {
   const auto without_gain = r.pod<int64_t>("evals without gain");
   const auto seen = r.pod<int64_t>("evals seen");
   const bool stop = r.pod<uint8_t>("early stop") != 0;
-  std::vector<float> held(held_params().size());
+  Buffer held = make_buffer(MemCategory::comm, static_cast<int64_t>(held_params().size()));
   r.floats(held, "held parameters");
   const auto n = r.pod<int64_t>("optimizer state length");
   SL_ENFORCE_T(FormatError, n >= 0 && static_cast<size_t>(n) == r.left(),
@@ -248,7 +248,8 @@ void ShardedOptimizer::synchronize_optimizer_state() {
                     static_cast<float>(bytes.size() >> 20)};
     comm_.broadcast(len, 0);
     const size_t n = static_cast<size_t>(len[0]) + (static_cast<size_t>(len[1]) << 20);
-    std::vector<float> f = rank() == 0 ? bytes_as_floats(bytes) : std::vector<float>((n + 3) / 4);
+    Buffer f = rank() == 0 ? bytes_as_floats(bytes)
+                           : make_buffer(MemCategory::comm, static_cast<int64_t>((n + 3) / 4));
     comm_.broadcast(f, 0);
     if (rank() != 0) {
       bytes.resize(n);
