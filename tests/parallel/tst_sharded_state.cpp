@@ -12,10 +12,13 @@
 #include "engine/comm/threads/world.h"
 #include "engine/parallel/rank_runner.h"
 #include "kernels/cpu/gemm.h"
+#include "tests/parallel/caught.h"
 #include "tests/parallel/parallel_test_util.h"
 
 using namespace shardlab;
 using namespace shardlab::ptest;
+
+using shardlab::test::caught;
 
 namespace {
 
@@ -33,31 +36,6 @@ struct RankState {
   std::vector<std::pair<std::string, std::string>> errors;  // (type, message) per attempt
   TrainResult result;
 };
-
-// Runs f and returns (type, message) of what it threw, ("", "") when nothing was thrown.
-template <typename F>
-std::pair<std::string, std::string> caught(F&& f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return {"InvalidArgument", e.what()};
-  } catch (const FormatError& e) {
-    return {"FormatError", e.what()};
-  } catch (const IoError& e) {
-    return {"IoError", e.what()};
-  } catch (const CommError& e) {
-    return {"CommError", e.what()};
-  } catch (const TimeoutError& e) {
-    return {"TimeoutError", e.what()};
-  } catch (const InternalError& e) {
-    return {"InternalError", e.what()};
-  } catch (const Error& e) {
-    return {"Error", e.what()};
-  } catch (const std::exception& e) {
-    return {"std::exception", e.what()};
-  }
-  return {"", ""};
-}
 
 // fn(rank, optimizer, state) on `world` ranks with a freshly created optimizer for `job`.
 template <typename F>
