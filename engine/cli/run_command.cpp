@@ -30,13 +30,7 @@ int run_single(const JobSpec& job, bool quiet, Stopwatch& total) {
   const bool tokens = setup.job.model.kind == "gpt";
   print_job_header(setup.job, setup.data.description, setup.model->num_params());
   const TrainResult r = run_training(setup, progress_printer(tokens, quiet));
-  const EvalResult& fe = r.final_eval();
-  fmt::print(
-      "summary: {} | eval accuracy {:.2f}%  eval loss {:.4f} | {} steps, train {:.1f} s, eval "
-      "{:.1f} s, total {:.1f} s | {:.0f} {}/s\n",
-      r.stop_reason, 100.0 * fe.accuracy, fe.loss, r.steps, r.train_seconds, r.eval_seconds,
-      total.seconds(), tokens ? r.tokens_per_second : r.samples_per_second,
-      tokens ? "tokens" : "samples");
+  print_summary_line(setup.job, r, total.seconds());
   return 0;
 }
 

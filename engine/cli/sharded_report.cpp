@@ -70,8 +70,7 @@ void print_job_header(const JobSpec& job, const std::string& data_description, i
   std::fflush(stdout);
 }
 
-void print_sharded_summary(const JobSpec& job, const ParallelRunResult& run, double total_seconds) {
-  const TrainResult& r = run.result;
+void print_summary_line(const JobSpec& job, const TrainResult& r, double total_seconds) {
   const bool tokens = job.model.kind == "gpt";
   std::string eval;
   if (!r.evals.empty())
@@ -82,6 +81,10 @@ void print_sharded_summary(const JobSpec& job, const ParallelRunResult& run, dou
       "{}/s\n",
       r.stop_reason, eval, r.steps, r.train_seconds, r.eval_seconds, total_seconds,
       tokens ? r.tokens_per_second : r.samples_per_second, tokens ? "tokens" : "samples");
+}
+
+void print_sharded_summary(const JobSpec& job, const ParallelRunResult& run, double total_seconds) {
+  print_summary_line(job, run.result, total_seconds);
   if (run.ranks.empty()) return;
   const MemoryPlan& plan = run.ranks.front().plan;
   fmt::print("memory per rank, steady state after the last step: measured (planned)  [{}]\n",

@@ -15,6 +15,8 @@ namespace shardlab::cli {
 TrainerCallbacks progress_printer(bool tokens, bool quiet);
 // "job NAME: <model>, N parameters" and the data / optimizer / parallel lines.
 void print_job_header(const JobSpec& job, const std::string& data_description, int64_t params);
+// "summary: <why it stopped> | eval accuracy .. | N steps, times | throughput".
+void print_summary_line(const JobSpec& job, const TrainResult& result, double total_seconds);
 // The summary line and the per-rank memory table.
 void print_sharded_summary(const JobSpec& job, const ParallelRunResult& run, double total_seconds);
 }  // namespace shardlab::cli
