@@ -11,6 +11,7 @@ int run_command(const std::vector<std::string>& args);    // shardlab run JOB.js
 int bench_command(const std::vector<std::string>& args);  // shardlab bench optimizer|mlp [...]
 int bench_comm_command(const std::vector<std::string>& args);     // shardlab bench comm [...]
 int bench_sharded_command(const std::vector<std::string>& args);  // shardlab bench sharded [...]
+int bench_hybrid_command(const std::vector<std::string>& args);   // shardlab bench hybrid [...]
 int worker_command(const std::vector<std::string>& args);         // shardlab worker JOB.json (mpi)
 int info_command(const std::vector<std::string>& args);           // shardlab info
 

@@ -31,6 +31,8 @@ constexpr const char* kUsage =
     "             [--min-bytes B] [--max-bytes B] [--ops all_reduce,...] [--iters N]\n"
     "  bench sharded [--backend threads|mpi] [--ranks N] ddp/zero1/zero2/fsdp step time, memory\n"
     "             [--model mlp|mlp10m] [--steps S] [--warmup W] [--batch B] [--sequential]\n"
+    "  bench hybrid [--steps S] [--warmup W] [--quick] GPT pp x tp x dp tokens/s, pipeline bubble\n"
+    "             [--strategy ddp|zero1|zero2] [--bubble-layers L]\n"
     "  info                                           build options, MPI library, GPUs\n"
     "  help                                           this text\n"
     "\n"

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "engine/core/error.h"
+#include "engine/parallel/pipeline_schedule.h"
 
 namespace shardlab::cli {
 
@@ -60,7 +61,13 @@ void print_job_header(const JobSpec& job, const std::string& data_description, i
   if (job.train.clip_grad_norm > 0) fmt::print(", clip grad-norm {:g}", job.train.clip_grad_norm);
   fmt::print("\n");
   const ParallelConfig& p = job.parallel;
-  if (p.strategy != "none") {
+  if (p.strategy != "none" && uses_model_parallelism(p)) {
+    const int64_t dp = p.dp > 0 ? p.dp : p.world_size / (p.pp * p.tp);
+    fmt::print("parallel: pp {} x tp {} x dp {} on {} ranks ({}), {} over dp, {} micro-batches",
+               p.pp, p.tp, dp, p.world_size, p.backend, p.strategy, p.micro_batches);
+    if (p.pp > 1) fmt::print(", schedule {}, {} stages", p.schedule, p.pp_partition);
+    fmt::print(", buckets {:g} MiB\n", p.bucket_mb);
+  } else if (p.strategy != "none") {
     fmt::print("parallel: {} on {} ranks ({}), overlap {}", p.strategy, p.world_size, p.backend,
                p.overlap ? "on" : "off");
     if (p.strategy != "fsdp") fmt::print(", buckets {:g} MiB", p.bucket_mb);
@@ -82,6 +89,32 @@ void print_summary_line(const JobSpec& job, const TrainResult& r, double total_s
       r.stop_reason, eval, r.steps, r.train_seconds, r.eval_seconds, total_seconds,
       tokens ? r.tokens_per_second : r.samples_per_second, tokens ? "tokens" : "samples");
 }
+
+namespace {
+
+// Per stage: the measured bubble (idle / (busy + idle), averaged over the stage's ranks) beside
+// the formula (p-1)/(m+p-1).
+void print_bubble(const JobSpec& job, const ParallelRunResult& run) {
+  const int p = static_cast<int>(job.parallel.pp);
+  const int m = static_cast<int>(job.parallel.micro_batches);
+  std::vector<double> busy(static_cast<size_t>(p), 0.0), idle(static_cast<size_t>(p), 0.0);
+  for (const RankReport& rr : run.ranks) {
+    if (rr.stage < 0 || rr.stage >= p) continue;
+    busy[static_cast<size_t>(rr.stage)] += rr.pipeline_busy;
+    idle[static_cast<size_t>(rr.stage)] += rr.pipeline_idle;
+  }
+  std::string stages;
+  for (int s = 0; s < p; ++s) {
+    const double b = busy[static_cast<size_t>(s)], i = idle[static_cast<size_t>(s)];
+    stages += fmt::format("{}{:.1f}%", s == 0 ? "" : " ", b + i > 0 ? 100.0 * i / (b + i) : 0.0);
+  }
+  fmt::print(
+      "pipeline bubble ({}, p={}, m={}): measured per stage {}; formula (p-1)/(m+p-1) = "
+      "{:.1f}%\n",
+      job.parallel.schedule, p, m, stages, 100.0 * bubble_fraction_formula(p, m));
+}
+
+}  // namespace
 
 void print_sharded_summary(const JobSpec& job, const ParallelRunResult& run, double total_seconds) {
   print_summary_line(job, run.result, total_seconds);
@@ -106,6 +139,7 @@ void print_sharded_summary(const JobSpec& job, const ParallelRunResult& run, dou
   }
   fmt::print("ledger {} the planner on every rank (params, grads, optimizer state)\n",
              all_match ? "matches" : "DIFFERS FROM");
+  if (job.parallel.pp > 1) print_bubble(job, run);
   std::fflush(stdout);
 }
 

@@ -44,7 +44,7 @@ int worker_command(const std::vector<std::string>& argv) {
              "--set parallel.world_size={})",
              job.parallel.world_size, session.world_size(), job.parallel.world_size,
              session.world_size());
-  auto totals = std::make_shared<CommTotalsSink>(session.world_size());
+  auto totals = make_comm_totals(job.parallel, session.world_size());
   CommOptions copts;
   copts.timeout =
       std::chrono::milliseconds(static_cast<int64_t>(std::llround(job.parallel.timeout_s * 1000)));

@@ -97,6 +97,12 @@ void visit_job(V& v, Job& job) {
     v.field("overlap", p.overlap);
     v.field("fsdp_keep_params", p.fsdp_keep_params);
     v.field("timeout_s", p.timeout_s);
+    v.field("pp", p.pp);
+    v.field("tp", p.tp);
+    v.field("dp", p.dp);
+    v.field("micro_batches", p.micro_batches);
+    v.field("schedule", p.schedule);
+    v.field("pp_partition", p.pp_partition);
   });
 }
 

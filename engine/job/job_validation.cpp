@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -14,6 +15,7 @@
 #include "engine/core/error.h"
 #include "engine/job/job_schema.h"
 #include "engine/optim/validate.h"
+#include "engine/parallel/topology.h"
 
 namespace shardlab {
 
@@ -27,6 +29,10 @@ const std::vector<std::string> kDatasets = {"fashion-mnist", "chars"};
 const std::vector<std::string> kActivations = {"relu", "gelu"};
 const std::vector<std::string> kScheduleKinds = {"constant", "warmup_cosine"};
 const std::vector<std::string> kBackends = {"threads", "mpi"};
+const std::vector<std::string> kPipelineSchedules = {"gpipe", "1f1b"};
+const std::vector<std::string> kPipelinePartitions = {"uniform", "balanced"};
+// The strategies that can run the data-parallel dimension of a 3D (pp x tp x dp) job.
+const std::vector<std::string> kDataParallelStrategies = {"ddp", "zero1", "zero2"};
 
 // Whether this build can run ranks as MPI processes (engine/job/CMakeLists.txt defines it).
 #ifdef SHARDLAB_HAVE_MPI
@@ -99,6 +105,19 @@ class Checker {
   }
   void unused_field(const std::string& path, const std::string& why) {
     if (is_set(path)) fail(path, why);
+  }
+  // Reports an InvalidArgument whose message reads "<field>: <problem>" (as the optimizer and
+  // topology modules write them) under that field, or under `fallback` when it names none.
+  void fail_from(const InvalidArgument& e, const std::string& fallback) {
+    const std::string what = e.what();
+    const size_t colon = what.find(": ");
+    const std::string field = colon == std::string::npos ? "" : what.substr(0, colon);
+    const bool names_field = !field.empty() && field.find(' ') == std::string::npos &&
+                             field.find('.') != std::string::npos;
+    if (names_field)
+      fail(field, what.substr(colon + 2));
+    else
+      fail(fallback, what);
   }
 
  private:
@@ -232,6 +251,75 @@ void check_train(Checker& c, const TrainConfig& t) {
   }
 }
 
+// The 3D layout (pp x tp x dp) and what tensor and pipeline parallelism ask of the rest of the job.
+void check_model_parallel(Checker& c, const JobSpec& job, bool world_ok) {
+  const ParallelConfig& p = job.parallel;
+  const TrainConfig& t = job.train;
+  const bool model_parallel = uses_model_parallelism(p);
+  // The field a model-parallel rule is reported under: the dimension that asks for it.
+  const std::string dim_field = p.tp > 1 ? "parallel.tp" : "parallel.pp";
+
+  c.at_least<int64_t>("parallel.pp", p.pp, 1);
+  c.at_least<int64_t>("parallel.tp", p.tp, 1);
+  const bool dp_ok = p.dp == -1 || p.dp >= 1;
+  if (!dp_ok)
+    c.fail("parallel.dp", fmt::format("must be >= 1 or -1 (world_size / (pp x tp)), got {}", p.dp));
+
+  const bool micro_ok = p.micro_batches >= 1;
+  c.at_least<int64_t>("parallel.micro_batches", p.micro_batches, 1);
+  if (micro_ok && !model_parallel)
+    c.unused_field("parallel.micro_batches",
+                   "not used without tensor or pipeline parallelism (parallel.pp and parallel.tp "
+                   "are 1; use train.accumulation_steps)");
+  const std::string no_pipeline = "not used without pipeline parallelism (parallel.pp is 1)";
+  if (c.one_of("parallel.schedule", p.schedule, kPipelineSchedules) && p.pp == 1)
+    c.unused_field("parallel.schedule", no_pipeline);
+  if (c.one_of("parallel.pp_partition", p.pp_partition, kPipelinePartitions) && p.pp == 1)
+    c.unused_field("parallel.pp_partition", no_pipeline);
+
+  // The layout must resolve for world_size ranks (for a plain data-parallel job too: an explicit
+  // dp must then equal world_size).
+  std::optional<Topology> topo;
+  if (world_ok && p.pp >= 1 && p.tp >= 1 && dp_ok) {
+    try {
+      topo = Topology::make({.pp = p.pp, .tp = p.tp, .dp = p.dp}, static_cast<int>(p.world_size));
+    } catch (const InvalidArgument& e) {
+      c.fail_from(e, "parallel");
+    }
+  }
+  if (!model_parallel) return;
+
+  const std::string what =
+      p.tp > 1 ? (p.pp > 1 ? "tensor and pipeline parallelism" : "tensor parallelism")
+               : "pipeline parallelism";
+  const bool gpt = job.model.kind == "gpt";
+  if (!gpt)
+    c.fail(dim_field, fmt::format("{} need{} model.kind gpt, got {}", what,
+                                  p.tp > 1 && p.pp > 1 ? "" : "s", job.model.kind));
+  if (contains(strategy_names(), p.strategy) && !contains(kDataParallelStrategies, p.strategy))
+    c.fail("parallel.strategy",
+           fmt::format("must be \"ddp\", \"zero1\" or \"zero2\" with {}, got \"{}\" (with "
+                       "parallel.pp or parallel.tp > 1 the strategy is the data-parallel "
+                       "dimension's: how each parallel.dp group shares gradients and optimizer "
+                       "state)",
+                       what, p.strategy));
+  if (t.accumulation_steps > 1 && t.accumulation_steps <= kMaxAccumulationSteps)
+    c.fail("train.accumulation_steps",
+           fmt::format("must be 1 with {} (use parallel.micro_batches), got {}", what,
+                       t.accumulation_steps));
+
+  const GptConfig& g = job.model.gpt;
+  if (topo && gpt && micro_ok && g.layers >= 1 && g.heads >= 1 && g.width >= 1 &&
+      t.batch_size >= 1) {
+    // Blocks are the pipeline's unit: the embedding, each transformer layer, the head.
+    try {
+      check_model_fits(*topo, g.layers + 2, g.heads, g.width, p.micro_batches, t.batch_size);
+    } catch (const InvalidArgument& e) {
+      c.fail_from(e, dim_field);
+    }
+  }
+}
+
 void check_parallel(Checker& c, const JobSpec& job) {
   const ParallelConfig& p = job.parallel;
   const bool known_strategy = c.one_of("parallel.strategy", p.strategy, strategy_names());
@@ -279,9 +367,13 @@ void check_parallel(Checker& c, const JobSpec& job) {
              fmt::format("must be in (0, {}] seconds, got {}", kMaxTimeoutSeconds, p.timeout_s));
   }
 
+  check_model_parallel(c, job, world_ok);
+
   // Every rank gets batch_size / world_size samples, cut into accumulation_steps micro-batches.
+  // (A tensor or pipeline job splits its batch over parallel.dp replicas and micro_batches
+  // instead; check_model_parallel checks that.)
   const TrainConfig& t = job.train;
-  if (world_ok && t.batch_size >= 1 && t.accumulation_steps >= 1 &&
+  if (world_ok && !uses_model_parallelism(p) && t.batch_size >= 1 && t.accumulation_steps >= 1 &&
       t.accumulation_steps <= kMaxAccumulationSteps) {
     const int64_t parts = p.world_size * t.accumulation_steps;
     if (t.batch_size % parts != 0)

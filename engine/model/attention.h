@@ -3,12 +3,14 @@
 // Input [B, T, C] with T <= context. A fused Linear(C, 3C) ("qkv") gives queries, keys and values
 // (columns [0, C), [C, 2C), [2C, 3C); head h owns columns [h*d, (h+1)*d) of each, d = C / heads);
 // each head computes softmax(q k^T / sqrt(d)) v under the causal mask, the heads' outputs are
-// concatenated back to [B, T, C] and a Linear(C, C) ("proj") mixes them.
+// concatenated back to [B, T, C] and a Linear(C, C) ("proj") mixes them. The attention itself is
+// causal_attention_forward/backward (attention_core.h).
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "engine/model/attention_core.h"
 #include "engine/model/layer.h"
 #include "engine/model/linear.h"
 
@@ -37,14 +39,13 @@ class CausalSelfAttention : public Layer {
  private:
   int64_t width_, heads_, context_, head_dim_;
   Linear qkv_, proj_;
-  int key_bias_index_ = -1;         // qkv.bias in the layout
-  float* key_bias_grad_ = nullptr;  // its key part's gradient (null when bound without grads)
-  int64_t batch_ = 0, steps_ = 0;   // B and T of the last forward
-  Tensor qkv_out_;                  // [B, T, 3C]
-  Tensor probs_;                    // [B, heads, T, T] attention weights; zero above the diagonal
-  Tensor att_;                      // [B, T, C] heads' outputs, concatenated
+  KeyBiasGradKeeper key_bias_;     // keeps qkv.bias's key-part gradient across backward
+  int64_t batch_ = 0, steps_ = 0;  // B and T of the last forward
+  Tensor qkv_out_;                 // [B, T, 3C]
+  Tensor probs_;                   // [B, heads, T, T] attention weights; zero above the diagonal
+  Tensor att_;                     // [B, T, C] heads' outputs, concatenated
   // Backward scratch, kept so steady-state steps do not allocate.
-  Tensor datt_, dqkv_, dscores_, key_bias_saved_;
+  Tensor datt_, dqkv_, dscores_;
 };
 
 }  // namespace shardlab

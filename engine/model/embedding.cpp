@@ -8,6 +8,13 @@
 
 namespace shardlab {
 
+int64_t checked_token_id(float id, int64_t num, std::string_view who) {
+  // Checked as a float first: casting NaN or a huge value to an integer is undefined.
+  SL_ENFORCE(id >= 0.0f && id < static_cast<float>(num) && id == std::floor(id),
+             "{}: id {} is not an integer in [0, {})", who, id, num);
+  return static_cast<int64_t>(id);
+}
+
 Embedding::Embedding(int64_t num, int64_t dim, float init_std)
     : num_(num), dim_(dim), init_std_(init_std) {
   SL_ENFORCE(num > 0 && dim > 0, "Embedding: sizes must be > 0, got num={} dim={}", num, dim);
@@ -31,13 +38,8 @@ void Embedding::forward(const Tensor& x, Tensor& y) {
   SL_ENFORCE(w_ != nullptr, "Embedding: forward before bind");
   const int64_t n = x.numel();
   ids_.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const float f = x[i];
-    // Checked as a float first: casting NaN or a huge value to an integer is undefined.
-    SL_ENFORCE(f >= 0.0f && f < static_cast<float>(num_) && f == std::floor(f),
-               "Embedding: id {} is not an integer in [0, {})", f, num_);
-    ids_[static_cast<size_t>(i)] = static_cast<int64_t>(f);
-  }
+  for (int64_t i = 0; i < n; ++i)
+    ids_[static_cast<size_t>(i)] = checked_token_id(x[i], num_, "Embedding");
   x_shape_ = x.shape();
   Shape out = x.shape();
   out.push_back(dim_);

@@ -5,11 +5,16 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/model/layer.h"
 
 namespace shardlab {
+
+// The token id `id` as an integer; throws InvalidArgument ("<who>: id 2.5 is not an integer in
+// [0, 13)") unless it is an exact integer in [0, num).
+int64_t checked_token_id(float id, int64_t num, std::string_view who);
 
 // Looks up rows of a [num, dim] table: input [...] of ids -> output [..., dim].
 class Embedding : public Layer {

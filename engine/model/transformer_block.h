@@ -5,18 +5,23 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
-#include "engine/model/attention.h"
 #include "engine/model/layer.h"
 #include "engine/model/layer_norm.h"
-#include "engine/model/sequential.h"
 
 namespace shardlab {
 
 class TransformerBlock : public Layer {
  public:
+  // The GPT block: CausalSelfAttention and a Sequential "Mlp" of Linear "fc", Gelu "act" and
+  // Linear "proj".
   TransformerBlock(int64_t width, int64_t heads, int64_t context, int64_t mlp_ratio);
+  // The same residual arrangement around given branches, both mapping [B, T, width] to itself
+  // (tensor parallelism passes its own attention and MLP). Parameter names are "ln1.*",
+  // "attn." + the attention's names, "ln2.*" and "mlp." + the MLP's names.
+  TransformerBlock(int64_t width, std::unique_ptr<Layer> attn, std::unique_ptr<Layer> mlp);
 
   std::string kind() const override { return "TransformerBlock"; }
   // Parameters: "ln1.*", "attn.qkv.*", "attn.proj.*", "ln2.*", "mlp.fc.*" (width -> mlp_ratio *
@@ -29,9 +34,9 @@ class TransformerBlock : public Layer {
 
  private:
   LayerNorm ln1_;
-  CausalSelfAttention attn_;
+  std::unique_ptr<Layer> attn_;
   LayerNorm ln2_;
-  Sequential mlp_;
+  std::unique_ptr<Layer> mlp_;
   Tensor n1_, a_, h_, n2_, m_;  // forward intermediates
   Tensor dn_, dbranch_, dh_;    // backward scratch
 };

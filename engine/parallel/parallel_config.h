@@ -34,7 +34,24 @@ struct ParallelConfig {
   // Bound on every collective wait, in seconds (a dead or stuck rank fails the job after this).
   // In (0, 86400]; not used by "none" (nor is backend).
   double timeout_s = 60.0;
+
+  // --- 3D parallelism (pipeline x tensor x data; Topology, HybridShardedOptimizer) ---
+  // With pp > 1 or tp > 1 the job runs the GPT model as HybridShardedOptimizer: tensor
+  // parallelism inside each tp group, pipeline stages across pp, and `strategy` (ddp, zero1 or
+  // zero2) across each dp group. pp * tp * dp must equal world_size.
+  int64_t pp = 1;   // pipeline stages
+  int64_t tp = 1;   // tensor-parallel ranks per group (must divide model.gpt.heads)
+  int64_t dp = -1;  // data-parallel replicas; -1: world_size / (pp * tp)
+  // Micro-batches per step (samples of each replica's batch split evenly); the pipeline's m.
+  int64_t micro_batches = 1;
+  std::string schedule = "1f1b";         // gpipe | 1f1b (pipeline schedule, pp > 1)
+  std::string pp_partition = "uniform";  // uniform | balanced (blocks per stage, pp > 1)
 };
+
+// True when the job uses tensor or pipeline parallelism (HybridShardedOptimizer).
+inline bool uses_model_parallelism(const ParallelConfig& p) {
+  return p.pp > 1 || p.tp > 1;
+}
 
 inline constexpr int64_t kMaxWorldSize = 1024;
 

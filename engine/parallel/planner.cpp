@@ -6,7 +6,9 @@
 
 #include "engine/core/error.h"
 #include "engine/model/model.h"
+#include "engine/parallel/pipeline_stage.h"
 #include "engine/parallel/shard_layout.h"
+#include "engine/parallel/topology.h"
 
 namespace shardlab {
 
@@ -77,6 +79,19 @@ MemoryPlan plan_memory(const ParamLayout& layout, const OptimizerConfig& optimiz
     SL_THROW(InvalidArgument, "parallel.strategy: unknown strategy '{}'", s);
   }
   return p;
+}
+
+MemoryPlan plan_memory_hybrid(const ModelConfig& model, const OptimizerConfig& optimizer,
+                              const ParallelConfig& parallel, int world, int rank) {
+  const Topology topo = Topology::make({parallel.pp, parallel.tp, parallel.dp}, world);
+  const Coord c = topo.coord(rank);
+  const std::vector<IndexRange> stages =
+      partition_stages(model_layout(model), topo.pp(), parallel.pp_partition);
+  const ParamLayout local =
+      stage_layout(model.gpt, stages[static_cast<size_t>(c.pp)], TpGroup{nullptr, c.tp, topo.tp()});
+  MemoryPlan plan = plan_memory(local, optimizer, parallel, topo.dp());
+  plan.formula += fmt::format(" per rank's stage/tp slice, N = dp = {}", topo.dp());
+  return plan;
 }
 
 }  // namespace shardlab

@@ -42,6 +42,14 @@ int optimizer_state_floats(const OptimizerConfig& config);
 MemoryPlan plan_memory(const ParamLayout& layout, const OptimizerConfig& optimizer,
                        const ParallelConfig& parallel, int world);
 
+// The plan for world rank `rank` of a pp x tp x dp job (HybridShardedOptimizer): the formulas
+// above applied to the parameters that rank holds (its stage's blocks, tp-sliced) with
+// N = dp and parallel.strategy as the data-parallel strategy. The figures differ by stage and,
+// with an uneven vocabulary split, by tp rank. Throws InvalidArgument for a layout that does not
+// resolve.
+MemoryPlan plan_memory_hybrid(const ModelConfig& model, const OptimizerConfig& optimizer,
+                              const ParallelConfig& parallel, int world, int rank);
+
 // The layout of the model a ModelConfig describes, built without allocating its parameters.
 ParamLayout model_layout(const ModelConfig& config);
 

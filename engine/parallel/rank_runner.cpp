@@ -3,23 +3,29 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <mutex>
 
 #include "engine/comm/threads/world.h"
 #include "engine/core/error.h"
+#include "engine/parallel/hybrid_optimizer.h"
 #include "engine/parallel/sharded_optimizer.h"
 #include "engine/parallel/strategies.h"
 
 namespace shardlab {
 
-CommTotalsSink::CommTotalsSink(int world)
-    : seconds_(static_cast<size_t>(world), 0.0), ops_(static_cast<size_t>(world), 0) {}
+CommTotalsSink::CommTotalsSink(int world, std::optional<Topology> topology)
+    : topology_(std::move(topology)),
+      seconds_(static_cast<size_t>(world), 0.0),
+      ops_(static_cast<size_t>(world), 0) {}
 
 void CommTotalsSink::on_record(const CommRecord& r) {
-  if (r.group != "world" || r.rank < 0 || r.rank >= static_cast<int>(ops_.size())) return;
+  const int rank =
+      topology_ ? topology_->world_rank(r.group, r.rank) : (r.group == "world" ? r.rank : -1);
+  if (rank < 0 || rank >= static_cast<int>(ops_.size())) return;
   std::lock_guard<std::mutex> lock(mu_);
-  seconds_[static_cast<size_t>(r.rank)] += r.seconds();
-  ++ops_[static_cast<size_t>(r.rank)];
+  seconds_[static_cast<size_t>(rank)] += r.seconds();
+  ++ops_[static_cast<size_t>(rank)];
 }
 
 double CommTotalsSink::seconds(int rank) const {
@@ -33,12 +39,19 @@ int64_t CommTotalsSink::ops(int rank) const {
   return rank >= 0 && rank < static_cast<int>(ops_.size()) ? ops_[static_cast<size_t>(rank)] : 0;
 }
 
+std::shared_ptr<CommTotalsSink> make_comm_totals(const ParallelConfig& parallel, int world) {
+  std::optional<Topology> topo;
+  if (uses_model_parallelism(parallel))
+    topo = Topology::make({parallel.pp, parallel.tp, parallel.dp}, world);
+  return std::make_shared<CommTotalsSink>(world, topo);
+}
+
 namespace {
 
-constexpr int kFields = 2 * kMemCategories + 3;
+constexpr int kFields = 2 * kMemCategories + 6;
 
 std::vector<RankReport> gather_reports(Communicator& comm, const RankReport& mine,
-                                       const MemoryPlan& plan) {
+                                       const std::function<MemoryPlan(int rank)>& plan_of) {
   const int world = comm.size();
   std::vector<double> slots(static_cast<size_t>(kFields), 0.0);
   double* me = slots.data();
@@ -49,6 +62,9 @@ std::vector<RankReport> gather_reports(Communicator& comm, const RankReport& min
   me[2 * kMemCategories] = static_cast<double>(mine.memory.peak_total);
   me[2 * kMemCategories + 1] = mine.comm_seconds;
   me[2 * kMemCategories + 2] = static_cast<double>(mine.comm_ops);
+  me[2 * kMemCategories + 3] = mine.stage;
+  me[2 * kMemCategories + 4] = mine.pipeline_busy;
+  me[2 * kMemCategories + 5] = mine.pipeline_idle;
   const std::vector<double> all = parallel_detail::gather_over_ranks(comm, slots);
   std::vector<RankReport> reports(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) {
@@ -62,7 +78,10 @@ std::vector<RankReport> gather_reports(Communicator& comm, const RankReport& min
     rep.memory.peak_total = static_cast<int64_t>(v[2 * kMemCategories]);
     rep.comm_seconds = v[2 * kMemCategories + 1];
     rep.comm_ops = static_cast<int64_t>(v[2 * kMemCategories + 2]);
-    rep.plan = plan;  // the same formula for every rank
+    rep.stage = static_cast<int>(v[2 * kMemCategories + 3]);
+    rep.pipeline_busy = v[2 * kMemCategories + 4];
+    rep.pipeline_idle = v[2 * kMemCategories + 5];
+    rep.plan = plan_of(r);
   }
   return reports;
 }
@@ -76,6 +95,24 @@ ShardedOptions options_of(const JobSpec& job) {
   return o;
 }
 
+// Trains `opt` (ShardedOptimizer or HybridShardedOptimizer: the same members) and fills in
+// what this rank held.
+template <class Opt>
+TrainResult train_rank(Opt& opt, const Datasets& data, const RankRunOptions& options,
+                       const MemoryLedger& ledger, RankReport& mine) {
+  OptimizeInput in;
+  in.train = data.train.get();
+  in.eval = data.eval.get();
+  if (opt.rank() == 0) in.callbacks = options.callbacks;
+  TrainResult result = opt.optimize(in);
+  if (!options.save_model_path.empty()) opt.save_model(options.save_model_path);
+  mine.rank = opt.rank();
+  mine.memory = opt.memory_after_last_step();
+  mine.memory.peak = ledger.snapshot().peak;
+  mine.memory.peak_total = ledger.snapshot().peak_total;
+  return result;
+}
+
 }  // namespace
 
 ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Datasets& data,
@@ -85,28 +122,32 @@ ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Dataset
   SL_ENFORCE(data.train != nullptr, "run_rank: no training data");
   ParallelRunResult out;
   RankReport mine;
-  MemoryPlan plan;
+  std::function<MemoryPlan(int)> plan_of;
   {
     MemoryLedger ledger;
     LedgerScope bind(&ledger);
-    auto opt = ShardedOptimizer::create(comm, options_of(job));
-    OptimizeInput in;
-    in.train = data.train.get();
-    in.eval = data.eval.get();
-    if (comm.rank() == 0) in.callbacks = options.callbacks;
-    out.result = opt->optimize(in);
-    if (!options.save_model_path.empty()) opt->save_model(options.save_model_path);
-    mine.rank = comm.rank();
-    mine.memory = opt->memory_after_last_step();
-    mine.memory.peak = ledger.snapshot().peak;
-    mine.memory.peak_total = ledger.snapshot().peak_total;
-    plan = plan_memory(opt->model().layout(), job.optimizer, job.parallel, comm.size());
+    if (uses_model_parallelism(job.parallel)) {
+      auto opt = HybridShardedOptimizer::create(comm, options_of(job));
+      out.result = train_rank(*opt, data, options, ledger, mine);
+      mine.stage = opt->coord().pp;
+      mine.pipeline_busy = opt->pipeline_times().busy;
+      mine.pipeline_idle = opt->pipeline_times().idle;
+      plan_of = [&job, world = comm.size()](int r) {
+        return plan_memory_hybrid(job.model, job.optimizer, job.parallel, world, r);
+      };
+    } else {
+      auto opt = ShardedOptimizer::create(comm, options_of(job));
+      out.result = train_rank(*opt, data, options, ledger, mine);
+      const MemoryPlan plan =
+          plan_memory(opt->model().layout(), job.optimizer, job.parallel, comm.size());
+      plan_of = [plan](int) { return plan; };  // the same formula for every rank
+    }
   }
   if (options.comm_totals) {
     mine.comm_seconds = options.comm_totals->seconds(comm.rank());
     mine.comm_ops = options.comm_totals->ops(comm.rank());
   }
-  out.ranks = gather_reports(comm, mine, plan);
+  out.ranks = gather_reports(comm, mine, plan_of);
   return out;
 }
 
@@ -116,7 +157,7 @@ ParallelRunResult run_threads_job(const JobSpec& job, const Datasets& data,
   SL_ENFORCE(n >= 1 && n <= kMaxWorldSize, "parallel.world_size: must be in [1, {}], got {}",
              kMaxWorldSize, n);
   RankRunOptions opts = options;
-  if (!opts.comm_totals) opts.comm_totals = std::make_shared<CommTotalsSink>(n);
+  if (!opts.comm_totals) opts.comm_totals = make_comm_totals(job.parallel, n);
   ParallelRunResult result;
   std::mutex mu;
   CommOptions copts;

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "engine/data/datasets.h"
 #include "engine/job/job_spec.h"
 #include "engine/parallel/planner.h"
+#include "engine/parallel/topology.h"
 #include "engine/train/trainer.h"
 
 namespace shardlab {
@@ -24,6 +26,9 @@ struct RankReport {
   MemoryPlan plan;          // what the planner predicts for this rank
   double comm_seconds = 0;  // summed duration of this rank's collectives
   int64_t comm_ops = 0;
+  // pp x tp x dp jobs: this rank's pipeline stage and its busy/idle time over the run.
+  int stage = 0;
+  double pipeline_busy = 0, pipeline_idle = 0;
 };
 
 struct ParallelRunResult {
@@ -31,20 +36,26 @@ struct ParallelRunResult {
   std::vector<RankReport> ranks;  // every rank, in rank order
 };
 
-// Sums collective time and count per rank (of the world group) from the records a
-// communicator reports; install it as CommOptions::sink when creating the world.
+// Sums collective time and count per world rank from the records a communicator reports;
+// install it as CommOptions::sink when creating the world. Records of the groups a topology builds
+// (tp[i], pp[i], dp[i]) count for their world rank when the sink knows the topology.
 class CommTotalsSink : public CommSink {
  public:
-  explicit CommTotalsSink(int world);
+  explicit CommTotalsSink(int world, std::optional<Topology> topology = std::nullopt);
   void on_record(const CommRecord& record) override;
   double seconds(int rank) const;
   int64_t ops(int rank) const;
 
  private:
+  std::optional<Topology> topology_;
   mutable std::mutex mu_;
   std::vector<double> seconds_;
   std::vector<int64_t> ops_;
 };
+
+// A CommTotalsSink for `world` ranks of a job with this parallel configuration (knowing its
+// topology when it uses pp or tp).
+std::shared_ptr<CommTotalsSink> make_comm_totals(const ParallelConfig& parallel, int world);
 
 struct RankRunOptions {
   TrainerCallbacks callbacks;  // called on rank 0 only
@@ -55,7 +66,8 @@ struct RankRunOptions {
 };
 
 // One rank: binds a fresh MemoryLedger to this thread, builds the sharded optimizer from `job`
-// (job.parallel.strategy must not be "none"), runs it on `data` and returns this rank's
+// (job.parallel.strategy must not be "none"; HybridShardedOptimizer when the job uses pp or tp,
+// ShardedOptimizer otherwise), runs it on `data` and returns this rank's
 // result with every rank's report (gathered over `comm`). Collective.
 ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Datasets& data,
                            const RankRunOptions& options = {});

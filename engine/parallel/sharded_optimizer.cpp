@@ -194,24 +194,18 @@ StepOutcome ShardedOptimizer::run_step(const Dataset& data, const std::vector<in
 // --- evaluation ----------------------------------------------------------------------------
 
 EvalResult ShardedOptimizer::evaluate(const Dataset& data, int64_t max_samples) {
-  const int64_t n = data.size();
-  const int64_t take = (max_samples > 0) ? std::min(max_samples, n) : n;
-  const int64_t batch = std::max<int64_t>(options_.train.batch_size, 256);
   // Every rank runs the same number of forwards (FSDP gathers in each): the shares differ by at
   // most one sample, and a rank whose share is used up repeats a sample it does not count.
-  const IndexRange share = chunk_range(take, world_size(), rank());
-  const int64_t longest = chunk_range(take, world_size(), 0).size();
-  const int64_t rounds = (longest + batch - 1) / batch;
+  const EvalShare share =
+      eval_share(data.size(), max_samples, std::max<int64_t>(options_.train.batch_size, 256),
+                 world_size(), rank());
   SoftmaxCrossEntropy loss_fn;
   Batch b;
   std::vector<int64_t> idx;
   double loss_sum = 0, rows = 0, correct = 0;
   in_eval_ = true;
-  for (int64_t k = 0; k < rounds; ++k) {
-    idx.clear();
-    for (int64_t i = share.begin + k * batch;
-         i < std::min(share.end, share.begin + (k + 1) * batch); ++i)
-      idx.push_back(take == n ? i : i * n / take);
+  for (int64_t k = 0; k < share.rounds; ++k) {
+    share.round(k, idx);
     const bool counted = !idx.empty();
     if (!counted) idx.push_back(0);
     data.gather(idx, b);
@@ -226,11 +220,7 @@ EvalResult ShardedOptimizer::evaluate(const Dataset& data, int64_t max_samples) 
   in_eval_ = false;
   const double local[3] = {loss_sum, rows, correct};
   const std::vector<double> t = sum_over_ranks(comm_, local);
-  EvalResult e;
-  e.loss = t[1] > 0 ? t[0] / t[1] : 0.0;
-  e.accuracy = t[1] > 0 ? t[2] / t[1] : 0.0;
-  e.samples = take;
-  return e;
+  return eval_result(t[0], t[1], t[2], share.take);
 }
 
 bool ShardedOptimizer::should_early_stop() const {

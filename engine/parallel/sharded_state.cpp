@@ -41,15 +41,6 @@ uint32_t units_fingerprint(const ShardLayout& layout) {
   return crc32_of(w.out().data(), w.out().size());
 }
 
-uint32_t layout_fingerprint(const ParamLayout& layout) {
-  ByteWriter w;
-  for (const ParamInfo& p : layout.params()) {
-    w.str(p.name);
-    for (int64_t d : p.shape) w.pod(d);
-  }
-  return crc32_of(w.out().data(), w.out().size());
-}
-
 void check_magic(ByteReader& r, const char (&magic)[8], const char* what) {
   const uint8_t* m = r.take(8, "magic");
   SL_ENFORCE_T(FormatError, std::memcmp(m, magic, 8) == 0, "{}: not a ShardLab {} (bad magic)",
@@ -69,6 +60,84 @@ Buffer bytes_as_floats(const std::vector<uint8_t>& bytes) {
 }
 
 }  // namespace
+
+namespace parallel_detail {
+
+uint32_t layout_fingerprint(const ParamLayout& layout) {
+  ByteWriter w;
+  for (const ParamInfo& p : layout.params()) {
+    w.str(p.name);
+    for (int64_t d : p.shape) w.pod(d);
+  }
+  return crc32_of(w.out().data(), w.out().size());
+}
+
+void write_model_file_collective(Communicator& comm, const std::string& path,
+                                 const ParamLayout& layout, std::span<const float> full) {
+  float ok = 1.0f;
+  std::string error;
+  if (comm.rank() == 0) {
+    try {
+      ByteWriter w(full.size() * 4 + 64);
+      w.bytes(kModelMagic, 8);
+      w.pod(kVersion);
+      w.pod(layout.size());
+      w.pod(layout_fingerprint(layout));
+      w.floats(full);
+      w.checksum();
+      const std::string tmp = path + ".tmp";
+      {
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        SL_ENFORCE_T(IoError, out.good(), "cannot write model file {}", tmp);
+        out.write(reinterpret_cast<const char*>(w.out().data()),
+                  static_cast<std::streamsize>(w.out().size()));
+        out.flush();
+        SL_ENFORCE_T(IoError, out.good(), "writing model file {} failed (disk full?)", tmp);
+      }
+      std::error_code ec;
+      std::filesystem::rename(tmp, path, ec);
+      SL_ENFORCE_T(IoError, !ec, "cannot rename {} to {}: {}", tmp, path, ec.message());
+    } catch (const Error& e) {
+      ok = 0.0f;
+      error = e.what();
+    }
+  }
+  comm.broadcast(std::span<float>(&ok, 1), 0);
+  if (comm.rank() == 0 && ok == 0.0f) SL_THROW(IoError, "{}", error);
+  SL_ENFORCE_T(IoError, ok != 0.0f, "rank 0 could not write model file {}", path);
+}
+
+void broadcast_optimizer_state(Communicator& comm, Optimizer& optimizer) {
+  std::vector<uint8_t> bytes = comm.rank() == 0 ? optimizer.serialize() : std::vector<uint8_t>{};
+  float len[2] = {static_cast<float>(bytes.size() % (1 << 20)),
+                  static_cast<float>(bytes.size() >> 20)};
+  comm.broadcast(len, 0);
+  const size_t n = static_cast<size_t>(len[0]) + (static_cast<size_t>(len[1]) << 20);
+  Buffer f = comm.rank() == 0 ? bytes_as_floats(bytes)
+                              : make_buffer(MemCategory::comm, static_cast<int64_t>((n + 3) / 4));
+  comm.broadcast(f, 0);
+  if (comm.rank() != 0) {
+    bytes.resize(n);
+    std::memcpy(bytes.data(), f.data(), n);
+    optimizer.deserialize(bytes);
+  }
+}
+
+void check_optimizer_steps_agree(Communicator& comm, const Optimizer& optimizer) {
+  // Sum and sum of squares equal to n*x and n*x^2 on every rank means zero variance.
+  const auto x = static_cast<double>(optimizer.steps());
+  const double mine[2] = {x, x * x};
+  const std::vector<double> sum = sum_over_ranks(comm, mine);
+  const double n = comm.size();
+  SL_ENFORCE(sum[0] == n * x && sum[1] == n * x * x,
+             "synchronize_optimizer_state: ranks of {} disagree on the optimizer step count (rank "
+             "{} is at {})",
+             comm.name(), comm.rank(), optimizer.steps());
+}
+
+}  // namespace parallel_detail
+
+using parallel_detail::layout_fingerprint;
 
 std::vector<uint8_t> ShardedOptimizer::serialize() {
   const std::vector<uint8_t> opt = optimizer_->serialize();
@@ -177,37 +246,7 @@ void ShardedOptimizer::deserialize(std::span<const uint8_t> bytes) {
 
 void ShardedOptimizer::save_model(const std::string& path) {
   const std::vector<float> full = gather_params();
-  float ok = 1.0f;
-  std::string error;
-  if (rank() == 0) {
-    try {
-      ByteWriter w(full.size() * 4 + 64);
-      w.bytes(kModelMagic, 8);
-      w.pod(kVersion);
-      w.pod(model_->num_params());
-      w.pod(layout_fingerprint(model_->layout()));
-      w.floats(full);
-      w.checksum();
-      const std::string tmp = path + ".tmp";
-      {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        SL_ENFORCE_T(IoError, out.good(), "cannot write model file {}", tmp);
-        out.write(reinterpret_cast<const char*>(w.out().data()),
-                  static_cast<std::streamsize>(w.out().size()));
-        out.flush();
-        SL_ENFORCE_T(IoError, out.good(), "writing model file {} failed (disk full?)", tmp);
-      }
-      std::error_code ec;
-      std::filesystem::rename(tmp, path, ec);
-      SL_ENFORCE_T(IoError, !ec, "cannot rename {} to {}: {}", tmp, path, ec.message());
-    } catch (const Error& e) {
-      ok = 0.0f;
-      error = e.what();
-    }
-  }
-  comm_.broadcast(std::span<float>(&ok, 1), 0);
-  if (rank() == 0 && ok == 0.0f) SL_THROW(IoError, "{}", error);
-  SL_ENFORCE_T(IoError, ok != 0.0f, "rank 0 could not write model file {}", path);
+  parallel_detail::write_model_file_collective(comm_, path, model_->layout(), full);
 }
 
 std::vector<float> read_model_file(const std::string& path, const ParamLayout& layout) {
@@ -243,34 +282,14 @@ void ShardedOptimizer::synchronize_optimizer_state() {
                           options_.sharding.strategy == "ddp";
   if (replicated) {
     // DDP: every rank holds the whole state; rank 0's wins.
-    std::vector<uint8_t> bytes = rank() == 0 ? optimizer_->serialize() : std::vector<uint8_t>{};
-    float len[2] = {static_cast<float>(bytes.size() % (1 << 20)),
-                    static_cast<float>(bytes.size() >> 20)};
-    comm_.broadcast(len, 0);
-    const size_t n = static_cast<size_t>(len[0]) + (static_cast<size_t>(len[1]) << 20);
-    Buffer f = rank() == 0 ? bytes_as_floats(bytes)
-                           : make_buffer(MemCategory::comm, static_cast<int64_t>((n + 3) / 4));
-    comm_.broadcast(f, 0);
-    if (rank() != 0) {
-      bytes.resize(n);
-      std::memcpy(bytes.data(), f.data(), n);
-      optimizer_->deserialize(bytes);
-    }
+    parallel_detail::broadcast_optimizer_state(comm_, *optimizer_);
     return;
   }
   // Sharded: each rank owns different state; they must agree on where they are.
   SL_ENFORCE(optimizer_->range().size() == layout_.shard_size(),
              "synchronize_optimizer_state: rank {}'s optimizer holds {} elements, its shard is {}",
              rank(), optimizer_->range().size(), layout_.shard_size());
-  // Sum and sum of squares equal to n*x and n*x^2 on every rank means zero variance.
-  const auto x = static_cast<double>(optimizer_->steps());
-  const double mine[2] = {x, x * x};
-  const std::vector<double> sum = parallel_detail::sum_over_ranks(comm_, mine);
-  const double n = world_size();
-  SL_ENFORCE(sum[0] == n * x && sum[1] == n * x * x,
-             "synchronize_optimizer_state: ranks disagree on the optimizer step count (rank {} is "
-             "at {})",
-             rank(), optimizer_->steps());
+  parallel_detail::check_optimizer_steps_agree(comm_, *optimizer_);
 }
 
 }  // namespace shardlab

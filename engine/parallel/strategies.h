@@ -1,7 +1,10 @@
 // The four strategies behind ShardedOptimizer::create (internal to engine/parallel).
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <span>
+#include <string>
 
 #include "engine/parallel/sharded_optimizer.h"
 
@@ -18,6 +21,19 @@ std::unique_ptr<ShardedOptimizer> make_fsdp(Communicator& comm, const ShardedOpt
 std::vector<double> sum_over_ranks(Communicator& comm, std::span<const double> values);
 // Every rank's `values` (the same count on each), rank after rank. Collective.
 std::vector<double> gather_over_ranks(Communicator& comm, std::span<const double> values);
+
+// CRC-32 of every parameter's name and shape: two layouts with the same fingerprint hold the same
+// parameters in the same places.
+uint32_t layout_fingerprint(const ParamLayout& layout);
+// Rank 0 writes `full` as a model file for `layout` (read_model_file reads it back); every rank
+// throws IoError when it could not. Collective.
+void write_model_file_collective(Communicator& comm, const std::string& path,
+                                 const ParamLayout& layout, std::span<const float> full);
+// Rank 0's optimizer state replaces every other rank's (replicated state). Collective.
+void broadcast_optimizer_state(Communicator& comm, Optimizer& optimizer);
+// Throws InvalidArgument unless every rank's optimizer has taken the same number of steps.
+// Collective.
+void check_optimizer_steps_agree(Communicator& comm, const Optimizer& optimizer);
 
 // Bucket size in elements from parallel.bucket_mb.
 int64_t bucket_elements(const ParallelConfig& config);

@@ -149,6 +149,38 @@ Topology::Groups Topology::build_groups(Communicator& world) const {
   return g;
 }
 
+int Topology::world_rank(ParallelDim dim, int color, int group_rank) const {
+  const int groups = world() / size(dim);
+  SL_ENFORCE(color >= 0 && color < groups, "{} group {} out of range ({} groups)", dim_name(dim),
+             color, groups);
+  SL_ENFORCE(group_rank >= 0 && group_rank < size(dim), "rank {} out of range in a {} group of {}",
+             group_rank, dim_name(dim), size(dim));
+  switch (dim) {
+    case ParallelDim::Tp:  // color = pp_i * dp + dp_i
+      return color * tp_ + group_rank;
+    case ParallelDim::Pp:  // color = dp_i * tp + tp_i
+      return rank(Coord{group_rank, color % tp_, color / tp_});
+    case ParallelDim::Dp:  // color = pp_i * tp + tp_i
+      return rank(Coord{color / tp_, color % tp_, group_rank});
+  }
+  return -1;
+}
+
+int Topology::world_rank(const std::string& group, int group_rank) const {
+  if (group == "world") return group_rank >= 0 && group_rank < world() ? group_rank : -1;
+  for (ParallelDim dim : {ParallelDim::Tp, ParallelDim::Pp, ParallelDim::Dp}) {
+    const std::string prefix = std::string(dim_name(dim)) + "[";
+    if (group.rfind(prefix, 0) != 0 || group.back() != ']') continue;
+    try {
+      const int color = std::stoi(group.substr(prefix.size(), group.size() - prefix.size() - 1));
+      return world_rank(dim, color, group_rank);
+    } catch (const std::exception&) {
+      return -1;
+    }
+  }
+  return -1;
+}
+
 void check_model_fits(const Topology& topo, int64_t blocks, int64_t heads, int64_t width,
                       int64_t micro_batches, int64_t batch_size) {
   const int64_t tp = topo.tp(), pp = topo.pp(), dp = topo.dp();

@@ -73,6 +73,12 @@ class Topology {
   int color(ParallelDim dim, int rank) const;
   // "tp[3]", "pp[1]", "dp[0]": the dimension and the group's color.
   std::string group_name(ParallelDim dim, int rank) const;
+  // The world rank of member `group_rank` of group `color` along `dim` (the inverse of color()
+  // and the coordinate). Throws InvalidArgument when either is out of range.
+  int world_rank(ParallelDim dim, int color, int group_rank) const;
+  // The world rank behind a communication record of a group built by build_groups(): group name
+  // ("world", "tp[3]", ...) and rank within it; -1 for a name it did not build.
+  int world_rank(const std::string& group, int group_rank) const;
 
   struct Groups {
     std::unique_ptr<Communicator> tp, pp, dp;

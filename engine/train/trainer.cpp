@@ -36,18 +36,15 @@ Trainer::Trainer(Model& model, Optimizer& optimizer, const Dataset& train, const
 }
 
 EvalResult Trainer::evaluate(const Dataset& data, int64_t max_samples) {
-  const int64_t n = data.size();
-  const int64_t take = (max_samples > 0) ? std::min(max_samples, n) : n;
-  const int64_t batch = std::max<int64_t>(config_.batch_size, 256);
+  const EvalShare share =
+      eval_share(data.size(), max_samples, std::max<int64_t>(config_.batch_size, 256), 1, 0);
   SoftmaxCrossEntropy loss_fn;
   Batch b;
   double loss_sum = 0;
   int64_t rows = 0, correct = 0;
   std::vector<int64_t> idx;
-  for (int64_t start = 0; start < take; start += batch) {
-    idx.clear();
-    for (int64_t i = start; i < std::min(take, start + batch); ++i)
-      idx.push_back(take == n ? i : i * n / take);  // evenly spaced when sub-sampling
+  for (int64_t k = 0; k < share.rounds; ++k) {
+    share.round(k, idx);
     data.gather(idx, b);
     const Tensor& logits = model_.forward(b.input);
     const double l = loss_fn.forward(logits, b.targets);
@@ -56,11 +53,7 @@ EvalResult Trainer::evaluate(const Dataset& data, int64_t max_samples) {
     rows += r;
     correct += count_correct(logits, b.targets);
   }
-  EvalResult e;
-  e.loss = rows ? loss_sum / static_cast<double>(rows) : 0.0;
-  e.accuracy = rows ? static_cast<double>(correct) / static_cast<double>(rows) : 0.0;
-  e.samples = take;
-  return e;
+  return eval_result(loss_sum, static_cast<double>(rows), static_cast<double>(correct), share.take);
 }
 
 TrainResult Trainer::run(const TrainerCallbacks& callbacks) {

@@ -138,4 +138,33 @@ MicroBatchOutcome run_micro_batches(Model& model, const Dataset& data,
   return out;
 }
 
+EvalShare eval_share(int64_t n, int64_t max_samples, int64_t batch, int parts, int part) {
+  SL_ENFORCE(batch >= 1 && parts >= 1 && part >= 0 && part < parts,
+             "eval_share: batch {} parts {} part {}", batch, parts, part);
+  EvalShare e;
+  e.n = n;
+  e.take = (max_samples > 0) ? std::min(max_samples, n) : n;
+  e.batch = batch;
+  const int64_t base = e.take / parts, extra = e.take % parts;
+  e.begin = part * base + std::min<int64_t>(part, extra);
+  e.end = e.begin + base + (part < extra ? 1 : 0);
+  const int64_t longest = base + (extra > 0 ? 1 : 0);
+  e.rounds = (longest + batch - 1) / batch;
+  return e;
+}
+
+void EvalShare::round(int64_t k, std::vector<int64_t>& idx) const {
+  idx.clear();
+  for (int64_t i = begin + k * batch; i < std::min(end, begin + (k + 1) * batch); ++i)
+    idx.push_back(take == n ? i : i * n / take);  // evenly spaced when sub-sampling
+}
+
+EvalResult eval_result(double loss_sum, double rows, double correct, int64_t samples) {
+  EvalResult e;
+  e.loss = rows > 0 ? loss_sum / rows : 0.0;
+  e.accuracy = rows > 0 ? correct / rows : 0.0;
+  e.samples = samples;
+  return e;
+}
+
 }  // namespace shardlab

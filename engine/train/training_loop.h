@@ -52,6 +52,21 @@ struct LoopSpec {
 TrainResult run_training_loop(const LoopSpec& spec, EarlyStopState& early,
                               const TrainerCallbacks& callbacks);
 
+// How `parts` evaluators (1 for one process; ranks or replicas otherwise) share an evaluation of
+// max_samples evenly spaced samples (0: all) of a data set of n, in rounds of at most `batch`.
+// Part p takes a contiguous share (the first take % parts shares hold one more); every part runs
+// the same number of rounds (the longest share's), so collectives inside a round stay matched.
+struct EvalShare {
+  int64_t n = 0, take = 0, batch = 0, rounds = 0;
+  int64_t begin = 0, end = 0;  // this part's share of [0, take)
+  // The data-set indices of round k; empty once this part's share is used up.
+  void round(int64_t k, std::vector<int64_t>& idx) const;
+};
+EvalShare eval_share(int64_t n, int64_t max_samples, int64_t batch, int parts, int part);
+
+// Mean loss and accuracy from summed loss * rows, rows and correct rows.
+EvalResult eval_result(double loss_sum, double rows, double correct, int64_t samples);
+
 struct MicroBatchOutcome {
   double loss = 0;  // mean of the micro-batches' mean losses
   int64_t samples = 0;

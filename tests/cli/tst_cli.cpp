@@ -92,6 +92,9 @@ class TestCli : public QObject {
         << "--batch: the global batch (63) must divide by --ranks (2)";
     QTest::newRow("bench sharded unknown model")
         << QStringList{"bench", "sharded", "--model", "resnet"} << 2 << "unknown model 'resnet'";
+    QTest::newRow("bench hybrid unknown strategy")
+        << QStringList{"bench", "hybrid", "--strategy", "fsdp"} << 2
+        << "--strategy: unknown strategy 'fsdp' (known: ddp, zero1, zero2)";
   }
 
   void badInputGivesOneClearLine() {
@@ -215,6 +218,78 @@ class TestCli : public QObject {
                  R"(overlap on : zero2 / ddp step time = \d+\.\d\d \(goal <= 1\.15\))")),
              qPrintable(o.out));
     QVERIFY2(!o.out.contains("overlap off"), qPrintable(o.out));
+  }
+
+  // The 3D-parallelism bench, quick: one row per pp x tp x dp layout with sane figures (the same
+  // loss everywhere: every layout trains on the same global batches), and the bubble table with
+  // (p-1)/(m+p-1) for every (schedule, p, m), recomputed here.
+  void benchHybridQuick() {
+    const Outcome o = run_cli({"bench", "hybrid", "--quick"}, 300000);
+    QVERIFY2(o.exit_code == 0, qPrintable(o.err + o.out));
+    QVERIFY2(o.out.contains("threads backend on "), qPrintable(o.out));
+    const QStringList layouts{"1x1x1", "1x2x1", "2x1x1", "2x2x2"};
+    QMap<QString, QStringList> rows;     // layout -> its cells
+    QMap<QString, QStringList> bubbles;  // "sched p m" -> its cells
+    for (const QString& line : o.out.split('\n')) {
+      const QStringList cells = line.split(' ', Qt::SkipEmptyParts);
+      if (cells.size() == 11 && layouts.contains(cells[0])) {
+        QVERIFY2(!rows.contains(cells[0]), qPrintable("two rows for " + cells[0] + "\n" + o.out));
+        rows[cells[0]] = cells;
+      }
+      // sched p m batch step-ms stage0..stage3 mean formula sim pipe-ms sim-ms
+      if (cells.size() == 14 && (cells[0] == "1f1b" || cells[0] == "gpipe")) {
+        const QString key = cells[0] + " " + cells[1] + " " + cells[2];
+        QVERIFY2(!bubbles.contains(key), qPrintable("two rows for " + key + "\n" + o.out));
+        bubbles[key] = cells;
+      }
+    }
+    QCOMPARE(rows.size(), layouts.size());
+    auto num = [](const QString& cell) {
+      bool ok = false;
+      const double v = cell.toDouble(&ok);
+      return ok ? v : std::nan("");
+    };
+    QCOMPARE(rows["1x1x1"][7], QString("1.00"));  // vs 1x1x1
+    for (const QString& l : layouts) {
+      const QStringList& c = rows[l];
+      const QStringList dims = l.split('x');
+      QCOMPARE(num(c[1]), num(dims[0]) * num(dims[1]) * num(dims[2]));  // ranks
+      QCOMPARE(c[2], QString(num(dims[0]) > 1 ? "4" : "1"));            // micro-batches
+      const double step_ms = num(c[4]), tokens = num(c[6]), loss = num(c[10]);
+      QVERIFY2(step_ms > 0 && step_ms < 60000, qPrintable(o.out));
+      // batch 32 x context 64 tokens per step
+      QVERIFY2(std::abs(tokens - 32.0 * 64.0 / (step_ms / 1e3)) <= 0.01 * tokens + 1,
+               qPrintable(o.out));
+      QVERIFY2(loss > 0 && std::abs(loss - num(rows["1x1x1"][10])) < 1e-3, qPrintable(o.out));
+    }
+    QVERIFY2(o.out.contains("pipeline bubble: tp = dp = 1, global batch 16"), qPrintable(o.out));
+    QCOMPARE(bubbles.size(), 8);  // {1f1b, gpipe} x p {2, 4} x m {1, 4}
+    for (const char* sched : {"1f1b", "gpipe"})
+      for (int p : {2, 4})
+        for (int m : {1, 4}) {
+          const QString key = QString("%1 %2 %3").arg(sched).arg(p).arg(m);
+          QVERIFY2(bubbles.contains(key), qPrintable(key + " missing\n" + o.out));
+          const QStringList& c = bubbles[key];
+          const QString formula =
+              QString::asprintf("%.1f%%", 100.0 * (p - 1) / static_cast<double>(m + p - 1));
+          QCOMPARE(c[10], formula);
+          QCOMPARE(c[11], formula);  // simulate() with uniform op times reproduces it exactly
+          for (int s = 0; s < 4; ++s) {
+            const QString cell = c[5 + s];
+            if (s >= p) {
+              QCOMPARE(cell, QString("-"));
+              continue;
+            }
+            QVERIFY2(cell.endsWith('%'), qPrintable(o.out));
+            const double v = num(cell.chopped(1));
+            QVERIFY2(v >= 0 && v <= 100, qPrintable(key + ": " + cell + "\n" + o.out));
+          }
+        }
+    // Spot checks of the figures themselves: 1/2, 3/7, 1/5, 3/4.
+    QCOMPARE(bubbles["1f1b 2 1"][10], QString("50.0%"));
+    QCOMPARE(bubbles["gpipe 4 4"][10], QString("42.9%"));
+    QCOMPARE(bubbles["1f1b 2 4"][10], QString("20.0%"));
+    QCOMPARE(bubbles["gpipe 4 1"][10], QString("75.0%"));
   }
 
   void infoReportsBuild() {

@@ -318,6 +318,85 @@ class TestJob : public QObject {
         "parallel.timeout_s", "must be in (0, 86400] seconds, got 0");
     row("timeout huge", R"({"parallel": {"strategy": "fsdp", "timeout_s": 1e6}})",
         "parallel.timeout_s", "must be in (0, 86400] seconds, got 1000000");
+
+    // parallel: the 3D layout (pp x tp x dp) and what tensor and pipeline parallelism need.
+    // A GPT job (heads 4, width 64, layers 2: 4 blocks) on `ranks` ranks with a batch of 8.
+    auto mp_row = [](const char* tag, const char* parallel, const char* field, const char* fragment,
+                     const char* extra = "{}") {
+      json patch = json::parse(kGpt);
+      patch["parallel"] = json::parse(parallel);
+      patch.merge_patch(json::parse(extra));
+      QTest::newRow(tag) << QString::fromStdString(patch.dump()) << QString(field)
+                         << QString(fragment);
+    };
+    mp_row("pp zero", R"({"strategy": "ddp", "world_size": 2, "pp": 0})", "parallel.pp",
+           "must be >= 1, got 0");
+    mp_row("tp zero", R"({"strategy": "ddp", "world_size": 2, "tp": 0})", "parallel.tp",
+           "must be >= 1, got 0");
+    mp_row("dp zero", R"({"strategy": "ddp", "world_size": 2, "dp": 0})", "parallel.dp",
+           "must be >= 1 or -1");
+    mp_row("dp -2", R"({"strategy": "ddp", "world_size": 2, "tp": 2, "dp": -2})", "parallel.dp",
+           "got -2");
+    mp_row("pp type", R"({"pp": 1.5})", "parallel.pp", "expected an integer, got 1.5");
+    mp_row("schedule type", R"({"schedule": 1})", "parallel.schedule", "expected a string");
+    mp_row("pp x tp x dp != world",
+           R"({"strategy": "ddp", "world_size": 8, "pp": 2, "tp": 2, "dp": 3})", "parallel.tp",
+           "pp x tp x dp = 2 x 2 x 3 = 12 does not equal the world size 8");
+    mp_row("dp -1 needs pp x tp to divide the world",
+           R"({"strategy": "ddp", "world_size": 6, "pp": 2, "tp": 2})", "parallel.dp",
+           "needs pp x tp = 2 x 2 = 4 to divide the world size 6");
+    mp_row("pp more than the world", R"({"strategy": "ddp", "world_size": 2, "pp": 4})",
+           "parallel.pp", "4 stages are more than the world size 2");
+    mp_row("explicit dp without model parallelism",
+           R"({"strategy": "ddp", "world_size": 4, "dp": 2})", "parallel.tp",
+           "= 2 does not equal the world size 4");
+    mp_row("tp does not divide heads", R"({"strategy": "ddp", "world_size": 3, "tp": 3})",
+           "parallel.tp", "3 does not divide model.gpt.heads = 4");
+    mp_row("fewer blocks than stages", R"({"strategy": "ddp", "world_size": 8, "pp": 8})",
+           "parallel.pp", "8 stages but the model has 4 blocks");
+    mp_row("micro_batches do not divide the replica batch",
+           R"({"strategy": "ddp", "world_size": 4, "pp": 2, "micro_batches": 3})",
+           "parallel.micro_batches",
+           "3 does not divide the per-replica batch train.batch_size / parallel.dp = 8 / 2 = 4");
+    mp_row("batch not divisible by dp", R"({"strategy": "ddp", "world_size": 6, "tp": 2})",
+           "train.batch_size", "8 is not divisible by parallel.dp = 3");
+    mp_row("micro_batches zero", R"({"strategy": "ddp", "world_size": 2, "tp": 2,
+           "micro_batches": 0})",
+           "parallel.micro_batches", "must be >= 1, got 0");
+    mp_row("mlp with tp", R"({"strategy": "ddp", "world_size": 2, "tp": 2})", "parallel.tp",
+           "tensor parallelism needs model.kind gpt, got mlp",
+           R"({"model": {"kind": "mlp"}, "data": {"dataset": "fashion-mnist"}})");
+    mp_row("mlp with pp", R"({"strategy": "ddp", "world_size": 2, "pp": 2})", "parallel.pp",
+           "pipeline parallelism needs model.kind gpt, got mlp",
+           R"({"model": {"kind": "mlp"}, "data": {"dataset": "fashion-mnist"}})");
+    mp_row("mlp with pp and tp", R"({"strategy": "ddp", "world_size": 4, "pp": 2, "tp": 2})",
+           "parallel.tp", "tensor and pipeline parallelism need model.kind gpt, got mlp",
+           R"({"model": {"kind": "mlp"}, "data": {"dataset": "fashion-mnist"}})");
+    mp_row("fsdp with pp", R"({"strategy": "fsdp", "world_size": 2, "pp": 2})", "parallel.strategy",
+           R"(must be "ddp", "zero1" or "zero2" with pipeline parallelism, got "fsdp")");
+    mp_row("accumulation with tp", R"({"strategy": "ddp", "world_size": 2, "tp": 2})",
+           "train.accumulation_steps",
+           "must be 1 with tensor parallelism (use parallel.micro_batches), got 2",
+           R"({"train": {"accumulation_steps": 2}})");
+    mp_row("unknown schedule", R"({"strategy": "ddp", "world_size": 2, "pp": 2,
+           "schedule": "zigzag"})",
+           "parallel.schedule", R"(must be one of "gpipe", "1f1b", got "zigzag")");
+    mp_row("unknown pp_partition", R"({"strategy": "ddp", "world_size": 2, "pp": 2,
+           "pp_partition": "greedy"})",
+           "parallel.pp_partition", R"(must be one of "uniform", "balanced", got "greedy")");
+    mp_row("schedule unused with pp 1", R"({"strategy": "ddp", "world_size": 2,
+           "schedule": "gpipe"})",
+           "parallel.schedule", "not used without pipeline parallelism (parallel.pp is 1)");
+    mp_row("pp_partition unused with tp only", R"({"strategy": "ddp", "world_size": 2, "tp": 2,
+           "pp_partition": "balanced"})",
+           "parallel.pp_partition", "not used without pipeline parallelism");
+    mp_row("micro_batches unused", R"({"strategy": "ddp", "world_size": 2, "micro_batches": 2})",
+           "parallel.micro_batches",
+           "not used without tensor or pipeline parallelism (parallel.pp and parallel.tp are 1; "
+           "use train.accumulation_steps)");
+    row("unknown 3D key", R"({"parallel": {"ppp": 2}})", "parallel.ppp",
+        "unknown field (did you mean \"pp\"?)");
+
 #ifndef SHARDLAB_HAVE_MPI
     row("mpi unavailable", R"({"parallel": {"strategy": "ddp", "backend": "mpi"}})",
         "parallel.backend",
@@ -370,7 +449,27 @@ class TestJob : public QObject {
     row("clip", R"({"train": {"clip_grad_norm": 1.0}})");
     row("parallel defaults", R"({"parallel": {"strategy": "none", "world_size": 1,
         "backend": "threads", "bucket_mb": 4, "overlap": true, "fsdp_keep_params": false,
-        "timeout_s": 60}})");
+        "timeout_s": 60, "pp": 1, "tp": 1, "dp": -1, "micro_batches": 1, "schedule": "1f1b",
+        "pp_partition": "uniform"}})");
+    row("explicit dp", R"({"parallel": {"strategy": "ddp", "world_size": 4, "dp": 4}})");
+    row("2x2x2 gpt", R"({"model": {"kind": "gpt"}, "data": {"dataset": "chars"},
+        "parallel": {"strategy": "zero2", "world_size": 8, "pp": 2, "tp": 2, "dp": 2,
+        "micro_batches": 2, "schedule": "gpipe", "pp_partition": "balanced"}})");
+    row("dp -1 resolves", R"({"model": {"kind": "gpt"}, "data": {"dataset": "chars"},
+        "parallel": {"strategy": "zero1", "world_size": 8, "pp": 2, "tp": 2, "dp": -1}})");
+    row("pipeline only", R"({"model": {"kind": "gpt"}, "data": {"dataset": "chars"},
+        "parallel": {"strategy": "ddp", "world_size": 2, "pp": 2, "micro_batches": 8}})");
+    row("tensor only with micro-batches", R"({"model": {"kind": "gpt"},
+        "data": {"dataset": "chars"}, "parallel": {"strategy": "ddp", "world_size": 4, "tp": 4,
+        "micro_batches": 4}})");
+    row("one stage per block", R"({"model": {"kind": "gpt"}, "data": {"dataset": "chars"},
+        "parallel": {"strategy": "ddp", "world_size": 4, "pp": 4}})");
+    row("3D accumulation at its default", R"({"model": {"kind": "gpt"},
+        "data": {"dataset": "chars"}, "train": {"accumulation_steps": 1},
+        "parallel": {"strategy": "zero2", "world_size": 2, "tp": 2}})");
+    row("3D batch not divisible by world x accumulation", R"({"model": {"kind": "gpt"},
+        "data": {"dataset": "chars"}, "train": {"batch_size": 6},
+        "parallel": {"strategy": "ddp", "world_size": 4, "pp": 2, "tp": 2}})");
     row("ddp", R"({"parallel": {"strategy": "ddp", "world_size": 4, "bucket_mb": 0.5,
         "overlap": false, "timeout_s": 86400}})");
     row("one rank ddp", R"({"parallel": {"strategy": "ddp"}})");
@@ -560,6 +659,110 @@ class TestJob : public QObject {
                              "train.accumulation_steps = 3, got 8"));
   }
 
+  void roundTripModelParallel() {
+    JobSpec job = job_from_json(patched(kGpt));
+    job.parallel.strategy = "zero2";
+    job.parallel.world_size = 8;
+    job.parallel.pp = 2;
+    job.parallel.tp = 2;
+    job.parallel.dp = 2;
+    job.parallel.micro_batches = 4;
+    job.parallel.schedule = "gpipe";
+    job.parallel.pp_partition = "balanced";
+    QVERIFY(validate(job).empty());
+
+    const json doc = job_to_json(job);
+    QCOMPARE(doc["parallel"]["pp"], json(2));
+    QCOMPARE(doc["parallel"]["tp"], json(2));
+    QCOMPARE(doc["parallel"]["dp"], json(2));
+    QCOMPARE(doc["parallel"]["micro_batches"], json(4));
+    QCOMPARE(doc["parallel"]["schedule"], json("gpipe"));
+    QCOMPARE(doc["parallel"]["pp_partition"], json("balanced"));
+    for (const JobSpec& back : {job_from_json(doc), job_from_json(json::parse(doc.dump()))}) {
+      QVERIFY(back == job);
+      QCOMPARE(back.parallel.pp, int64_t(2));
+      QCOMPARE(back.parallel.tp, int64_t(2));
+      QCOMPARE(back.parallel.dp, int64_t(2));
+      QCOMPARE(back.parallel.micro_batches, int64_t(4));
+      QCOMPARE(back.parallel.schedule, std::string("gpipe"));
+      QCOMPARE(back.parallel.pp_partition, std::string("balanced"));
+    }
+
+    // Through a file, with dp left to resolve.
+    job.parallel.dp = -1;
+    QVERIFY(validate(job).empty());
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("3d.json").toStdString();
+    save_job(job, path);
+    const JobSpec loaded = load_job(path);
+    QVERIFY(loaded == job);
+    QCOMPARE(loaded.parallel.dp, int64_t(-1));
+
+    // operator== sees each new field.
+    for (auto change : std::vector<void (*)(ParallelConfig&)>{
+             [](ParallelConfig& p) { p.pp = 4; }, [](ParallelConfig& p) { p.tp = 1; },
+             [](ParallelConfig& p) { p.dp = 2; }, [](ParallelConfig& p) { p.micro_batches = 1; },
+             [](ParallelConfig& p) { p.schedule = "1f1b"; },
+             [](ParallelConfig& p) { p.pp_partition = "uniform"; }}) {
+      JobSpec other = loaded;
+      change(other.parallel);
+      QVERIFY(!(other == job));
+    }
+
+    // A document without the new keys is a plain data-parallel (or single-process) job.
+    const ParallelConfig plain = job_from_json(json::parse(kBase)).parallel;
+    QCOMPARE(plain.pp, int64_t(1));
+    QCOMPARE(plain.tp, int64_t(1));
+    QCOMPARE(plain.dp, int64_t(-1));
+    QCOMPARE(plain.micro_batches, int64_t(1));
+    QCOMPARE(plain.schedule, std::string("1f1b"));
+    QCOMPARE(plain.pp_partition, std::string("uniform"));
+    QVERIFY(!uses_model_parallelism(plain));
+  }
+
+  // Every 3D rule is collected alongside the others, in document order, each under its field.
+  void validateModelParallelCollects() {
+    JobSpec job = job_from_json(json::parse(kBase));  // an mlp job
+    job.train.accumulation_steps = 2;
+    job.parallel.strategy = "fsdp";
+    job.parallel.world_size = 4;
+    job.parallel.pp = 2;
+    job.parallel.tp = 2;
+    job.parallel.schedule = "zigzag";
+    QStringList got;
+    for (const auto& e : validate(job)) got << QString::fromStdString(e.field);
+    QCOMPARE(got, QStringList({"parallel.schedule", "parallel.tp", "parallel.strategy",
+                               "train.accumulation_steps"}));
+
+    // "none" is refused like fsdp: the strategy names the data-parallel dimension's strategy.
+    JobSpec single = job_from_json(patched(kGpt));
+    single.parallel.pp = 1;
+    single.parallel.tp = 2;
+    single.parallel.world_size = 2;
+    bool strategy_reported = false;
+    for (const auto& e : validate(single)) {
+      if (e.field != "parallel.strategy") continue;
+      strategy_reported = true;
+      QVERIFY2(QString::fromStdString(e.message).contains("data-parallel dimension"),
+               e.message.c_str());
+      QVERIFY2(QString::fromStdString(e.message).contains("got \"none\""), e.message.c_str());
+    }
+    QVERIFY(strategy_reported);
+
+    // The data-parallel batch rule (world_size x accumulation_steps) does not apply to a 3D job;
+    // its own (dp x micro_batches) does.
+    JobSpec hybrid = job_from_json(patched(kGpt));
+    hybrid.train.batch_size = 6;
+    hybrid.parallel.strategy = "ddp";
+    hybrid.parallel.world_size = 4;
+    hybrid.parallel.tp = 2;
+    QVERIFY(validate(hybrid).empty());  // dp = 2, 3 samples per replica
+    hybrid.parallel.micro_batches = 2;
+    const auto errors = validate(hybrid);
+    QCOMPARE(errors.size(), size_t(1));
+    QCOMPARE(errors[0].field, std::string("parallel.micro_batches"));
+  }
+
   // The written document holds every field of every config struct.
   void writesEveryField() {
     const json doc = job_to_json(JobSpec{});
@@ -573,7 +776,7 @@ class TestJob : public QObject {
     QCOMPARE(doc["train"]["schedule"].size(), field_count<ScheduleConfig>());
     QCOMPARE(doc["train"]["early_stopping"].size(), field_count<EarlyStoppingConfig>());
     QCOMPARE(doc["parallel"].size(), field_count<ParallelConfig>());
-    QCOMPARE(field_count<ParallelConfig>(), size_t(7));
+    QCOMPARE(field_count<ParallelConfig>(), size_t(13));
     QCOMPARE(field_count<JobSpec>(), size_t(6));
     QVERIFY(doc["train"]["accumulation_steps"] == json(1));
     QVERIFY(doc["train"]["clip_grad_norm"] == json(0.0));
@@ -632,6 +835,8 @@ class TestJob : public QObject {
         R"({"name": "t", "optimizer": {"lrr": 1}})");
     row("parallel section created", {"parallel.strategy=zero2", "parallel.world_size=4"},
         R"({"name": "t", "parallel": {"strategy": "zero2", "world_size": 4}})");
+    row("3D keys", {"parallel.tp=2", "parallel.pp=2", "parallel.dp=-1", "parallel.schedule=gpipe"},
+        R"({"name": "t", "parallel": {"tp": 2, "pp": 2, "dp": -1, "schedule": "gpipe"}})");
   }
 
   void overrides() {
@@ -776,6 +981,48 @@ class TestJob : public QObject {
             "train.accumulation_steps = 3, got 8");
     rejects({"parallel.strategy=fsdp", "parallel.bucket_mb=2"},
             "parallel.bucket_mb: not used by strategy fsdp");
+  }
+
+  // --set reaches the 3D keys; the example GPT job runs tensor- and pipeline-parallel from the
+  // command line.
+  void loadWithModelParallelOverrides() {
+    const std::string path = (kJobs + "chars_gpt.json").toStdString();
+    const JobSpec base = load_job(path);
+    const JobSpec tp =
+        load_job(path, {"parallel.strategy=ddp", "parallel.world_size=2", "parallel.tp=2"});
+    QCOMPARE(tp.parallel.tp, int64_t(2));
+    QCOMPARE(tp.parallel.pp, int64_t(1));
+    QVERIFY(uses_model_parallelism(tp.parallel));
+
+    const JobSpec three_d =
+        load_job(path, {"parallel.strategy=zero2", "parallel.world_size=8", "parallel.pp=2",
+                        "parallel.tp=2", "parallel.dp=2", "parallel.micro_batches=4",
+                        "parallel.schedule=gpipe", "parallel.pp_partition=balanced"});
+    QCOMPARE(three_d.parallel.pp, int64_t(2));
+    QCOMPARE(three_d.parallel.tp, int64_t(2));
+    QCOMPARE(three_d.parallel.dp, int64_t(2));
+    QCOMPARE(three_d.parallel.micro_batches, int64_t(4));
+    QCOMPARE(three_d.parallel.schedule, std::string("gpipe"));
+    QCOMPARE(three_d.parallel.pp_partition, std::string("balanced"));
+    JobSpec rest = three_d;
+    rest.parallel = base.parallel;
+    QVERIFY(rest == base);
+
+    const auto rejects = [&](std::vector<std::string> sets, const QString& expected) {
+      try {
+        load_job(path, sets);
+        QFAIL("no exception");
+      } catch (const InvalidArgument& e) {
+        QVERIFY2(QString(e.what()).startsWith(expected), e.what());
+      }
+    };
+    rejects({"parallel.strategy=ddp", "parallel.world_size=3", "parallel.tp=3"},
+            "parallel.tp: 3 does not divide model.gpt.heads = 4");
+    rejects({"parallel.strategy=ddp", "parallel.world_size=2", "parallel.tp=two"},
+            "parallel.tp: expected an integer");
+    rejects({"parallel.micro_batch=2"},
+            "parallel.micro_batch: unknown field (did you mean \"micro_batches\"?)");
+    rejects({"parallel.schedule=gpipe"}, "parallel.schedule: not used without pipeline");
   }
 
   // ---- files ----

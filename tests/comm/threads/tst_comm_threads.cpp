@@ -622,7 +622,12 @@ class TestCommThreads : public QObject {
             QCOMPARE(bufs[r][i], conformance::reduced(ReduceOp::Sum, 2, i));
       } else {
         ++timed_out;
-        QVERIFY2(got.type[0] == "TimeoutError", qPrintable(where));
+        // Rank 0 normally arrives first and times out; on a loaded machine its thread can be
+        // descheduled until rank 1 has arrived and timed out waiting for it, which fails rank 0's
+        // late entry with CommError. Either way the buffer must be untouched.
+        QVERIFY2(got.type[0] == "TimeoutError" ||
+                     (got.type[0] == "CommError" && got.type[1] == "TimeoutError"),
+                 qPrintable(where));
         for (int64_t i = 0; i < kCount; ++i)
           if (bufs[0][i] != conformance::contribution(0, i))
             QFAIL(qPrintable(where + QString(": element %1 of rank 0's buffer was written "

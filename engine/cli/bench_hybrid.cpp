@@ -1,0 +1,150 @@
+// shardlab bench hybrid: 3D parallelism (pipeline x tensor x data) of the GPT character model,
+// ranks as threads of this process.
+//   throughput  layouts pp x tp x dp = 1x1x1, 1x2x1, 2x1x1, 2x2x2 at the global batch (32):
+//               median step time and tokens/s; m = 4 micro-batches where pp > 1, else 1
+//   bubble      pp = 2, 4 (tp = dp = 1) x m = 1, 4, 8 x 1f1b, gpipe at a fixed global batch (16,
+//               so only m changes): every stage's measured bubble beside (p-1)/(m+p-1). The model
+//               has 6 layers here (--bubble-layers): 8 pipeline blocks with the embedding and the
+//               head, so that at p = 4 every stage runs two blocks and the stages cost about the
+//               same (with 2 layers, p = 4 would give the embedding alone a stage, idle ~100%).
+// The model, data and optimizer are resources/jobs/chars_gpt.json's (context 64, width 64, 2
+// layers, 4 heads; adamw lr 0.003).
+#include <fmt/format.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <iostream>
+#include <set>
+#include <thread>
+
+#include "engine/bench/hybrid_bench.h"
+#include "engine/cli/args.h"
+#include "engine/cli/commands.h"
+#include "engine/parallel/planner.h"
+#include "engine/train/build.h"
+
+namespace shardlab::cli {
+namespace {
+
+int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// resources/jobs/chars_gpt.json's model, data and optimizer (spelled out so that the command
+// does not depend on the working directory).
+JobSpec chars_gpt_job(const std::string& strategy) {
+  JobSpec job;
+  job.name = "bench-hybrid";
+  job.model.kind = "gpt";
+  job.model.seed = 1;
+  job.model.gpt.context = 64;
+  job.model.gpt.width = 64;
+  job.model.gpt.layers = 2;
+  job.model.gpt.heads = 4;
+  job.model.gpt.mlp_ratio = 4;
+  job.data.dataset = "chars";
+  job.data.eval_fraction = 0.1;
+  job.optimizer.name = "adamw";
+  job.optimizer.lr = 0.003;
+  job.optimizer.weight_decay = 0.1;
+  job.train.batch_size = 32;
+  job.train.log_every = 1;
+  job.train.eval_every = 0;
+  job.parallel.strategy = strategy;
+  job.parallel.backend = "threads";
+  return job;
+}
+
+}  // namespace
+
+int bench_hybrid_command(const std::vector<std::string>& argv) {
+  ArgSpec spec;
+  spec.options = {"--steps", "--warmup", "--strategy", "--timeout-s", "--bubble-layers"};
+  spec.switches = {"--quick"};
+  const Args args(argv, spec);
+  if (!args.positional().empty())
+    SL_THROW(UsageError, "unexpected argument '{}'", args.positional()[0]);
+  const bool quick = args.has("--quick");
+  const int64_t steps = args.get_int("--steps", quick ? 2 : 10, 1, 100000);
+  const int64_t warmup = args.get_int("--warmup", quick ? 1 : 2, 0, 100000);
+  const std::string strategy = args.get("--strategy", "ddp");
+  if (strategy != "ddp" && strategy != "zero1" && strategy != "zero2")
+    SL_THROW(UsageError, "--strategy: unknown strategy '{}' (known: ddp, zero1, zero2)", strategy);
+  const auto timeout = std::chrono::seconds(args.get_int("--timeout-s", 120, 1, 86400));
+  // At least 2 layers: 4 blocks for p = 4.
+  const int64_t bubble_layers = args.get_int("--bubble-layers", 6, 2, 64);
+
+  JobSpec job = chars_gpt_job(strategy);
+  const Datasets data = load_job_data(job);
+  complete_model_config(job.model, data);
+  const int64_t throughput_batch = job.train.batch_size;
+  const int64_t bubble_batch = 16;
+  JobSpec bubble_job = job;
+  bubble_job.model.gpt.layers = bubble_layers;
+
+  std::vector<HybridBenchConfig> layouts;
+  for (auto [pp, tp, dp] : {std::array<int64_t, 3>{1, 1, 1}, {1, 2, 1}, {2, 1, 1}, {2, 2, 2}}) {
+    HybridBenchConfig c;
+    c.pp = pp;
+    c.tp = tp;
+    c.dp = dp;
+    c.micro_batches = pp > 1 ? 4 : 1;
+    c.schedule = "1f1b";
+    c.batch_size = throughput_batch;
+    layouts.push_back(c);
+  }
+  std::vector<HybridBenchConfig> pipelines;
+  const std::vector<int64_t> ms =
+      quick ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{1, 4, 8};
+  for (const char* schedule : {"1f1b", "gpipe"})
+    for (int64_t p : {2, 4})
+      for (int64_t m : ms) {
+        HybridBenchConfig c;
+        c.pp = p;
+        c.micro_batches = m;
+        c.schedule = schedule;
+        c.batch_size = bubble_batch;
+        pipelines.push_back(c);
+      }
+
+  const GptConfig& g = job.model.gpt;
+  const int cores = available_cores();
+  fmt::print(
+      "bench hybrid: gpt vocab {} context {} width {} layers {} heads {} ({} parameters), {} lr "
+      "{:g}, dp strategy {}\n",
+      g.vocab_size, g.context, g.width, g.layers, g.heads, model_layout(job.model).size(),
+      job.optimizer.name, job.optimizer.lr, strategy);
+  fmt::print("data: {}\n", data.description);
+  fmt::print(
+      "threads backend on {} cores (layouts with more ranks are oversubscribed), 1 BLAS thread "
+      "per rank; {} warm-up + {} timed steps per configuration{}\n",
+      cores, warmup, steps, quick ? " (--quick)" : "");
+  std::fflush(stdout);
+
+  fmt::print("\nthroughput: global batch {} x context {} tokens\n", throughput_batch, g.context);
+  std::fflush(stdout);
+  const auto rows = bench_hybrid_threads(*data.train, job, layouts, warmup, steps, timeout);
+  print_hybrid_throughput(rows, std::cout);
+
+  fmt::print(
+      "\npipeline bubble: tp = dp = 1, global batch {}, {} layers ({} parameters): {} blocks over "
+      "p stages\n",
+      bubble_batch, bubble_layers, model_layout(bubble_job.model).size(), bubble_layers + 2);
+  std::fflush(stdout);
+  const auto bubbles =
+      bench_hybrid_threads(*data.train, bubble_job, pipelines, warmup, steps, timeout);
+  print_hybrid_bubble(bubbles, std::cout);
+  if (cores < 4)
+    fmt::print(
+        "note: p = 4 runs 4 stage threads on {} cores, so a stage's busy time includes waiting "
+        "for a core\n",
+        cores);
+  return 0;
+}
+
+}  // namespace shardlab::cli

@@ -1,0 +1,64 @@
+// HybridShardedOptimizer's internals, shared by hybrid_optimizer.cpp (set-up, evaluation, model
+// files), hybrid_step.cpp (one pipelined step) and hybrid_state.cpp (serialisation).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/data/batch.h"
+#include "engine/data/sampler.h"
+#include "engine/parallel/dp_sync.h"
+#include "engine/parallel/hybrid_optimizer.h"
+#include "engine/parallel/pipeline_schedule.h"
+#include "engine/parallel/pipeline_stage.h"
+#include "engine/parallel/tensor/vocab_cross_entropy.h"
+#include "engine/parallel/tensor_parallel_optimizer.h"
+#include "engine/train/training_loop.h"
+
+namespace shardlab {
+
+// Point-to-point tags between neighbouring stages.
+inline constexpr int kActivationTag = 1;  // stage s -> s + 1, training forward
+inline constexpr int kGradientTag = 2;    // stage s + 1 -> s, training backward
+inline constexpr int kEvalTag = 3;        // stage s -> s + 1, evaluation forward
+
+struct HybridShardedOptimizer::Impl {
+  Topology::Groups groups;
+  TpGroup tp;
+  Coord coord;
+  std::unique_ptr<PipelineSchedule> schedule;
+  std::vector<PipelineOp> ops;  // this stage's, in order
+  std::unique_ptr<PipelineStage> stage;
+  std::unique_ptr<TensorParallelOptimizer> tp_opt;
+  std::unique_ptr<DataParallelSync> dp_sync;
+  IndexRange vocab;                   // the logit columns this tp rank holds (last stage)
+  int64_t width = 0, vocab_size = 0;  // model.gpt.width and vocab_size
+
+  std::unique_ptr<Sampler> sampler;
+  SamplerState pending_sampler{};
+  bool has_pending_sampler = false;
+  int64_t total_steps = 0;
+  EarlyStopState early;
+
+  // Per activation slot: the stage input it received, its loss (last stage), the shape of its
+  // output, and its sends still in flight.
+  std::vector<Tensor> inputs;
+  std::vector<VocabParallelCrossEntropy> losses;
+  std::vector<Shape> out_shapes;
+  std::vector<WorkHandle> act_sends, grad_sends;
+  Tensor grad_in, dlogits;
+  Batch batch;
+
+  struct PipelineOutcome {
+    double loss = 0;   // mean over micro-batches of their mean loss (last stage; 0 elsewhere)
+    int64_t rows = 0;  // target rows seen (last stage)
+    double busy = 0, idle = 0;
+  };
+  // Runs this stage's ops for one step over the replica's `indices`; gradients add into the
+  // stage's buffer.
+  PipelineOutcome run_pipeline(const Dataset& data, const std::vector<int64_t>& indices,
+                               int64_t micro_batches);
+};
+
+}  // namespace shardlab

@@ -1,0 +1,287 @@
+// HybridShardedOptimizer: set-up from the job's pp x tp x dp, the training loop, one step's
+// synchronisation (tp, then dp, then the global norm and the update), evaluation through the
+// pipeline, and model files. The pipelined forward/backward itself is in hybrid_step.cpp.
+#include "engine/parallel/hybrid_optimizer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "engine/core/error.h"
+#include "engine/parallel/hybrid_impl.h"
+#include "engine/parallel/planner.h"
+#include "engine/parallel/strategies.h"
+#include "engine/parallel/tensor/tp_gpt.h"
+#include "engine/train/step_math.h"
+
+namespace shardlab {
+
+using parallel_detail::sum_over_ranks;
+
+namespace {
+
+void check_options(Communicator& world, const ShardedOptions& o) {
+  const ParallelConfig& p = o.sharding;
+  SL_ENFORCE(o.model.kind == "gpt",
+             "parallel.{}: tensor and pipeline parallelism need model.kind gpt, got {}",
+             p.tp > 1 ? "tp" : "pp", o.model.kind);
+  SL_ENFORCE(p.strategy == "ddp" || p.strategy == "zero1" || p.strategy == "zero2",
+             "parallel.strategy: with pp or tp > 1 it names the data-parallel strategy: ddp, zero1 "
+             "or zero2, got {}",
+             p.strategy);
+  SL_ENFORCE(o.train.accumulation_steps == 1,
+             "train.accumulation_steps: must be 1 with pp or tp > 1 (use parallel.micro_batches), "
+             "got {}",
+             o.train.accumulation_steps);
+  SL_ENFORCE(p.world_size == world.size(),
+             "parallel.world_size: the job asks for {} ranks, but the communicator has {}",
+             p.world_size, world.size());
+  SL_ENFORCE(p.backend == world.backend(),
+             "parallel.backend: the job says {}, but its ranks communicate over {}", p.backend,
+             world.backend());
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(std::llround(p.timeout_s * 1000.0)));
+  SL_ENFORCE(world.options().timeout == timeout,
+             "parallel.timeout_s: the job says {} s, but the communicator waits {} s", p.timeout_s,
+             static_cast<double>(world.options().timeout.count()) / 1000.0);
+  SL_ENFORCE(std::isfinite(p.bucket_mb) && p.bucket_mb > 0 && p.bucket_mb <= 4096,
+             "parallel.bucket_mb: must be in (0, 4096] MiB, got {}", p.bucket_mb);
+  SL_ENFORCE(!p.fsdp_keep_params, "parallel.fsdp_keep_params: only used by fsdp");
+}
+
+}  // namespace
+
+std::unique_ptr<HybridShardedOptimizer> HybridShardedOptimizer::create(
+    Communicator& world, const ShardedOptions& options) {
+  check_options(world, options);
+  const ParallelConfig& p = options.sharding;
+  const GptConfig& gpt = options.model.gpt;
+  Topology topo = Topology::make({p.pp, p.tp, p.dp}, world.size());
+  validate_tp_gpt(gpt, topo.tp());
+  check_model_fits(topo, gpt.layers + 2, gpt.heads, gpt.width, p.micro_batches,
+                   options.train.batch_size);
+  std::unique_ptr<HybridShardedOptimizer> opt(new HybridShardedOptimizer(world, options, topo));
+  Impl& im = *opt->impl_;
+  im.groups = topo.build_groups(world);
+  im.tp = TpGroup::of(*im.groups.tp);
+  im.coord = topo.coord(world.rank());
+  im.schedule = make_schedule(p.schedule, topo.pp(), static_cast<int>(p.micro_batches));
+  im.ops = im.schedule->ops(im.coord.pp);
+  const std::vector<IndexRange> stages =
+      partition_stages(model_layout(options.model), topo.pp(), p.pp_partition);
+  const int slots = std::max(1, max_in_flight(*im.schedule, im.coord.pp));
+  const int64_t pad = p.strategy == "ddp" ? 1 : topo.dp();
+  im.stage = std::make_unique<PipelineStage>(gpt, stages[static_cast<size_t>(im.coord.pp)], slots,
+                                             im.tp, pad);
+  im.stage->init(options.model.seed);
+  im.tp_opt =
+      std::make_unique<TensorParallelOptimizer>(im.tp, im.stage->layout(), im.stage->slices());
+  im.dp_sync = std::make_unique<DataParallelSync>(
+      *im.groups.dp, p.strategy, im.stage->layout().size(), parallel_detail::bucket_elements(p));
+  opt->optimizer_ = make_optimizer(options.optimizer);
+  im.dp_sync->attach(*opt->optimizer_);
+  if (im.dp_sync->frees_grads()) im.stage->release_grads();
+  im.vocab = tp_vocab_part(gpt, im.tp);
+  im.width = gpt.width;
+  im.vocab_size = gpt.vocab_size;
+  im.inputs.resize(static_cast<size_t>(slots));
+  im.losses.assign(static_cast<size_t>(slots), VocabParallelCrossEntropy(im.tp));
+  im.out_shapes.resize(static_cast<size_t>(slots));
+  im.act_sends.resize(static_cast<size_t>(slots));
+  im.grad_sends.resize(static_cast<size_t>(slots));
+  return opt;
+}
+
+HybridShardedOptimizer::HybridShardedOptimizer(Communicator& world, const ShardedOptions& options,
+                                               Topology topo)
+    : world_(world), options_(options), topo_(topo), impl_(std::make_unique<Impl>()) {}
+
+HybridShardedOptimizer::~HybridShardedOptimizer() {
+  // Sends still in flight after a failed step must stop touching their buffers first.
+  if (impl_) {
+    impl_->act_sends.clear();
+    impl_->grad_sends.clear();
+  }
+}
+
+const ParamLayout& HybridShardedOptimizer::local_layout() const {
+  return impl_->stage->layout();
+}
+const ParamLayout& HybridShardedOptimizer::full_layout() const {
+  return impl_->stage->full_layout();
+}
+
+// --- one step ------------------------------------------------------------------------------
+
+double HybridShardedOptimizer::step(const Dataset& data, const std::vector<int64_t>& indices,
+                                    double lr) {
+  return run_step(data, indices, steps_done_, lr).loss;
+}
+
+StepOutcome HybridShardedOptimizer::run_step(const Dataset& data,
+                                             const std::vector<int64_t>& indices, int64_t step,
+                                             double lr) {
+  Impl& im = *impl_;
+  PipelineStage& stage = *im.stage;
+  stage.zero_grad();
+  const Impl::PipelineOutcome pipe =
+      im.run_pipeline(data, indices, options_.sharding.micro_batches);
+  times_.busy += pipe.busy;
+  times_.idle += pipe.idle;
+  ++times_.steps;
+  // No rank steps before the gradients are synchronised: replicated parameters across tp, then
+  // every parameter across dp.
+  im.tp_opt->synchronize_grads(stage.grads());
+  im.dp_sync->reduce(stage.grads());
+  // Each loss and each gradient element counted once: the last stage's first tp rank of every
+  // replica brings its loss, every rank its owned gradient elements.
+  const bool counts_loss = stage.last() && im.coord.tp == 0;
+  const double dp = topo_.dp();
+  const double local[3] = {counts_loss ? pipe.loss / dp : 0.0,
+                           im.dp_sync->owned_square_sum(stage.grads(), im.tp_opt->not_counted()),
+                           counts_loss ? static_cast<double>(pipe.rows) : 0.0};
+  if (im.dp_sync->frees_grads()) stage.release_grads();
+  const std::vector<double> total = sum_over_ranks(world_, local);
+  StepOutcome out;
+  out.loss = total[0];
+  SL_ENFORCE(std::isfinite(out.loss),
+             "training diverged: loss is {} at step {} (try a lower optimizer.lr)", out.loss,
+             step + 1);
+  out.grad_norm = std::sqrt(total[1]);
+  out.samples = static_cast<int64_t>(indices.size()) * topo_.dp();
+  out.rows = static_cast<int64_t>(total[2]);
+  last_grad_norm_ = out.grad_norm;
+  const double coef = clip_coefficient(out.grad_norm, options_.train.clip_grad_norm);
+  if (coef < 1.0) im.dp_sync->scale(stage.grads(), static_cast<float>(coef));
+  im.dp_sync->update(*optimizer_, stage.params(), stage.grads(), lr);
+  ++steps_done_;
+  if (const MemoryLedger* ledger = current_ledger()) steady_memory_ = ledger->snapshot();
+  return out;
+}
+
+// --- evaluation ----------------------------------------------------------------------------
+
+EvalResult HybridShardedOptimizer::evaluate(const Dataset& data, int64_t max_samples) {
+  Impl& im = *impl_;
+  PipelineStage& stage = *im.stage;
+  Communicator& pp = *im.groups.pp;
+  const int s = im.coord.pp;
+  // The dp replicas share the samples; every rank of a replica runs the same forwards.
+  const EvalShare share =
+      eval_share(data.size(), max_samples, std::max<int64_t>(options_.train.batch_size, 256),
+                 topo_.dp(), im.coord.dp);
+  VocabParallelCrossEntropy loss_fn(im.tp);
+  Batch b;
+  Tensor in;
+  std::vector<int64_t> idx;
+  double loss_sum = 0, rows = 0, correct = 0;
+  for (int64_t k = 0; k < share.rounds; ++k) {
+    share.round(k, idx);
+    const bool counted = !idx.empty();
+    if (!counted) idx.push_back(0);
+    data.gather(idx, b);
+    const Tensor* x = &b.input;
+    if (!stage.first()) {
+      in.resize({b.input.dim(0), b.input.dim(1), im.width});
+      pp.recv({in.data(), static_cast<size_t>(in.numel())}, s - 1, kEvalTag);
+      x = &in;
+    }
+    const Tensor& y = stage.forward(0, *x);
+    if (!stage.last()) {
+      pp.send({y.data(), static_cast<size_t>(y.numel())}, s + 1, kEvalTag);
+      continue;
+    }
+    const double l = loss_fn.forward(y, b.targets, im.vocab.begin, im.vocab_size);
+    const double c =
+        static_cast<double>(count_correct_vocab_parallel(y, b.targets, im.vocab.begin, im.tp));
+    if (!counted || im.coord.tp != 0) continue;
+    const auto r = static_cast<double>(b.targets.size());
+    loss_sum += l * r;
+    rows += r;
+    correct += c;
+  }
+  const double local[3] = {loss_sum, rows, correct};
+  const std::vector<double> t = sum_over_ranks(world_, local);
+  return eval_result(t[0], t[1], t[2], share.take);
+}
+
+bool HybridShardedOptimizer::should_early_stop() const {
+  return impl_->early.stop;
+}
+
+// --- the training loop ---------------------------------------------------------------------
+
+TrainResult HybridShardedOptimizer::optimize(const OptimizeInput& input) {
+  SL_ENFORCE(input.train != nullptr, "HybridShardedOptimizer::optimize: no training data");
+  Impl& im = *impl_;
+  const TrainConfig& t = options_.train;
+  if (!im.sampler) {
+    SamplerOptions so;
+    so.batch_size = t.batch_size;
+    so.seed = t.seed;
+    so.rank = im.coord.dp;  // every rank of a replica reads the same slice
+    so.world = topo_.dp();
+    im.sampler = std::make_unique<Sampler>(input.train->size(), so);
+    if (im.has_pending_sampler) im.sampler->set_state(im.pending_sampler);
+    im.has_pending_sampler = false;
+  }
+  SL_ENFORCE(im.sampler->dataset_size() == input.train->size(),
+             "HybridShardedOptimizer: the training set changed size ({} -> {} samples)",
+             im.sampler->dataset_size(), input.train->size());
+  im.total_steps = t.steps > 0 ? t.steps : t.epochs * im.sampler->batches_per_epoch();
+  SL_ENFORCE(im.total_steps >= 1, "train: neither train.steps nor train.epochs asks for any step");
+  LoopSpec spec;
+  spec.config = &options_.train;
+  spec.base_lr = options_.optimizer.lr;
+  spec.total_steps = im.total_steps;
+  spec.first_step = steps_done_;
+  spec.stop_at = input.max_steps > 0 ? std::min(im.total_steps, steps_done_ + input.max_steps)
+                                     : im.total_steps;
+  spec.epoch = [&im] { return im.sampler->epoch(); };
+  if (input.eval)
+    spec.evaluate = [this, &input](int64_t max_samples) {
+      return evaluate(*input.eval, max_samples);
+    };
+  spec.step = [this, &input, &im](int64_t step, double lr) {
+    return run_step(*input.train, im.sampler->next(), step, lr);
+  };
+  TrainResult result = run_training_loop(spec, im.early, input.callbacks);
+  result.params = gather_params();
+  return result;
+}
+
+// --- parameters and optimizer state --------------------------------------------------------
+
+std::vector<float> HybridShardedOptimizer::gather_params() {
+  Impl& im = *impl_;
+  // Each element is written by exactly one rank (replica 0, and tp rank 0 for replicated
+  // parameters) into zeros, so the sum is exact.
+  std::vector<float> full(static_cast<size_t>(im.stage->full_layout().size()), 0.0f);
+  if (im.coord.dp == 0) im.stage->store_full(full, im.coord.tp == 0);
+  world_.all_reduce(full, ReduceOp::Sum);
+  return full;
+}
+
+void HybridShardedOptimizer::save_model(const std::string& path) {
+  const std::vector<float> full = gather_params();
+  parallel_detail::write_model_file_collective(world_, path, full_layout(), full);
+}
+
+void HybridShardedOptimizer::load_model(const std::string& path) {
+  const std::vector<float> full = read_model_file(path, full_layout());
+  impl_->stage->load_full(full);
+}
+
+void HybridShardedOptimizer::synchronize_optimizer_state() {
+  Impl& im = *impl_;
+  if (im.dp_sync->strategy() == "ddp") {
+    parallel_detail::broadcast_optimizer_state(*im.groups.dp, *optimizer_);
+    return;
+  }
+  SL_ENFORCE(optimizer_->range().size() == im.dp_sync->owned_elements(),
+             "synchronize_optimizer_state: rank {}'s optimizer holds {} elements, its shard is {}",
+             rank(), optimizer_->range().size(), im.dp_sync->owned_elements());
+  parallel_detail::check_optimizer_steps_agree(*im.groups.dp, *optimizer_);
+}
+
+}  // namespace shardlab

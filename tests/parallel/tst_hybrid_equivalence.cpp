@@ -1,0 +1,210 @@
+// 3D parallelism equals one process: for the GPT character model, every pp x tp x dp layout with
+// pp * tp * dp <= 8 that the model allows (4 heads: tp in {1, 2, 4}; 4 blocks: pp in {1, 2, 4}),
+// with both pipeline schedules where pp > 1 and the data-parallel strategies ddp, zero1 and zero2
+// in turn, trains 5 Adam steps on threads and ends with the single-process run's parameters
+// (build_training + Trainer, never the code under test) within 1e-5 relative; every step's loss
+// and the final evaluation match likewise. Each rank's ledger equals the planner's per-rank plan,
+// and GPipe holds more activations on the first stage than 1F1B. Bad layouts fail naming the
+// field.
+#include <QtTest>
+
+#include "engine/parallel/hybrid_optimizer.h"
+#include "engine/parallel/rank_runner.h"
+#include "tests/parallel/caught.h"
+#include "tests/parallel/parallel_test_util.h"
+
+using namespace shardlab;
+using namespace shardlab::ptest;
+
+namespace {
+
+constexpr double kTolerance = 1e-5;
+
+struct Layout {
+  int pp, tp, dp;
+  std::string schedule;
+  std::string strategy;
+  int64_t micro_batches;
+};
+
+std::vector<Layout> all_layouts() {
+  std::vector<Layout> out;
+  const std::vector<std::string> strategies{"ddp", "zero1", "zero2"};
+  int k = 0;
+  for (int pp : {1, 2, 4})
+    for (int tp : {1, 2, 4})
+      for (int dp = 1; pp * tp * dp <= 8; ++dp)
+        for (const std::string& schedule : {std::string("1f1b"), std::string("gpipe")}) {
+          if (pp == 1 && schedule == "gpipe") continue;  // one stage: the schedules coincide
+          // pp > 1: 4 micro-batches (1F1B reaches its steady state on 2 and 4 stages); tp alone:
+          // 2 (micro-batching without a pipeline); otherwise 1.
+          const int64_t m = pp > 1 ? 4 : (tp > 1 ? 2 : 1);
+          out.push_back({pp, tp, dp, schedule, strategies[static_cast<size_t>(k++) % 3], m});
+        }
+  return out;
+}
+
+QString name_of(const Layout& l) {
+  return QString("pp%1_tp%2_dp%3_%4_%5_m%6")
+      .arg(l.pp)
+      .arg(l.tp)
+      .arg(l.dp)
+      .arg(qs(l.schedule))
+      .arg(qs(l.strategy))
+      .arg(l.micro_batches);
+}
+
+// The tiny GPT with 4 heads; the batch is 2 samples per micro-batch and replica.
+JobSpec job_for(const Layout& l, int64_t vocab) {
+  JobSpec j = gpt_job(l.strategy, l.pp * l.tp * l.dp, vocab);
+  j.model.gpt.heads = 4;
+  j.train.steps = 5;
+  j.train.batch_size = 2 * l.dp * l.micro_batches;
+  j.train.eval_batches = 1;
+  j.parallel.pp = l.pp;
+  j.parallel.tp = l.tp;
+  j.parallel.dp = l.dp;
+  j.parallel.micro_batches = l.micro_batches;
+  j.parallel.schedule = l.schedule;
+  return j;
+}
+
+const Datasets& gpt_data_once() {
+  static const Datasets data = [] {
+    JobSpec j = gpt_job("ddp", 1, 0);
+    return load_job_data(j);
+  }();
+  return data;
+}
+
+int64_t corpus_vocab() {
+  JobSpec j = gpt_job("ddp", 1, 0);
+  complete_model_config(j.model, gpt_data_once());
+  return j.model.gpt.vocab_size;
+}
+
+std::vector<ParallelRunResult> run_every_rank(const JobSpec& job) {
+  const int n = static_cast<int>(job.parallel.world_size);
+  std::vector<ParallelRunResult> out(static_cast<size_t>(n));
+  run_threads(n, test_comm_options(), [&](Communicator& c) {
+    out[static_cast<size_t>(c.rank())] = run_rank(job, c, gpt_data_once());
+  });
+  return out;
+}
+
+}  // namespace
+
+class TestHybridEquivalence : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void sweep_covers_every_layout() {
+    // 24 layouts (pp, tp, dp) with product <= 8, 10 of them with two stages or more.
+    int layouts = 0, piped = 0;
+    for (const Layout& l : all_layouts()) {
+      if (l.schedule == "1f1b") ++layouts;
+      if (l.pp > 1) ++piped;
+    }
+    QCOMPARE(layouts, 24);
+    QCOMPARE(piped, 20);
+    // The corpus's vocabulary does not split evenly over 4 tp ranks, so the uneven vocabulary
+    // split is exercised.
+    QVERIFY2(corpus_vocab() % 4 != 0, qPrintable(QString("vocab %1").arg(corpus_vocab())));
+  }
+
+  void equals_one_process_data() {
+    QTest::addColumn<int>("index");
+    const auto layouts = all_layouts();
+    for (size_t i = 0; i < layouts.size(); ++i)
+      QTest::newRow(qPrintable(name_of(layouts[i]))) << static_cast<int>(i);
+  }
+
+  void equals_one_process() {
+    QFETCH(int, index);
+    const Layout l = all_layouts()[static_cast<size_t>(index)];
+    const JobSpec job = job_for(l, corpus_vocab());
+    const TrainResult& ref = reference(job);
+    const std::vector<ParallelRunResult> runs = run_every_rank(job);
+    const TrainResult& r0 = runs[0].result;
+    // Parameters, reassembled from every stage and tp slice.
+    const double d = rel_diff(r0.params, ref.params);
+    QVERIFY2(d <= kTolerance, qPrintable(QString("params: max rel diff %1").arg(d)));
+    for (const ParallelRunResult& r : runs)
+      QVERIFY2(bit_equal(r.result.params, r0.params), "ranks gathered different parameters");
+    // Every step's loss.
+    QCOMPARE(r0.losses.size(), ref.losses.size());
+    for (size_t s = 0; s < ref.losses.size(); ++s) {
+      const double a = r0.losses[s], b = ref.losses[s];
+      QVERIFY2(std::abs(a - b) <= kTolerance * std::abs(b),
+               qPrintable(QString("step %1: loss %2 vs one process %3").arg(s + 1).arg(a).arg(b)));
+    }
+    // The final evaluation ran through the pipeline.
+    QVERIFY(!r0.evals.empty() && !ref.evals.empty());
+    const double ea = r0.final_eval().loss, eb = ref.final_eval().loss;
+    QVERIFY2(std::abs(ea - eb) <= kTolerance * std::abs(eb),
+             qPrintable(QString("eval loss %1 vs one process %2").arg(ea).arg(eb)));
+    QCOMPARE(r0.final_eval().accuracy, ref.final_eval().accuracy);
+    // What every rank holds at rest is what the planner predicts for that rank.
+    for (const RankReport& rr : runs[0].ranks)
+      for (MemCategory c : {MemCategory::params, MemCategory::grads, MemCategory::optimizer_state})
+        QVERIFY2(rr.memory.current[c] == rr.plan.steady[c],
+                 qPrintable(QString("rank %1 %2: ledger %3 bytes, plan %4")
+                                .arg(rr.rank)
+                                .arg(to_string(c))
+                                .arg(rr.memory.current[c])
+                                .arg(rr.plan.steady[c])));
+  }
+
+  void one_f_one_b_holds_fewer_activations() {
+    // p = 2, m = 4: GPipe keeps all 4 micro-batches on stage 0, 1F1B at most 2.
+    int64_t peak[2] = {0, 0};
+    int i = 0;
+    for (const char* schedule : {"gpipe", "1f1b"}) {
+      const JobSpec job = job_for({2, 1, 1, schedule, "ddp", 4}, corpus_vocab());
+      const auto runs = run_every_rank(job);
+      peak[i++] = runs[0].ranks[0].memory.peak[MemCategory::activations];
+    }
+    QVERIFY2(peak[0] > peak[1],
+             qPrintable(
+                 QString("stage 0 peak activations: gpipe %1, 1f1b %2").arg(peak[0]).arg(peak[1])));
+  }
+
+  void bad_layouts_fail_naming_the_field() {
+    const int64_t vocab = corpus_vocab();
+    auto create_error = [&](JobSpec job) {
+      std::pair<std::string, std::string> e;
+      run_threads(
+          static_cast<int>(job.parallel.world_size), test_comm_options(), [&](Communicator& c) {
+            auto got =
+                test::caught([&] { HybridShardedOptimizer::create(c, sharded_options(job)); });
+            if (c.rank() == 0) e = got;
+          });
+      return e;
+    };
+    JobSpec tp3 = job_for({1, 2, 1, "1f1b", "ddp", 2}, vocab);
+    tp3.parallel.tp = 3;
+    tp3.parallel.world_size = 3;
+    auto e = create_error(tp3);
+    QCOMPARE(qs(e.first), QString("InvalidArgument"));
+    QVERIFY2(e.second.find("parallel.tp") != std::string::npos, e.second.c_str());
+
+    JobSpec stages = job_for({2, 1, 1, "1f1b", "ddp", 4}, vocab);
+    stages.parallel.pp = 8;  // 4 blocks
+    stages.parallel.world_size = 8;
+    e = create_error(stages);
+    QVERIFY2(e.second.find("parallel.pp") != std::string::npos, e.second.c_str());
+
+    JobSpec fsdp = job_for({2, 1, 1, "1f1b", "ddp", 4}, vocab);
+    fsdp.parallel.strategy = "fsdp";
+    e = create_error(fsdp);
+    QVERIFY2(e.second.find("parallel.strategy") != std::string::npos, e.second.c_str());
+
+    JobSpec uneven = job_for({2, 1, 1, "1f1b", "ddp", 4}, vocab);
+    uneven.parallel.micro_batches = 3;  // batch 8
+    e = create_error(uneven);
+    QVERIFY2(e.second.find("micro_batches") != std::string::npos, e.second.c_str());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestHybridEquivalence)
+#include "tst_hybrid_equivalence.moc"
