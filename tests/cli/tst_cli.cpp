@@ -143,6 +143,23 @@ class TestCli : public QObject {
     QVERIFY(o.err.isEmpty());
   }
 
+  // The 3D example job (pp 2 x tp 2 x dp 2 on 8 thread ranks), shortened: it trains, prints
+  // the 3D parallel line, the per-rank table and the bubble beside the formula, and --verify
+  // finds the single-process run's parameters.
+  void gpt3dJobVerifies() {
+    const Outcome o = run_cli({"run", "resources/jobs/gpt-3d.json", "--set", "train.steps=8",
+                               "--set", "train.log_every=4", "--set", "train.eval_every=0",
+                               "--set", "train.eval_batches=1", "--verify"});
+    QVERIFY2(o.exit_code == 0, qPrintable(o.out + o.err));
+    QVERIFY2(o.out.contains("parallel: pp 2 x tp 2 x dp 2 on 8 ranks"), qPrintable(o.out));
+    QVERIFY2(o.out.contains("summary: completed 8 steps"), qPrintable(o.out));
+    QVERIFY2(o.out.contains("ledger matches the planner on every rank"), qPrintable(o.out));
+    // (p-1)/(m+p-1) with p = 2, m = 4.
+    QVERIFY2(o.out.contains("formula (p-1)/(m+p-1) = 20.0%"), qPrintable(o.out));
+    QVERIFY2(o.out.contains(" OK"), qPrintable(o.out));
+    QVERIFY2(o.out.contains("verify: max_rel_diff="), qPrintable(o.out));
+  }
+
   // The threads backend's bench on small sizes: a table row per size, and the memcpy reference.
   void benchCommThreads() {
     const Outcome o = run_cli({"bench", "comm", "--backend", "threads", "--ranks", "3",
