@@ -1,7 +1,8 @@
 // shardlab bench: performance figures measured on this machine.
 //   optimizer  base-optimizer update throughput next to a STREAM-style triad (engine/bench)
 //   mlp        single-process MLP training throughput on Fashion-MNIST, in samples/s
-//   comm, sharded, hybrid: bench_comm.cpp, bench_sharded.cpp, bench_hybrid.cpp
+//   comm, sharded, hybrid, telemetry: bench_comm.cpp, bench_sharded.cpp, bench_hybrid.cpp,
+//   bench_telemetry.cpp
 #include <fmt/format.h>
 
 #include <fmt/ranges.h>
@@ -72,14 +73,15 @@ int bench_mlp(const std::vector<std::string>& argv) {
 
 int bench_command(const std::vector<std::string>& argv) {
   if (argv.empty())
-    SL_THROW(UsageError, "bench needs a target: optimizer, mlp, comm, sharded or hybrid");
+    SL_THROW(UsageError, "bench needs a target: optimizer, mlp, comm, sharded, hybrid or telemetry");
   const std::vector<std::string> rest(argv.begin() + 1, argv.end());
   if (argv[0] == "optimizer") return bench_optimizer(rest);
   if (argv[0] == "mlp") return bench_mlp(rest);
   if (argv[0] == "comm") return bench_comm_command(rest);
   if (argv[0] == "sharded") return bench_sharded_command(rest);
   if (argv[0] == "hybrid") return bench_hybrid_command(rest);
-  SL_THROW(UsageError, "unknown bench target '{}' (known: optimizer, mlp, comm, sharded, hybrid)",
+  if (argv[0] == "telemetry") return bench_telemetry_command(rest);
+  SL_THROW(UsageError, "unknown bench target '{}' (known: optimizer, mlp, comm, sharded, hybrid, telemetry)",
            argv[0]);
 }
 

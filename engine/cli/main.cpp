@@ -23,8 +23,15 @@ constexpr const char* kUsage =
     "  run JOB.json [--set key=value]... [--quiet]   train the job: one process, or every rank of\n"
     "      [--verify] [--tolerance T]                a sharded job (threads here, or mpirun);\n"
     "                                                --verify compares with one process\n"
+    "      [--telemetry HOST:PORT] [--token-file F]  stream to a collector; records to\n"
+    "      [--record RUN.slrec | --no-record]        runs/<time>-<job>.slrec unless --no-record\n"
     "  worker JOB.json [--set key=value]... [--quiet] one rank of a sharded job, under "
     "mpirun/srun\n"
+    "      [--telemetry HOST:PORT] [--token-file F] [--record RUN.slrec]\n"
+    "  monitor --listen ADDR:PORT [--record RUN.slrec] a headless collector: live per-rank table\n"
+    "      [--token-file F] [--until-done] [--duration S] [--interval S]\n"
+    "  replay RUN.slrec                               the per-rank table from a recording\n"
+    "  export RUN.slrec [--chrome-trace OUT.json] [--csv OUT.csv]\n"
     "  bench optimizer [--params N] [--reps R]        base-optimizer update throughput vs. triad\n"
     "  bench mlp [--steps N]                          MLP training throughput on Fashion-MNIST\n"
     "  bench comm [--backend threads|mpi] [--ranks N] collective bandwidth, nccl-tests style\n"
@@ -33,6 +40,8 @@ constexpr const char* kUsage =
     "             [--model mlp|mlp10m] [--steps S] [--warmup W] [--batch B] [--sequential]\n"
     "  bench hybrid [--steps S] [--warmup W] [--quick] GPT pp x tp x dp tokens/s, pipeline bubble\n"
     "             [--strategy ddp|zero1|zero2] [--bubble-layers L]\n"
+    "  bench telemetry [--events N] [--steps S]       collector ingest events/s, worker overhead\n"
+    "             [--pairs R] [--quick]               of telemetry on the demo job (off vs. on)\n"
     "  info                                           build options, MPI library, GPUs\n"
     "  help                                           this text\n"
     "\n"
@@ -72,6 +81,9 @@ int main(int argc, char** argv) {
     if (cmd == "worker") return shardlab::cli::worker_command(args);
     if (cmd == "bench") return shardlab::cli::bench_command(args);
     if (cmd == "info") return shardlab::cli::info_command(args);
+    if (cmd == "monitor") return shardlab::cli::monitor_command(args);
+    if (cmd == "replay") return shardlab::cli::replay_command(args);
+    if (cmd == "export") return shardlab::cli::export_command(args);
     if (cmd == "help" || cmd == "--help" || cmd == "-h") {
       std::fputs(kUsage, stdout);
       return 0;

@@ -14,6 +14,7 @@
 #include "engine/cli/commands.h"
 #include "engine/cli/mpi_launch.h"
 #include "engine/cli/sharded_report.h"
+#include "engine/cli/telemetry_setup.h"
 #include "engine/cli/verify.h"
 #include "engine/core/timer.h"
 #include "engine/job/job_spec.h"
@@ -21,27 +22,61 @@
 #include "engine/parallel/rank_runner.h"
 #include "engine/parallel/sharded_optimizer.h"
 #include "engine/train/build.h"
+#include "engine/train/step_telemetry.h"
+#include "net/auth.h"
+#include "net/collector.h"
+#include "net/consumers.h"
 
 namespace shardlab::cli {
 namespace {
 
-int run_single(const JobSpec& job, bool quiet, Stopwatch& total) {
+// Publishes the job state around `body` (failed, with the reason, when it throws).
+template <class F>
+auto with_job_state(telemetry::TelemetrySink* sink, F&& body) {
+  auto state = [sink](telemetry::JobState s, std::string reason = {}) {
+    if (!sink) return;
+    telemetry::Event e;
+    e.time = telemetry::now_seconds();
+    e.payload = telemetry::JobStateEvent{s, std::move(reason)};
+    sink->publish(std::move(e));
+  };
+  state(telemetry::JobState::running);
+  try {
+    auto r = body();
+    state(telemetry::JobState::finished);
+    return r;
+  } catch (const std::exception& e) {
+    state(telemetry::JobState::failed, e.what());
+    throw;
+  }
+}
+
+int run_single(const JobSpec& job, bool quiet, const Args& args, Stopwatch& total) {
   TrainingSetup setup = build_training(job);
   const bool tokens = setup.job.model.kind == "gpt";
+  RunTelemetry tel(args, setup.job, {0}, true);
   print_job_header(setup.job, setup.data.description, setup.model->num_params());
-  const TrainResult r = run_training(setup, progress_printer(tokens, quiet));
+  TrainerCallbacks cb = progress_printer(tokens, quiet);
+  add_step_telemetry(cb, tel.sink(0), 0, tokens, nullptr);
+  const TrainResult r = with_job_state(tel.sink(0), [&] { return run_training(setup, cb); });
   print_summary_line(setup.job, r, total.seconds());
+  tel.close();
   return 0;
 }
 
 int run_threads(JobSpec job, bool quiet, const Args& args, double tolerance, Stopwatch& total) {
   const Datasets data = load_job_data(job);
   complete_model_config(job.model, data);
+  std::vector<int> ranks;
+  for (int r = 0; r < job.parallel.world_size; ++r) ranks.push_back(r);
+  RunTelemetry tel(args, job, ranks, true);
   print_job_header(job, data.description, model_layout(job.model).size());
   RankRunOptions opts;
   opts.callbacks = progress_printer(job.model.kind == "gpt", quiet);
+  opts.telemetry = tel.sink_of();
   const ParallelRunResult run = run_threads_job(job, data, opts);
   print_sharded_summary(job, run, total.seconds());
+  tel.close();
   if (!args.has("--verify")) return 0;
   return verify_against_single_process(job, run.result.params, tolerance) ? 0 : 1;
 }
@@ -64,6 +99,42 @@ int run_mpi(const JobSpec& job, const std::string& path, bool quiet, const Args&
     worker.push_back(s);
   }
   if (quiet) worker.push_back("--quiet");
+  // The workers stream to the collector given; otherwise, unless --no-record, to a collector in
+  // this process on loopback that records the run (its fresh token reaches the workers through
+  // the environment, which mpirun's local ranks inherit).
+  std::unique_ptr<net::RecordingConsumer> recording;
+  std::unique_ptr<net::Collector> collector;
+  if (args.has("--telemetry")) {
+    for (const char* flag : {"--telemetry", "--token-file"})
+      if (args.has(flag)) {
+        worker.push_back(flag);
+        worker.push_back(args.get(flag));
+      }
+  } else if (!args.has("--no-record")) {
+    const std::string rec_path = args.get("--record", default_recording_path(job));
+    const std::filesystem::path dir = std::filesystem::path(rec_path).parent_path();
+    std::error_code ec;
+    if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+    recording = std::make_unique<net::RecordingConsumer>(rec_path);
+    net::CollectorOptions co;
+    co.token = net::make_token();
+    co.log = [](const std::string& line) { fmt::print(stderr, "telemetry: {}\n", line); };
+    collector =
+        std::make_unique<net::Collector>(co, std::vector<net::MessageConsumer*>{recording.get()});
+    collector->start();
+    setenv(net::kTokenEnv, co.token.c_str(), 1);
+    worker.push_back("--telemetry");
+    worker.push_back(fmt::format("127.0.0.1:{}", collector->port()));
+  }
+  auto finish_recording = [&] {
+    if (!collector) return;
+    collector->stop();
+    recording->writer().flush();
+    unsetenv(net::kTokenEnv);
+    fmt::print("telemetry: recorded {} messages to {}\n", recording->writer().messages(),
+               recording->writer().path());
+    collector.reset();
+  };
   const bool verify = args.has("--verify");
   const std::string model_file =
       (std::filesystem::temp_directory_path() /
@@ -75,6 +146,7 @@ int run_mpi(const JobSpec& job, const std::string& path, bool quiet, const Args&
     worker.push_back(model_file);
   }
   const int rc = run_mpirun(static_cast<int>(job.parallel.world_size), worker);
+  finish_recording();
   SL_ENFORCE(rc == 0, "mpirun exited with status {}: a rank failed (its error is printed above)",
              rc);
   if (!verify) return 0;
@@ -88,7 +160,8 @@ int run_mpi(const JobSpec& job, const std::string& path, bool quiet, const Args&
 }  // namespace
 
 int run_command(const std::vector<std::string>& argv) {
-  Args args(argv, {{"--set", "--tolerance"}, {"--quiet", "--verify"}});
+  Args args(argv, {{"--set", "--tolerance", "--telemetry", "--token-file", "--record"},
+                   {"--quiet", "--verify", "--no-record"}});
   if (args.positional().size() != 1)
     SL_THROW(UsageError,
              "run needs exactly one job file, e.g. shardlab run resources/jobs/fashion_mlp.json");
@@ -105,7 +178,7 @@ int run_command(const std::vector<std::string>& argv) {
                "--verify compares a sharded run with one process, but this job's "
                "parallel.strategy is none (try --set parallel.strategy=zero2 --set "
                "parallel.world_size=4)");
-    return run_single(job, quiet, total);
+    return run_single(job, quiet, args, total);
   }
   if (job.parallel.backend == "mpi") return run_mpi(job, path, quiet, args, tolerance);
   return run_threads(job, quiet, args, tolerance, total);

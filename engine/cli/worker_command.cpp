@@ -8,6 +8,7 @@
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
 #include "engine/cli/sharded_report.h"
+#include "engine/cli/telemetry_setup.h"
 #include "engine/core/timer.h"
 #include "engine/job/job_spec.h"
 #include "engine/parallel/rank_runner.h"
@@ -20,7 +21,8 @@
 namespace shardlab::cli {
 
 int worker_command(const std::vector<std::string>& argv) {
-  Args args(argv, {{"--set", "--save-model"}, {"--quiet"}});
+  Args args(argv,
+            {{"--set", "--save-model", "--telemetry", "--token-file", "--record"}, {"--quiet"}});
   if (args.positional().size() != 1)
     SL_THROW(UsageError,
              "worker needs exactly one job file, e.g. mpirun -np 4 shardlab worker "
@@ -45,10 +47,12 @@ int worker_command(const std::vector<std::string>& argv) {
              job.parallel.world_size, session.world_size(), job.parallel.world_size,
              session.world_size());
   auto totals = make_comm_totals(job.parallel, session.world_size());
+  // This rank's telemetry: a publisher to --telemetry, and/or its own --record file.
+  RunTelemetry tel(args, job, {session.world_rank()}, false);
   CommOptions copts;
   copts.timeout =
       std::chrono::milliseconds(static_cast<int64_t>(std::llround(job.parallel.timeout_s * 1000)));
-  copts.sink = totals;
+  copts.sink = with_comm_telemetry(totals, tel.sink_of(), job.parallel, session.world_size());
   auto world = make_mpi_world(copts);
   const bool root = world->rank() == 0;
   const Datasets data = load_job_data(job);
@@ -58,8 +62,10 @@ int worker_command(const std::vector<std::string>& argv) {
   opts.callbacks = progress_printer(job.model.kind == "gpt", args.has("--quiet"));
   opts.comm_totals = totals;
   opts.save_model_path = args.get("--save-model");
+  opts.telemetry = tel.sink_of();
   const ParallelRunResult run = run_rank(job, *world, data, opts);
   if (root) print_sharded_summary(job, run, total.seconds());
+  tel.close();
   return 0;
 #endif
 }

@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "engine/core/error.h"
 #include "engine/data/batch.h"
 #include "engine/data/sampler.h"
 #include "engine/parallel/dp_sync.h"
@@ -48,7 +50,25 @@ struct HybridShardedOptimizer::Impl {
   std::vector<Shape> out_shapes;
   std::vector<WorkHandle> act_sends, grad_sends;
   Tensor grad_in, dlogits;
+  telemetry::TelemetrySink* telemetry = nullptr;  // pipeline-phase events (may be null)
+  int world_rank = 0;
   Batch batch;
+
+  // After a failed pipelined step the stage's slots may still be the source or target of sends
+  // and receives that never completed: the handles are dropped (bounded) and the optimizer
+  // refuses further steps and evaluations.
+  std::string failure;
+  void fail(const std::string& why) {
+    act_sends.assign(act_sends.size(), nullptr);
+    grad_sends.assign(grad_sends.size(), nullptr);
+    failure = why;
+  }
+  void check_usable() const {
+    SL_ENFORCE(failure.empty(),
+               "HybridShardedOptimizer: an earlier step failed ({}); build a new optimizer (or "
+               "resume from a checkpoint) to continue",
+               failure);
+  }
 
   struct PipelineOutcome {
     double loss = 0;   // mean over micro-batches of their mean loss (last stage; 0 elsewhere)

@@ -122,10 +122,16 @@ StepOutcome HybridShardedOptimizer::run_step(const Dataset& data,
                                              const std::vector<int64_t>& indices, int64_t step,
                                              double lr) {
   Impl& im = *impl_;
+  im.check_usable();
   PipelineStage& stage = *im.stage;
   stage.zero_grad();
-  const Impl::PipelineOutcome pipe =
-      im.run_pipeline(data, indices, options_.sharding.micro_batches);
+  Impl::PipelineOutcome pipe;
+  try {
+    pipe = im.run_pipeline(data, indices, options_.sharding.micro_batches);
+  } catch (const std::exception& e) {
+    im.fail(e.what());
+    throw;
+  }
   times_.busy += pipe.busy;
   times_.idle += pipe.idle;
   ++times_.steps;
@@ -163,13 +169,15 @@ StepOutcome HybridShardedOptimizer::run_step(const Dataset& data,
 
 EvalResult HybridShardedOptimizer::evaluate(const Dataset& data, int64_t max_samples) {
   Impl& im = *impl_;
+  im.check_usable();
   PipelineStage& stage = *im.stage;
   Communicator& pp = *im.groups.pp;
   const int s = im.coord.pp;
-  // The dp replicas share the samples; every rank of a replica runs the same forwards.
-  const EvalShare share =
-      eval_share(data.size(), max_samples, std::max<int64_t>(options_.train.batch_size, 256),
-                 topo_.dp(), im.coord.dp);
+  // The dp replicas share the samples; every rank of a replica runs the same forwards, in rounds
+  // of one replica's training batch, so the stage's layers (slot 0) never grow beyond what
+  // training holds.
+  const EvalShare share = eval_share(
+      data.size(), max_samples, options_.train.batch_size / topo_.dp(), topo_.dp(), im.coord.dp);
   VocabParallelCrossEntropy loss_fn(im.tp);
   Batch b;
   Tensor in;
@@ -214,6 +222,8 @@ bool HybridShardedOptimizer::should_early_stop() const {
 TrainResult HybridShardedOptimizer::optimize(const OptimizeInput& input) {
   SL_ENFORCE(input.train != nullptr, "HybridShardedOptimizer::optimize: no training data");
   Impl& im = *impl_;
+  im.telemetry = input.telemetry;
+  im.world_rank = rank();
   const TrainConfig& t = options_.train;
   if (!im.sampler) {
     SamplerOptions so;

@@ -24,6 +24,17 @@ std::span<float> view(Tensor& t) {
   return {t.data(), static_cast<size_t>(t.numel())};
 }
 
+// One forward or backward of a micro-batch, as a telemetry event.
+void publish_phase(telemetry::TelemetrySink* sink, int rank, int stage, int micro_batch,
+                   bool backward, double start) {
+  if (!sink) return;
+  telemetry::Event e;
+  e.rank = rank;
+  e.time = telemetry::now_seconds();
+  e.payload = telemetry::PipelinePhaseEvent{stage, micro_batch, backward, start, e.time};
+  sink->publish(std::move(e));
+}
+
 }  // namespace
 
 HybridShardedOptimizer::Impl::PipelineOutcome HybridShardedOptimizer::Impl::run_pipeline(
@@ -67,6 +78,7 @@ HybridShardedOptimizer::Impl::PipelineOutcome HybridShardedOptimizer::Impl::run_
       }
       wait_send(act_sends[static_cast<size_t>(slot)]);
       const auto t0 = Clock::now();
+      const double phase_start = telemetry ? telemetry::now_seconds() : 0.0;
       const Tensor& y = stage->forward(slot, *x);
       out_shapes[static_cast<size_t>(slot)] = y.shape();
       if (stage->last()) {
@@ -75,6 +87,7 @@ HybridShardedOptimizer::Impl::PipelineOutcome HybridShardedOptimizer::Impl::run_
         out.rows += static_cast<int64_t>(batch.targets.size());
       }
       out.busy += since(t0);
+      publish_phase(telemetry, world_rank, s, j, false, phase_start);
       if (!stage->last())
         act_sends[static_cast<size_t>(slot)] = pp.send_async(view(y), s + 1, kActivationTag);
     } else {
@@ -94,8 +107,10 @@ HybridShardedOptimizer::Impl::PipelineOutcome HybridShardedOptimizer::Impl::run_
       }
       wait_send(grad_sends[static_cast<size_t>(slot)]);
       const auto t0 = Clock::now();
+      const double phase_start = telemetry ? telemetry::now_seconds() : 0.0;
       const Tensor& dx = stage->backward(slot, *g);
       out.busy += since(t0);
+      publish_phase(telemetry, world_rank, s, j, true, phase_start);
       if (!stage->first())
         grad_sends[static_cast<size_t>(slot)] = pp.send_async(view(dx), s - 1, kGradientTag);
       free_slots.push_back(slot);

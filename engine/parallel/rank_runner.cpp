@@ -4,13 +4,16 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <mutex>
 
 #include "engine/comm/threads/world.h"
 #include "engine/core/error.h"
+#include "engine/parallel/comm_telemetry.h"
 #include "engine/parallel/hybrid_optimizer.h"
 #include "engine/parallel/sharded_optimizer.h"
 #include "engine/parallel/strategies.h"
+#include "engine/train/step_telemetry.h"
 
 namespace shardlab {
 
@@ -44,6 +47,18 @@ std::shared_ptr<CommTotalsSink> make_comm_totals(const ParallelConfig& parallel,
   if (uses_model_parallelism(parallel))
     topo = Topology::make({parallel.pp, parallel.tp, parallel.dp}, world);
   return std::make_shared<CommTotalsSink>(world, topo);
+}
+
+std::shared_ptr<CommSink> with_comm_telemetry(
+    std::shared_ptr<CommSink> sink, std::function<telemetry::TelemetrySink*(int)> telemetry,
+    const ParallelConfig& parallel, int world) {
+  if (!telemetry) return sink;
+  std::optional<Topology> topo;
+  if (uses_model_parallelism(parallel))
+    topo = Topology::make({parallel.pp, parallel.tp, parallel.dp}, world);
+  auto forward = std::make_shared<CommTelemetrySink>(std::move(telemetry), topo);
+  return std::make_shared<TeeCommSink>(
+      std::vector<std::shared_ptr<CommSink>>{std::move(sink), std::move(forward)});
 }
 
 namespace {
@@ -99,11 +114,14 @@ ShardedOptions options_of(const JobSpec& job) {
 // what this rank held.
 template <class Opt>
 TrainResult train_rank(Opt& opt, const Datasets& data, const RankRunOptions& options,
-                       const MemoryLedger& ledger, RankReport& mine) {
+                       const MemoryLedger& ledger, RankReport& mine,
+                       telemetry::TelemetrySink* sink) {
   OptimizeInput in;
   in.train = data.train.get();
   in.eval = data.eval.get();
   if (opt.rank() == 0) in.callbacks = options.callbacks;
+  in.telemetry = sink;
+  add_step_telemetry(in.callbacks, sink, opt.rank(), opt.options().model.kind == "gpt", &ledger);
   TrainResult result = opt.optimize(in);
   if (!options.save_model_path.empty()) opt.save_model(options.save_model_path);
   mine.rank = opt.rank();
@@ -111,6 +129,16 @@ TrainResult train_rank(Opt& opt, const Datasets& data, const RankRunOptions& opt
   mine.memory.peak = ledger.snapshot().peak;
   mine.memory.peak_total = ledger.snapshot().peak_total;
   return result;
+}
+
+void publish_state(telemetry::TelemetrySink* sink, int rank, telemetry::JobState state,
+                   std::string reason = {}) {
+  if (!sink) return;
+  telemetry::Event e;
+  e.rank = rank;
+  e.time = telemetry::now_seconds();
+  e.payload = telemetry::JobStateEvent{state, std::move(reason)};
+  sink->publish(std::move(e));
 }
 
 }  // namespace
@@ -123,26 +151,41 @@ ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Dataset
   ParallelRunResult out;
   RankReport mine;
   std::function<MemoryPlan(int)> plan_of;
-  {
+  telemetry::TelemetrySink* sink = options.telemetry ? options.telemetry(comm.rank()) : nullptr;
+  publish_state(sink, comm.rank(), telemetry::JobState::starting);
+  try {
     MemoryLedger ledger;
     LedgerScope bind(&ledger);
     if (uses_model_parallelism(job.parallel)) {
       auto opt = HybridShardedOptimizer::create(comm, options_of(job));
-      out.result = train_rank(*opt, data, options, ledger, mine);
+      publish_state(sink, comm.rank(), telemetry::JobState::running);
+      out.result = train_rank(*opt, data, options, ledger, mine, sink);
       mine.stage = opt->coord().pp;
       mine.pipeline_busy = opt->pipeline_times().busy;
       mine.pipeline_idle = opt->pipeline_times().idle;
-      plan_of = [&job, world = comm.size()](int r) {
-        return plan_memory_hybrid(job.model, job.optimizer, job.parallel, world, r);
+      // The plan depends on the stage and the tp slice only: one per (pp_i, tp_i).
+      const Topology topo = opt->topology();
+      auto cache = std::make_shared<std::map<std::pair<int, int>, MemoryPlan>>();
+      plan_of = [&job, topo, cache, world = comm.size()](int r) {
+        const Coord c = topo.coord(r);
+        auto [it, fresh] = cache->try_emplace({c.pp, c.tp});
+        if (fresh)
+          it->second = plan_memory_hybrid(job.model, job.optimizer, job.parallel, world, r);
+        return it->second;
       };
     } else {
       auto opt = ShardedOptimizer::create(comm, options_of(job));
-      out.result = train_rank(*opt, data, options, ledger, mine);
+      publish_state(sink, comm.rank(), telemetry::JobState::running);
+      out.result = train_rank(*opt, data, options, ledger, mine, sink);
       const MemoryPlan plan =
           plan_memory(opt->model().layout(), job.optimizer, job.parallel, comm.size());
       plan_of = [plan](int) { return plan; };  // the same formula for every rank
     }
+  } catch (const std::exception& e) {
+    publish_state(sink, comm.rank(), telemetry::JobState::failed, e.what());
+    throw;
   }
+  publish_state(sink, comm.rank(), telemetry::JobState::finished);
   if (options.comm_totals) {
     mine.comm_seconds = options.comm_totals->seconds(comm.rank());
     mine.comm_ops = options.comm_totals->ops(comm.rank());
@@ -163,7 +206,7 @@ ParallelRunResult run_threads_job(const JobSpec& job, const Datasets& data,
   CommOptions copts;
   copts.timeout =
       std::chrono::milliseconds(static_cast<int64_t>(std::llround(job.parallel.timeout_s * 1000)));
-  copts.sink = opts.comm_totals;
+  copts.sink = with_comm_telemetry(opts.comm_totals, opts.telemetry, job.parallel, n);
   run_threads(n, copts, [&](Communicator& comm) {
     ParallelRunResult r = run_rank(job, comm, data, opts);
     if (comm.rank() == 0) {

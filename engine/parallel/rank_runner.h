@@ -16,6 +16,7 @@
 #include "engine/job/job_spec.h"
 #include "engine/parallel/planner.h"
 #include "engine/parallel/topology.h"
+#include "engine/telemetry/sink.h"
 #include "engine/train/trainer.h"
 
 namespace shardlab {
@@ -57,12 +58,23 @@ class CommTotalsSink : public CommSink {
 // topology when it uses pp or tp).
 std::shared_ptr<CommTotalsSink> make_comm_totals(const ParallelConfig& parallel, int world);
 
+// `sink`, plus (when `telemetry` is set) a CommTelemetrySink publishing every record on its world
+// rank's telemetry sink; install the result as CommOptions::sink when making the world.
+std::shared_ptr<CommSink> with_comm_telemetry(
+    std::shared_ptr<CommSink> sink, std::function<telemetry::TelemetrySink*(int)> telemetry,
+    const ParallelConfig& parallel, int world);
+
 struct RankRunOptions {
   TrainerCallbacks callbacks;  // called on rank 0 only
   // The sink the world's communicators report to, for RankReport's comm figures (may be null).
   std::shared_ptr<CommTotalsSink> comm_totals;
   // When set, the trained model is written there (save_model) at the end.
   std::string save_model_path;
+  // Each rank's telemetry sink by world rank (null, or returning null: none). A rank publishes its
+  // job state (starting, running, finished, or failed with the reason), every step with its memory
+  // ledger, and its pipeline phases; collective events come from the communicator's sink
+  // (comm_telemetry.h), which run_threads_job installs when this is set.
+  std::function<telemetry::TelemetrySink*(int rank)> telemetry;
 };
 
 // One rank: binds a fresh MemoryLedger to this thread, builds the sharded optimizer from `job`

@@ -38,6 +38,7 @@
 #include "engine/optim/optimizer.h"
 #include "engine/parallel/parallel_config.h"
 #include "engine/parallel/shard_layout.h"
+#include "engine/telemetry/sink.h"
 #include "engine/train/lr_schedule.h"
 #include "engine/train/trainer.h"
 #include "engine/train/training_loop.h"
@@ -61,6 +62,10 @@ struct OptimizeInput {
   // Stop after this many more optimizer steps (0: run to the end). The schedule and the data
   // order are those of the whole run, so a run cut into pieces equals an uninterrupted one.
   int64_t max_steps = 0;
+  // Where this rank's pipeline-phase events go (HybridShardedOptimizer: one per forward and
+  // backward of a micro-batch); may be null. Step, memory and collective events are published by
+  // the caller (rank_runner.h).
+  telemetry::TelemetrySink* telemetry = nullptr;
 };
 
 class ShardedOptimizer : protected BlockHooks {

@@ -41,10 +41,10 @@ Topology Topology::make(const TopologyConfig& config, int world) {
     int64_t product = 0;
     if (__builtin_mul_overflow(pp_tp, dp, &product))
       SL_THROW(InvalidArgument,
-               "parallel.tp: pp x tp x dp = {} x {} x {} is more than the world size {}", pp, tp,
+               "parallel.dp: pp x tp x dp = {} x {} x {} is more than the world size {}", pp, tp,
                dp, world);
     SL_THROW(InvalidArgument,
-             "parallel.tp: pp x tp x dp = {} x {} x {} = {} does not equal the world size {}", pp,
+             "parallel.dp: pp x tp x dp = {} x {} x {} = {} does not equal the world size {}", pp,
              tp, dp, product, world);
   }
   return Topology(static_cast<int>(pp), static_cast<int>(tp), static_cast<int>(dp));

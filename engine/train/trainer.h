@@ -27,6 +27,7 @@ struct StepInfo {
   double grad_norm = 0;           // global gradient norm of this step, before clipping
   double samples_per_second = 0;  // over the steps since the last progress line, training only
   double tokens_per_second = 0;   // target rows per second (= samples/s for classifiers)
+  double step_seconds = 0;        // on_step: this step's time (0 in on_log)
 };
 
 struct EvalResult {
@@ -52,6 +53,8 @@ struct TrainResult {
 
 struct TrainerCallbacks {
   std::function<void(const StepInfo&)> on_log;     // every train.log_every steps and at the end
+  // After every step, with that step's own figures (its loss, time and throughput).
+  std::function<void(const StepInfo&)> on_step;
   std::function<void(const EvalResult&)> on_eval;  // after each evaluation
 };
 

@@ -62,6 +62,21 @@ TrainResult run_training_loop(const LoopSpec& spec, EarlyStopState& early,
     window_rows += s.rows;
     ++window_steps;
     const bool last = done == spec.total_steps;
+    if (callbacks.on_step) {
+      StepInfo info;
+      info.step = done;
+      info.total_steps = spec.total_steps;
+      info.epoch = spec.epoch();
+      info.loss = s.loss;
+      info.lr = lr;
+      info.grad_norm = s.grad_norm;
+      info.step_seconds = secs;
+      if (secs > 0) {
+        info.samples_per_second = static_cast<double>(s.samples) / secs;
+        info.tokens_per_second = static_cast<double>(s.rows) / secs;
+      }
+      callbacks.on_step(info);
+    }
     if (callbacks.on_log && (done % t.log_every == 0 || last || done == spec.stop_at)) {
       StepInfo info;
       info.step = done;

@@ -3,11 +3,20 @@
 // crash, an uncaught exception or a stack dump; a small real job trains and prints its summary.
 #include <QtTest>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cmath>
 
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QMap>
 #include <QProcess>
 #include <QRegularExpression>
+#include <QSet>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 
@@ -19,9 +28,18 @@ struct Outcome {
   QString out, err;
 };
 
+// Where `shardlab run` records runs during the tests (never the source tree).
+QString runs_dir() {
+  static QTemporaryDir dir;
+  return dir.path();
+}
+
 Outcome run_cli(const QStringList& args, int timeout_ms = 120000) {
   QProcess p;
   p.setWorkingDirectory(SHARDLAB_SOURCE_DIR);
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert("SHARDLAB_RUNS_DIR", runs_dir());
+  p.setProcessEnvironment(env);
   p.start(SHARDLAB_CLI, args);
   Outcome o;
   if (!p.waitForFinished(timeout_ms)) {
@@ -38,6 +56,23 @@ Outcome run_cli(const QStringList& args, int timeout_ms = 120000) {
 }
 
 const QString kMlpJob = "resources/jobs/fashion_mlp.json";
+
+// A loopback port nobody listens on right now (bound to port 0, read back, released).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
 
 }  // namespace
 
@@ -148,8 +183,8 @@ class TestCli : public QObject {
   // finds the single-process run's parameters.
   void gpt3dJobVerifies() {
     const Outcome o = run_cli({"run", "resources/jobs/gpt-3d.json", "--set", "train.steps=8",
-                               "--set", "train.log_every=4", "--set", "train.eval_every=0",
-                               "--set", "train.eval_batches=1", "--verify"});
+                               "--set", "train.log_every=4", "--set", "train.eval_every=0", "--set",
+                               "train.eval_batches=1", "--verify"});
     QVERIFY2(o.exit_code == 0, qPrintable(o.out + o.err));
     QVERIFY2(o.out.contains("parallel: pp 2 x tp 2 x dp 2 on 8 ranks"), qPrintable(o.out));
     QVERIFY2(o.out.contains("summary: completed 8 steps"), qPrintable(o.out));
@@ -158,6 +193,77 @@ class TestCli : public QObject {
     QVERIFY2(o.out.contains("formula (p-1)/(m+p-1) = 20.0%"), qPrintable(o.out));
     QVERIFY2(o.out.contains(" OK"), qPrintable(o.out));
     QVERIFY2(o.out.contains("verify: max_rel_diff="), qPrintable(o.out));
+  }
+
+  // Telemetry end to end: `shardlab monitor` on loopback, a real `shardlab run` of 4 mpi ranks
+  // streaming to it, the recording replayed, and its Chrome trace (valid JSON, one process per
+  // rank) and CSV exported.
+  void telemetryMonitorMpiRun() {
+    const QString mpirun = QStandardPaths::findExecutable("mpirun");
+    if (mpirun.isEmpty()) QSKIP("mpirun not found (apt-get install openmpi-bin)");
+    const int port = free_port();
+    QVERIFY(port > 0);
+    const QString token = tmp_.filePath("monitor.token");
+    const QString rec = tmp_.filePath("run.slrec");
+    QProcess monitor;
+    monitor.setWorkingDirectory(SHARDLAB_SOURCE_DIR);
+    monitor.start(SHARDLAB_CLI, {"monitor", "--listen", QString("127.0.0.1:%1").arg(port),
+                                 "--record", rec, "--token-file", token, "--until-done",
+                                 "--interval", "0.2", "--duration", "120"});
+    QVERIFY(monitor.waitForStarted(10000));
+    for (int i = 0; i < 100 && !QFile::exists(token); ++i) QTest::qWait(50);
+    QVERIFY2(QFile::exists(token), "the monitor wrote no token file");
+    QProcess run;
+    run.setWorkingDirectory(SHARDLAB_SOURCE_DIR);
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("OMPI_ALLOW_RUN_AS_ROOT", "1");
+    env.insert("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    env.insert("SHARDLAB_RUNS_DIR", runs_dir());
+    run.setProcessEnvironment(env);
+    run.start(SHARDLAB_CLI,
+              {"run", kMlpJob, "--set", "parallel.backend=mpi", "--set", "parallel.world_size=4",
+               "--set", "train.steps=30", "--set", "train.log_every=10", "--set",
+               "train.eval_every=0", "--set", "train.eval_batches=1", "--quiet", "--telemetry",
+               QString("127.0.0.1:%1").arg(port), "--token-file", token});
+    QVERIFY(run.waitForFinished(180000));
+    const QString run_out =
+        QString::fromUtf8(run.readAllStandardOutput() + run.readAllStandardError());
+    QVERIFY2(run.exitCode() == 0, qPrintable(run_out));
+    QVERIFY2(monitor.waitForFinished(60000), "the monitor did not see every rank finish");
+    const QString mon_out = QString::fromUtf8(monitor.readAllStandardOutput());
+    const QString mon_err = QString::fromUtf8(monitor.readAllStandardError());
+    QVERIFY2(monitor.exitCode() == 0, qPrintable(mon_out + mon_err));
+    QVERIFY2(mon_out.contains("4 authenticated"), qPrintable(mon_out + mon_err));
+
+    const Outcome replay = run_cli({"replay", rec});
+    QVERIFY2(replay.exit_code == 0, qPrintable(replay.err));
+    for (int r = 0; r < 4; ++r)
+      QVERIFY2(replay.out.contains(QRegularExpression(QString("^\\s*%1\\s").arg(r),
+                                                      QRegularExpression::MultilineOption)),
+               qPrintable(replay.out));
+    QVERIFY2(replay.out.contains("finished"), qPrintable(replay.out));
+
+    const QString trace = tmp_.filePath("trace.json"), csv = tmp_.filePath("steps.csv");
+    const Outcome ex = run_cli({"export", rec, "--chrome-trace", trace, "--csv", csv});
+    QVERIFY2(ex.exit_code == 0, qPrintable(ex.err));
+    QFile tf(trace);
+    QVERIFY(tf.open(QIODevice::ReadOnly));
+    QJsonParseError perr;
+    const QJsonDocument doc = QJsonDocument::fromJson(tf.readAll(), &perr);
+    QVERIFY2(perr.error == QJsonParseError::NoError, qPrintable(perr.errorString()));
+    QSet<int> named, sliced;
+    for (const QJsonValue& v : doc.object()["traceEvents"].toArray()) {
+      const QJsonObject e = v.toObject();
+      if (e["ph"].toString() == "M" && e["name"].toString() == "process_name")
+        named.insert(e["pid"].toInt());
+      if (e["ph"].toString() == "X") sliced.insert(e["pid"].toInt());
+    }
+    QCOMPARE(named, (QSet<int>{0, 1, 2, 3}));
+    QCOMPARE(sliced, (QSet<int>{0, 1, 2, 3}));  // every rank's collectives
+    QFile cf(csv);
+    QVERIFY(cf.open(QIODevice::ReadOnly));
+    const QStringList lines = QString::fromUtf8(cf.readAll()).split('\n', Qt::SkipEmptyParts);
+    QCOMPARE(lines.size(), 1 + 4 * 30);  // header + every rank's 30 steps
   }
 
   // The threads backend's bench on small sizes: a table row per size, and the memcpy reference.

@@ -340,7 +340,7 @@ class TestJob : public QObject {
     mp_row("pp type", R"({"pp": 1.5})", "parallel.pp", "expected an integer, got 1.5");
     mp_row("schedule type", R"({"schedule": 1})", "parallel.schedule", "expected a string");
     mp_row("pp x tp x dp != world",
-           R"({"strategy": "ddp", "world_size": 8, "pp": 2, "tp": 2, "dp": 3})", "parallel.tp",
+           R"({"strategy": "ddp", "world_size": 8, "pp": 2, "tp": 2, "dp": 3})", "parallel.dp",
            "pp x tp x dp = 2 x 2 x 3 = 12 does not equal the world size 8");
     mp_row("dp -1 needs pp x tp to divide the world",
            R"({"strategy": "ddp", "world_size": 6, "pp": 2, "tp": 2})", "parallel.dp",
@@ -348,7 +348,7 @@ class TestJob : public QObject {
     mp_row("pp more than the world", R"({"strategy": "ddp", "world_size": 2, "pp": 4})",
            "parallel.pp", "4 stages are more than the world size 2");
     mp_row("explicit dp without model parallelism",
-           R"({"strategy": "ddp", "world_size": 4, "dp": 2})", "parallel.tp",
+           R"({"strategy": "ddp", "world_size": 4, "dp": 2})", "parallel.dp",
            "= 2 does not equal the world size 4");
     mp_row("tp does not divide heads", R"({"strategy": "ddp", "world_size": 3, "tp": 3})",
            "parallel.tp", "3 does not divide model.gpt.heads = 4");

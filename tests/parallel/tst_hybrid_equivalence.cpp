@@ -10,6 +10,7 @@
 
 #include "engine/parallel/hybrid_optimizer.h"
 #include "engine/parallel/rank_runner.h"
+#include "engine/train/build.h"
 #include "tests/parallel/caught.h"
 #include "tests/parallel/parallel_test_util.h"
 
@@ -25,6 +26,9 @@ struct Layout {
   std::string schedule;
   std::string strategy;
   int64_t micro_batches;
+  std::string optimizer = "adam";
+  double clip = 0;  // train.clip_grad_norm
+  std::string partition = "uniform";
 };
 
 std::vector<Layout> all_layouts() {
@@ -41,17 +45,29 @@ std::vector<Layout> all_layouts() {
           const int64_t m = pp > 1 ? 4 : (tp > 1 ? 2 : 1);
           out.push_back({pp, tp, dp, schedule, strategies[static_cast<size_t>(k++) % 3], m});
         }
+  // What the sweep above leaves out: every strategy on one 3D layout with SGD and a clip that
+  // binds (so the global norm must count every element exactly once); fewer micro-batches than
+  // stages; the balanced partition; three stages over four blocks (2, 1, 1) with tp.
+  for (const std::string& strategy : strategies)
+    out.push_back({2, 2, 2, "1f1b", strategy, 2, "sgd", 0.5});
+  out.push_back({4, 1, 1, "1f1b", "zero1", 2, "sgd", 0.5});
+  out.push_back({4, 1, 2, "gpipe", "zero2", 1});
+  out.push_back({2, 1, 2, "1f1b", "ddp", 4, "adam", 0, "balanced"});
+  out.push_back({3, 2, 1, "1f1b", "zero1", 3, "sgd", 0.5});
   return out;
 }
 
 QString name_of(const Layout& l) {
-  return QString("pp%1_tp%2_dp%3_%4_%5_m%6")
+  return QString("pp%1_tp%2_dp%3_%4_%5_m%6%7%8%9")
       .arg(l.pp)
       .arg(l.tp)
       .arg(l.dp)
       .arg(qs(l.schedule))
       .arg(qs(l.strategy))
-      .arg(l.micro_batches);
+      .arg(l.micro_batches)
+      .arg(l.optimizer == "adam" ? QString() : "_" + qs(l.optimizer))
+      .arg(l.clip > 0 ? QString("_clip%1").arg(l.clip) : QString())
+      .arg(l.partition == "uniform" ? QString() : "_" + qs(l.partition));
 }
 
 // The tiny GPT with 4 heads; the batch is 2 samples per micro-batch and replica.
@@ -66,7 +82,32 @@ JobSpec job_for(const Layout& l, int64_t vocab) {
   j.parallel.dp = l.dp;
   j.parallel.micro_batches = l.micro_batches;
   j.parallel.schedule = l.schedule;
+  j.parallel.pp_partition = l.partition;
+  j.optimizer = optimizer_config(l.optimizer);
+  if (l.optimizer == "sgd") j.optimizer.lr = 0.5;  // large steps: differences would show
+  j.train.clip_grad_norm = l.clip;
   return j;
+}
+
+// The single-process run of `job` (build_training + Trainer, never the code under test) with
+// every step's pre-clip gradient norm.
+struct Reference {
+  TrainResult result;
+  std::vector<double> grad_norms;
+};
+const Reference& reference_with_norms(const JobSpec& job) {
+  static std::map<std::string, std::unique_ptr<Reference>> cache;
+  const JobSpec single = single_process(job);
+  const std::string key =
+      job_to_json(single).dump() + "|clip=" + std::to_string(single.train.clip_grad_norm);
+  auto it = cache.find(key);
+  if (it != cache.end()) return *it->second;
+  auto ref = std::make_unique<Reference>();
+  TrainingSetup setup = build_training(single);
+  TrainerCallbacks cb;
+  cb.on_step = [&](const StepInfo& info) { ref->grad_norms.push_back(info.grad_norm); };
+  ref->result = run_training(setup, cb);
+  return *cache.emplace(key, std::move(ref)).first->second;
 }
 
 const Datasets& gpt_data_once() {
@@ -83,11 +124,15 @@ int64_t corpus_vocab() {
   return j.model.gpt.vocab_size;
 }
 
-std::vector<ParallelRunResult> run_every_rank(const JobSpec& job) {
+// Every rank's result; `norms` gets rank 0's pre-clip gradient norm of every step.
+std::vector<ParallelRunResult> run_every_rank(const JobSpec& job,
+                                              std::vector<double>* norms = nullptr) {
   const int n = static_cast<int>(job.parallel.world_size);
   std::vector<ParallelRunResult> out(static_cast<size_t>(n));
+  RankRunOptions ro;
+  if (norms) ro.callbacks.on_step = [norms](const StepInfo& i) { norms->push_back(i.grad_norm); };
   run_threads(n, test_comm_options(), [&](Communicator& c) {
-    out[static_cast<size_t>(c.rank())] = run_rank(job, c, gpt_data_once());
+    out[static_cast<size_t>(c.rank())] = run_rank(job, c, gpt_data_once(), ro);
   });
   return out;
 }
@@ -99,12 +144,15 @@ class TestHybridEquivalence : public QObject {
 
  private slots:
   void sweep_covers_every_layout() {
-    // 24 layouts (pp, tp, dp) with product <= 8, 10 of them with two stages or more.
+    // 24 layouts (pp, tp, dp) with product <= 8; the 10 with two stages or more run both
+    // schedules (20 rows); 7 extra rows after them.
     int layouts = 0, piped = 0;
-    for (const Layout& l : all_layouts()) {
-      if (l.schedule == "1f1b") ++layouts;
-      if (l.pp > 1) ++piped;
+    const auto all = all_layouts();
+    for (size_t i = 0; i + 7 < all.size(); ++i) {
+      if (all[i].schedule == "1f1b") ++layouts;
+      if (all[i].pp > 1) ++piped;
     }
+    QCOMPARE(all.size(), size_t{24 + 10 + 7});
     QCOMPARE(layouts, 24);
     QCOMPARE(piped, 20);
     // The corpus's vocabulary does not split evenly over 4 tp ranks, so the uneven vocabulary
@@ -123,9 +171,21 @@ class TestHybridEquivalence : public QObject {
     QFETCH(int, index);
     const Layout l = all_layouts()[static_cast<size_t>(index)];
     const JobSpec job = job_for(l, corpus_vocab());
-    const TrainResult& ref = reference(job);
-    const std::vector<ParallelRunResult> runs = run_every_rank(job);
+    const Reference& reference = reference_with_norms(job);
+    const TrainResult& ref = reference.result;
+    std::vector<double> norms;
+    const std::vector<ParallelRunResult> runs = run_every_rank(job, &norms);
     const TrainResult& r0 = runs[0].result;
+    // Every step's global gradient norm (before clipping): each element counted exactly once.
+    QCOMPARE(norms.size(), reference.grad_norms.size());
+    for (size_t s = 0; s < norms.size(); ++s) {
+      const double a = norms[s], b = reference.grad_norms[s];
+      QVERIFY2(std::abs(a - b) <= kTolerance * std::abs(b),
+               qPrintable(QString("step %1: grad norm %2 vs one process %3")
+                              .arg(s + 1)
+                              .arg(a, 0, 'g', 9)
+                              .arg(b, 0, 'g', 9)));
+    }
     // Parameters, reassembled from every stage and tp slice.
     const double d = rel_diff(r0.params, ref.params);
     QVERIFY2(d <= kTolerance, qPrintable(QString("params: max rel diff %1").arg(d)));

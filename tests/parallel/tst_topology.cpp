@@ -229,17 +229,17 @@ class TestTopology : public QObject {
         << 2LL << 3LL << -1LL << 8 << QStringList{"parallel.dp", "2 x 3 = 6", "divide", "8"};
     QTest::newRow("product 6 on 8")
         << 2LL << 3LL << 1LL << 8
-        << QStringList{"parallel.tp: pp x tp x dp = 2 x 3 x 1 = 6 does not equal the world size 8"};
+        << QStringList{"parallel.dp: pp x tp x dp = 2 x 3 x 1 = 6 does not equal the world size 8"};
     QTest::newRow("product 16 on 8")
-        << 2LL << 2LL << 4LL << 8 << QStringList{"parallel.tp", "= 16", "world size 8"};
+        << 2LL << 2LL << 4LL << 8 << QStringList{"parallel.dp", "= 16", "world size 8"};
     QTest::newRow("product 4 on 8")
-        << 1LL << 2LL << 2LL << 8 << QStringList{"parallel.tp", "= 4", "world size 8"};
+        << 1LL << 2LL << 2LL << 8 << QStringList{"parallel.dp", "= 4", "world size 8"};
     QTest::newRow("pp above world")
         << 16LL << 1LL << -1LL << 8 << QStringList{"parallel.pp", "16", "world size 8"};
     QTest::newRow("tp above world")
         << 1LL << 9LL << 1LL << 8 << QStringList{"parallel.tp", "9", "world size 8"};
     QTest::newRow("dp huge") << 2LL << 2LL << (1LL << 62) << 8
-                             << QStringList{"parallel.tp", "world size 8"};
+                             << QStringList{"parallel.dp", "world size 8"};
     QTest::newRow("world 0") << 1LL << 1LL << -1LL << 0
                              << QStringList{"parallel.world_size", ">= 1"};
   }

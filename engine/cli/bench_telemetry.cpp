@@ -1,0 +1,436 @@
+// shardlab bench telemetry: what telemetry costs, in two figures.
+//   ingest    how fast one collector (its io_context on one thread) takes in step events from one
+//             connection: a raw TCP client in this thread does the handshake by hand, then writes
+//             N pre-encoded STEP frames as fast as it can; timed from the first event byte written
+//             until the collector has handed all N to its consumer. Rows: a consumer that only
+//             counts, and a RunModelConsumer (what `shardlab monitor` and the app feed); beside
+//             them decode_frame alone over the same bytes (no sockets), the ceiling.
+//   overhead  the demo job (resources/jobs/fashion_mlp.json: mlp 784-256-128-10, adam, ZeRO-2 on 4
+//             threads), shortened and without evaluation, trained alternately with telemetry off
+//             and on (each rank a Publisher to an in-process collector that feeds a RunModel and
+//             records to a temporary file, collectives included); the median train seconds of
+//             each and the difference.
+#include <fmt/format.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility> (GCC 12, C++20).
+#include <utility>
+
+#include <boost/asio.hpp>
+
+#include "engine/cli/args.h"
+#include "engine/cli/commands.h"
+#include "engine/parallel/rank_runner.h"
+#include "engine/train/build.h"
+#include "net/auth.h"
+#include "net/collector.h"
+#include "net/consumers.h"
+#include "net/protocol.h"
+#include "net/publisher.h"
+
+namespace shardlab::cli {
+namespace {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// (a) collector ingest
+
+constexpr int32_t kIngestRank = 3;
+
+// Counts the events it is handed; placed last among a collector's consumers, so when it has
+// counted N every consumer before it has handled all N. Only the collector thread writes.
+class CountingConsumer : public net::MessageConsumer {
+ public:
+  void on_message(const net::Message& message) override {
+    if (std::holds_alternative<telemetry::Event>(message))
+      events_.store(events_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
+  uint64_t events() const { return events_.load(std::memory_order_acquire); }
+
+ private:
+  std::atomic<uint64_t> events_{0};
+};
+
+// N STEP events of rank kIngestRank, seq 0..N-1, encoded back to back.
+std::vector<uint8_t> encode_steps(int64_t n) {
+  std::vector<uint8_t> out;
+  const double t0 = telemetry::now_seconds();
+  telemetry::Event e;
+  e.rank = kIngestRank;
+  telemetry::StepEvent s;
+  s.lr = 1e-3;
+  s.grad_norm = 0.5;
+  s.throughput = 20000;
+  s.step_seconds = 0.003;
+  for (int64_t i = 0; i < n; ++i) {
+    e.seq = static_cast<uint64_t>(i);
+    e.time = t0 + 1e-3 * static_cast<double>(i);
+    s.step = i + 1;
+    s.loss = 2.3 / (1.0 + 1e-4 * static_cast<double>(i));
+    e.payload = s;
+    if (i == 0) {  // every frame has the same size: reserve once
+      const size_t frame = net::encode(net::Message(e)).size();
+      out.reserve(frame * static_cast<size_t>(n));
+    }
+    net::encode_into(net::Message(e), out);
+  }
+  return out;
+}
+
+// Reads one whole frame (header, then its payload) and decodes it.
+net::Message read_frame(tcp::socket& socket) {
+  std::vector<uint8_t> frame(net::kHeaderSize);
+  asio::read(socket, asio::buffer(frame));
+  uint32_t length = 0;
+  std::memcpy(&length, frame.data() + 8, sizeof length);  // magic(4) version(2) type(2) length(4)
+  SL_ENFORCE_T(IoError, length <= net::kDefaultMaxPayload,
+               "bench telemetry: the collector sent a frame of {} bytes", length);
+  frame.resize(net::kHeaderSize + length);
+  asio::read(socket, asio::buffer(frame.data() + net::kHeaderSize, length));
+  net::DecodeResult r = net::decode_frame(frame);
+  SL_ENFORCE_T(IoError, r.status == net::DecodeResult::Status::ok,
+               "bench telemetry: bad frame from the collector: {}",
+               r.error.empty() ? "incomplete" : r.error);
+  return std::move(r.message);
+}
+
+struct IngestResult {
+  double seconds = 0;
+};
+
+// One collector with `consumers` (a CountingConsumer is appended), one raw connection that
+// authenticates as rank kIngestRank and writes `bytes` (holding `events` frames).
+IngestResult ingest(const std::vector<uint8_t>& bytes, int64_t events,
+                    std::vector<net::MessageConsumer*> consumers) {
+  CountingConsumer counter;
+  consumers.push_back(&counter);
+  net::CollectorOptions copt;
+  copt.token = net::make_token();
+  std::string last_log;
+  copt.log = [&last_log](const std::string& line) { last_log = line; };  // collector thread
+  net::Collector collector(copt, consumers);
+  collector.start();
+
+  asio::io_context io;
+  tcp::socket socket(io);
+  socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), collector.port()));
+  // Handshake by hand: HELLO -> CHALLENGE -> AUTH -> AUTH_OK.
+  net::Hello hello;
+  hello.job_id = "bench-telemetry";
+  hello.rank = kIngestRank;
+  hello.world = kIngestRank + 1;
+  hello.dp = hello.world;
+  hello.dp_i = kIngestRank;
+  hello.host = "bench";
+  hello.pid = static_cast<int64_t>(getpid());
+  asio::write(socket, asio::buffer(net::encode(net::Message(hello))));
+  const net::Message challenge = read_frame(socket);
+  const auto* c = std::get_if<net::Challenge>(&challenge);
+  SL_ENFORCE_T(IoError, c != nullptr, "bench telemetry: expected CHALLENGE from the collector");
+  const std::string& token = copt.token;
+  const net::Digest mac = net::hmac_sha256(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(token.data()), token.size()),
+      std::span<const uint8_t>(c->nonce.data(), c->nonce.size()));
+  net::Auth auth;
+  std::copy(mac.begin(), mac.end(), auth.mac.begin());
+  asio::write(socket, asio::buffer(net::encode(net::Message(auth))));
+  const net::Message ok = read_frame(socket);
+  SL_ENFORCE_T(IoError, std::holds_alternative<net::AuthOk>(ok),
+               "bench telemetry: expected AUTH_OK from the collector");
+
+  // Stream: large writes straight from the buffer, as much as the kernel takes per call.
+  constexpr size_t kWriteMax = 8u << 20;
+  const auto t0 = Clock::now();
+  for (size_t off = 0; off < bytes.size();)
+    off += socket.write_some(
+        asio::buffer(bytes.data() + off, std::min(kWriteMax, bytes.size() - off)));
+  // Wait until the collector has handed all of them on; give up when it stops making progress.
+  const auto want = static_cast<uint64_t>(events);
+  uint64_t seen = counter.events();
+  auto progress = Clock::now();
+  while (seen < want) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    const uint64_t now = counter.events();
+    if (now != seen) {
+      seen = now;
+      progress = Clock::now();
+    }
+    if (collector.stats().rejected > 0 || seconds_since(progress) > 10) {
+      std::string why;
+      collector.call([&] { why = last_log; });
+      SL_THROW(IoError, "bench telemetry: the collector took {} of {} events{}", seen, want,
+               why.empty() ? std::string() : "; " + why);
+    }
+  }
+  IngestResult r;
+  r.seconds = seconds_since(t0);
+  boost::system::error_code ignored;
+  socket.shutdown(tcp::socket::shutdown_both, ignored);
+  socket.close(ignored);
+  collector.stop();
+  return r;
+}
+
+void print_ingest_row(const char* label, int64_t events, size_t bytes, double seconds,
+                      const char* note) {
+  fmt::print("  {:<11} {:>12.0f} {:>9.1f} {:>9.3f}  {}\n", label,
+             static_cast<double>(events) / seconds, static_cast<double>(bytes) / seconds / 1e6,
+             seconds, note);
+}
+
+void bench_ingest(int64_t events) {
+  const std::vector<uint8_t> bytes = encode_steps(events);
+  const size_t frame = bytes.size() / static_cast<size_t>(events);
+  fmt::print(
+      "\ningest: {} STEP events ({} bytes per frame, {:.1f} MB) over one loopback connection; the "
+      "collector's io_context on one thread\n",
+      events, frame, static_cast<double>(bytes.size()) / 1e6);
+  fmt::print("  {:<11} {:>12} {:>9} {:>9}\n", "consumer", "events/s", "MB/s", "seconds");
+  std::fflush(stdout);
+
+  // The ceiling: decode_frame alone over the same bytes.
+  {
+    const auto t0 = Clock::now();
+    std::span<const uint8_t> rest(bytes);
+    int64_t decoded = 0;
+    while (!rest.empty()) {
+      net::DecodeResult r = net::decode_frame(rest);
+      if (r.status != net::DecodeResult::Status::ok) break;
+      if (std::holds_alternative<telemetry::Event>(r.message)) ++decoded;
+      rest = rest.subspan(r.consumed);
+    }
+    const double s = seconds_since(t0);
+    SL_ENFORCE_T(InternalError, decoded == events, "bench telemetry: decoded {} of {} frames",
+                 decoded, events);
+    print_ingest_row("decode-only", events, bytes.size(), s, "decode_frame alone, no sockets");
+    std::fflush(stdout);
+  }
+  {
+    const IngestResult r = ingest(bytes, events, {});
+    print_ingest_row("count", events, bytes.size(), r.seconds, "counts the events");
+    std::fflush(stdout);
+  }
+  {
+    auto model = std::make_unique<net::RunModelConsumer>();
+    const IngestResult r = ingest(bytes, events, {model.get()});
+    const auto& ranks = model->model().ranks();
+    const auto it = ranks.find(kIngestRank);
+    SL_ENFORCE_T(InternalError,
+                 model->model().events() == static_cast<uint64_t>(events) && it != ranks.end() &&
+                     it->second.step == events,
+                 "bench telemetry: the run model holds {} events", model->model().events());
+    print_ingest_row("run-model", events, bytes.size(), r.seconds,
+                     "RunModelConsumer (per-rank state, step and loss series)");
+    std::fflush(stdout);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// (b) worker overhead
+
+// resources/jobs/fashion_mlp.json (spelled out so that the command does not depend on the working
+// directory), shortened to `steps` and without evaluation.
+JobSpec demo_job(int64_t steps) {
+  JobSpec job;
+  job.name = "fashion-mlp";
+  job.model.kind = "mlp";
+  job.model.seed = 1;
+  job.model.mlp.hidden = {256, 128};
+  job.model.mlp.activation = "relu";
+  job.data.dataset = "fashion-mnist";
+  job.data.path = "/usr/share/datasets/fashion-mnist";
+  job.optimizer.name = "adam";
+  job.optimizer.lr = 0.001;
+  job.train.steps = steps;
+  job.train.batch_size = 64;
+  job.train.log_every = 100;
+  job.train.eval_every = 0;
+  job.train.eval_batches = 1;
+  job.train.schedule.kind = "warmup_cosine";
+  job.train.schedule.warmup_steps = 100;
+  job.train.schedule.min_lr_ratio = 0.1;
+  job.parallel.strategy = "zero2";
+  job.parallel.world_size = 4;
+  job.parallel.backend = "threads";
+  return job;
+}
+
+struct OverheadRun {
+  bool telemetry = false;
+  double train_seconds = 0;
+  uint64_t published = 0, sent = 0, dropped = 0, received = 0, recorded = 0;
+  bool all_finished = false;
+};
+
+OverheadRun run_once(const JobSpec& job, const Datasets& data, bool telemetry_on,
+                     const std::string& recording_path) {
+  OverheadRun out;
+  out.telemetry = telemetry_on;
+  if (!telemetry_on) {
+    out.train_seconds = run_threads_job(job, data).result.train_seconds;
+    return out;
+  }
+  const int world = static_cast<int>(job.parallel.world_size);
+  net::RunModelConsumer model;
+  auto recording = std::make_unique<net::RecordingConsumer>(recording_path);
+  net::CollectorOptions copt;
+  copt.token = net::make_token();
+  net::Collector collector(copt, {&model, recording.get()});
+  collector.start();
+  std::vector<std::unique_ptr<net::Publisher>> publishers;
+  for (int r = 0; r < world; ++r) {
+    net::PublisherOptions o;
+    o.port = collector.port();
+    o.token = copt.token;
+    o.hello.job_id = job.name;
+    o.hello.rank = r;
+    o.hello.world = world;
+    o.hello.dp = world;
+    o.hello.dp_i = r;
+    publishers.push_back(std::make_unique<net::Publisher>(std::move(o)));
+  }
+  RankRunOptions opts;
+  opts.telemetry = [&publishers](int rank) -> telemetry::TelemetrySink* {
+    const auto i = static_cast<size_t>(rank);
+    return rank >= 0 && i < publishers.size() ? publishers[i].get() : nullptr;
+  };
+  out.train_seconds = run_threads_job(job, data, opts).result.train_seconds;
+  for (auto& p : publishers) {
+    p->close();
+    out.published += p->published();
+    out.sent += p->sent();
+    out.dropped += p->dropped();
+  }
+  // Every HELLO and every event sent, handed on before the collector stops.
+  const uint64_t want = out.sent + static_cast<uint64_t>(world);
+  const auto t0 = Clock::now();
+  while (collector.stats().messages < want && seconds_since(t0) < 10)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  collector.stop();
+  const uint64_t messages = collector.stats().messages;  // HELLOs and events
+  out.received = messages - std::min<uint64_t>(messages, static_cast<uint64_t>(world));
+  recording->writer().flush();
+  out.recorded = recording->writer().messages();
+  out.all_finished =
+      model.model().all_done() && model.model().ranks().size() == static_cast<size_t>(world);
+  for (const auto& [rank, state] : model.model().ranks())
+    if (state.state != telemetry::JobState::finished || state.step != job.train.steps)
+      out.all_finished = false;
+  recording.reset();
+  std::error_code ec;
+  std::filesystem::remove(recording_path, ec);
+  return out;
+}
+
+void bench_overhead(int64_t steps, int64_t pairs) {
+  JobSpec job = demo_job(steps);
+  const Datasets data = load_job_data(job);
+  complete_model_config(job.model, data);
+  const auto problems = validate(job);
+  SL_ENFORCE_T(InternalError, problems.empty(), "bench telemetry: the demo job is invalid: {}",
+               problems.empty() ? std::string() : problems.front().to_string());
+  const MlpConfig& m = job.model.mlp;
+  fmt::print(
+      "\nworker overhead: {} (mlp {}-{}-{}-{}, {} lr {:g}, {} on {} threads), {} steps, batch {}, "
+      "no evaluation; {} off/on pairs, interleaved\n",
+      job.name, m.input_dim, m.hidden[0], m.hidden[1], m.num_classes, job.optimizer.name,
+      job.optimizer.lr, job.parallel.strategy, job.parallel.world_size, steps,
+      job.train.batch_size, pairs);
+  fmt::print(
+      "  on: every rank a Publisher to a collector in this process (RunModel + recording to a "
+      "temporary file), collectives included\n");
+  fmt::print("  {:<4} {:<9} {:>9} {:>10} {:>8} {:>9} {:>9}\n", "run", "telemetry", "train-s",
+             "published", "sent", "dropped", "received");
+  std::fflush(stdout);
+  const std::string recording_path =
+      (std::filesystem::temp_directory_path() /
+       fmt::format("shardlab-bench-telemetry-{}.slrec", static_cast<long>(getpid())))
+          .string();
+  std::vector<double> off, on;
+  std::vector<OverheadRun> on_runs;
+  for (int64_t i = 0; i < pairs; ++i)
+    for (bool telemetry_on : {false, true}) {
+      const OverheadRun r = run_once(job, data, telemetry_on, recording_path);
+      if (telemetry_on) {
+        on.push_back(r.train_seconds);
+        on_runs.push_back(r);
+        fmt::print("  {:<4} {:<9} {:>9.3f} {:>10} {:>8} {:>9} {:>9}{}\n", i + 1, "on",
+                   r.train_seconds, r.published, r.sent, r.dropped, r.received,
+                   r.all_finished ? "" : "  (the run model did not see every rank finish)");
+      } else {
+        off.push_back(r.train_seconds);
+        fmt::print("  {:<4} {:<9} {:>9.3f} {:>10} {:>8} {:>9} {:>9}\n", i + 1, "off",
+                   r.train_seconds, "-", "-", "-", "-");
+      }
+      std::fflush(stdout);
+    }
+  const double off_s = median(off), on_s = median(on);
+  uint64_t sent = 0, dropped = 0, lost = 0;
+  for (const OverheadRun& r : on_runs) {
+    sent += r.sent;
+    dropped += r.dropped;
+    lost += r.sent - std::min(r.sent, r.received);
+  }
+  fmt::print("median train seconds: off {:.3f}, on {:.3f}; telemetry overhead {:+.1f}%\n", off_s,
+             on_s, off_s > 0 ? 100.0 * (on_s - off_s) / off_s : 0.0);
+  fmt::print(
+      "events per on-run: {:.0f} sent ({:.0f} per step), {} dropped in all; {} sent but not "
+      "received\n",
+      static_cast<double>(sent) / static_cast<double>(on_runs.size()),
+      static_cast<double>(sent) / static_cast<double>(on_runs.size()) / static_cast<double>(steps),
+      dropped, lost);
+}
+
+}  // namespace
+
+int bench_telemetry_command(const std::vector<std::string>& argv) {
+  ArgSpec spec;
+  spec.options = {"--events", "--steps", "--pairs"};
+  spec.switches = {"--quick"};
+  const Args args(argv, spec);
+  if (!args.positional().empty())
+    SL_THROW(UsageError, "unexpected argument '{}'", args.positional()[0]);
+  const bool quick = args.has("--quick");
+  const int64_t events = args.get_int("--events", quick ? 200000 : 2000000, 1000, 50000000);
+  const int64_t steps = args.get_int("--steps", quick ? 40 : 300, 10, 100000);
+  const int64_t pairs = args.get_int("--pairs", quick ? 1 : 3, 1, 100);
+  fmt::print("bench telemetry: protocol v{}, loopback TCP, {} cores{}\n", net::kProtocolVersion,
+             available_cores(), quick ? " (--quick)" : "");
+  std::fflush(stdout);
+  bench_ingest(events);
+  bench_overhead(steps, pairs);
+  return 0;
+}
+
+}  // namespace shardlab::cli

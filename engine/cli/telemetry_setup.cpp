@@ -1,0 +1,152 @@
+#include "engine/cli/telemetry_setup.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "engine/parallel/parallel_config.h"
+#include "engine/parallel/topology.h"
+#include "net/auth.h"
+#include "net/local_sinks.h"
+#include "net/publisher.h"
+
+namespace shardlab::cli {
+
+struct RunTelemetry::Impl {
+  std::unique_ptr<net::RecordingSink> recording;
+  std::map<int, std::unique_ptr<net::Publisher>> publishers;
+  std::map<int, std::unique_ptr<net::FanoutSink>> sinks;
+  std::string recording_path;
+  bool closed = false;
+};
+
+namespace {
+
+// HELLO for world rank `rank` of the job: its coordinates in the job's topology.
+net::Hello hello_for(const JobSpec& job, int rank) {
+  const ParallelConfig& p = job.parallel;
+  const int world = static_cast<int>(std::max<int64_t>(1, p.world_size));
+  const Topology topo = uses_model_parallelism(p) ? Topology::make({p.pp, p.tp, p.dp}, world)
+                                                  : Topology::make({1, 1, world}, world);
+  const Coord c = topo.coord(rank);
+  net::Hello h;
+  h.job_id = job.name;
+  h.rank = rank;
+  h.world = world;
+  h.pp = topo.pp();
+  h.tp = topo.tp();
+  h.dp = topo.dp();
+  h.pp_i = c.pp;
+  h.tp_i = c.tp;
+  h.dp_i = c.dp;
+  h.pid = static_cast<int64_t>(getpid());
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) == 0) h.host = host;
+  return h;
+}
+
+}  // namespace
+
+std::string default_recording_path(const JobSpec& job) {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+  std::string name = job.name.empty() ? "job" : job.name;
+  for (char& ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_') ch = '_';
+  const char* dir = std::getenv("SHARDLAB_RUNS_DIR");
+  return fmt::format("{}/{}-{}-{}.slrec", dir && *dir ? dir : "runs", stamp, name,
+                     static_cast<long>(getpid()));
+}
+
+RunTelemetry::RunTelemetry(const Args& args, const JobSpec& job, const std::vector<int>& ranks,
+                           bool record_by_default)
+    : impl_(std::make_unique<Impl>()) {
+  if (args.has("--record") && args.has("--no-record"))
+    SL_THROW(UsageError, "--record and --no-record contradict each other");
+  const bool record = args.has("--record") || (record_by_default && !args.has("--no-record"));
+  if (record) {
+    impl_->recording_path = args.get("--record", default_recording_path(job));
+    const std::filesystem::path dir = std::filesystem::path(impl_->recording_path).parent_path();
+    std::error_code ec;
+    if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+    impl_->recording = std::make_unique<net::RecordingSink>(impl_->recording_path);
+    for (int r : ranks) impl_->recording->add_hello(hello_for(job, r));
+  }
+  if (args.has("--telemetry")) {
+    net::PublisherOptions base;
+    net::parse_host_port(args.get("--telemetry"), base.host, base.port);
+    base.token = net::find_token(args.get("--token-file"));
+    for (int r : ranks) {
+      net::PublisherOptions o = base;
+      o.hello = hello_for(job, r);
+      impl_->publishers[r] = std::make_unique<net::Publisher>(std::move(o));
+    }
+  } else if (args.has("--token-file")) {
+    SL_THROW(UsageError, "--token-file only applies with --telemetry HOST:PORT");
+  }
+  for (int r : ranks) {
+    std::vector<telemetry::TelemetrySink*> to;
+    if (impl_->recording) to.push_back(impl_->recording.get());
+    if (auto it = impl_->publishers.find(r); it != impl_->publishers.end())
+      to.push_back(it->second.get());
+    if (!to.empty()) impl_->sinks[r] = std::make_unique<net::FanoutSink>(std::move(to));
+  }
+}
+
+RunTelemetry::~RunTelemetry() {
+  try {
+    close();
+  } catch (...) {
+  }
+}
+
+bool RunTelemetry::active() const {
+  return !impl_->sinks.empty();
+}
+
+telemetry::TelemetrySink* RunTelemetry::sink(int rank) {
+  auto it = impl_->sinks.find(rank);
+  return it == impl_->sinks.end() ? nullptr : it->second.get();
+}
+
+std::function<telemetry::TelemetrySink*(int)> RunTelemetry::sink_of() {
+  if (!active()) return {};
+  return [this](int rank) { return sink(rank); };
+}
+
+const std::string& RunTelemetry::recording_path() const {
+  return impl_->recording_path;
+}
+
+void RunTelemetry::close() {
+  if (impl_->closed) return;
+  impl_->closed = true;
+  uint64_t dropped = 0, sent = 0;
+  for (auto& [rank, p] : impl_->publishers) {
+    p->close();
+    dropped += p->dropped();
+    sent += p->sent();
+  }
+  if (!impl_->publishers.empty())
+    fmt::print("telemetry: {} events streamed{}\n", sent,
+               dropped ? fmt::format(", {} dropped (queue full)", dropped) : std::string());
+  if (impl_->recording) {
+    impl_->recording->flush();
+    fmt::print("telemetry: recorded {} events to {}{}\n", impl_->recording->events(),
+               impl_->recording_path,
+               impl_->recording->failed()
+                   ? fmt::format(" ({} could not be written)", impl_->recording->failed())
+                   : std::string());
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace shardlab::cli

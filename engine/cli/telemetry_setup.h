@@ -1,0 +1,51 @@
+// Telemetry for `shardlab run` and `shardlab worker`: where each rank's events go.
+//
+//   --telemetry HOST:PORT   stream to a collector (`shardlab monitor`, or the app); the token comes
+//                           from SHARDLAB_TELEMETRY_TOKEN or --token-file FILE
+//   --record PATH           record to PATH; `run` records to runs/<time>-<job>.slrec by default
+//                           ($SHARDLAB_RUNS_DIR instead of runs/ when set),
+//   --no-record             which this turns off
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/cli/args.h"
+#include "engine/job/job_spec.h"
+#include "engine/telemetry/sink.h"
+
+namespace shardlab::cli {
+
+class RunTelemetry {
+ public:
+  // Sinks for world ranks `ranks` of `job` (a threads run: all of them; a worker: its own).
+  // record_by_default: whether to record when neither --record nor --no-record is given.
+  RunTelemetry(const Args& args, const JobSpec& job, const std::vector<int>& ranks,
+               bool record_by_default);
+  ~RunTelemetry();
+  RunTelemetry(const RunTelemetry&) = delete;
+  RunTelemetry& operator=(const RunTelemetry&) = delete;
+
+  bool active() const;
+  // The sink of a world rank (null when the rank has none).
+  telemetry::TelemetrySink* sink(int rank);
+  std::function<telemetry::TelemetrySink*(int)> sink_of();
+  // Flushes publishers (bounded) and the recording; prints where the recording went and any
+  // dropped events. Idempotent.
+  void close();
+  const std::string& recording_path() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// runs/<YYYYmmdd-HHMMSS>-<job name>-<pid>.slrec (the folder is $SHARDLAB_RUNS_DIR when set)
+std::string default_recording_path(const JobSpec& job);
+
+// The ArgSpec entries `run` and `worker` accept for telemetry.
+inline const char* const kTelemetryOptions[] = {"--telemetry", "--token-file", "--record"};
+
+}  // namespace shardlab::cli

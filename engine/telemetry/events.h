@@ -1,0 +1,83 @@
+// Telemetry events: what a rank tells the outside world about itself. Plain values, no I/O; the
+// engine produces them through a TelemetrySink (sink.h), net/ encodes them on the wire
+// (net/protocol.h), records them (net/recording.h) and the app draws them.
+//
+// Times are wall-clock seconds since the Unix epoch (double), so events from ranks on different
+// machines line up as well as their clocks do.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <variant>
+
+#include "engine/core/memory.h"
+
+namespace shardlab::telemetry {
+
+// One optimizer step as the rank saw it (loss and grad norm are the global figures).
+struct StepEvent {
+  int64_t step = 0;  // 1-based
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  double throughput = 0;  // samples/s, or tokens/s when `tokens`
+  bool tokens = false;
+  double step_seconds = 0;
+};
+
+// The rank's memory ledger: bytes by category (MemCategory order), current and peak.
+struct MemoryEvent {
+  std::array<int64_t, kMemCategories> current{};
+  std::array<int64_t, kMemCategories> peak{};
+};
+
+// One completed (or failed) communication operation (engine/comm/comm_record.h).
+struct CollectiveEvent {
+  std::string op;     // "all_reduce", "send", ...
+  std::string group;  // "world", "tp[1]", ...
+  int64_t bytes = 0;
+  double start = 0;     // epoch seconds
+  double duration = 0;  // seconds
+  double algbw = 0;     // GB/s
+  double busbw = 0;     // GB/s
+  uint64_t seq = 0;     // the communicator's sequence number
+  bool ok = true;
+};
+
+// One forward or backward of a micro-batch on a pipeline stage.
+struct PipelinePhaseEvent {
+  int32_t stage = 0;
+  int32_t micro_batch = 0;
+  bool backward = false;
+  double start = 0, end = 0;  // epoch seconds
+};
+
+struct HeartbeatEvent {};
+
+struct LogLineEvent {
+  std::string text;  // one line, no newline
+};
+
+enum class JobState : uint8_t { starting = 0, running = 1, finished = 2, failed = 3 };
+const char* to_string(JobState state);
+
+struct JobStateEvent {
+  JobState state = JobState::starting;
+  std::string reason;  // why it failed (empty otherwise)
+};
+
+using Payload = std::variant<StepEvent, MemoryEvent, CollectiveEvent, PipelinePhaseEvent,
+                             HeartbeatEvent, LogLineEvent, JobStateEvent>;
+
+struct Event {
+  int32_t rank = 0;  // world rank
+  uint64_t seq = 0;  // per-rank sequence number, assigned by the publisher (0, 1, 2, ...)
+  double time = 0;   // when it happened, epoch seconds
+  Payload payload;
+};
+
+// Wall-clock now, epoch seconds.
+double now_seconds();
+
+}  // namespace shardlab::telemetry

@@ -1,0 +1,40 @@
+#include "engine/train/step_telemetry.h"
+
+#include <utility>
+
+namespace shardlab {
+
+void add_step_telemetry(TrainerCallbacks& callbacks, telemetry::TelemetrySink* sink, int rank,
+                        bool tokens, const MemoryLedger* ledger) {
+  if (!sink) return;
+  auto before = std::move(callbacks.on_step);
+  callbacks.on_step = [before = std::move(before), sink, rank, tokens,
+                       ledger](const StepInfo& info) {
+    if (before) before(info);
+    telemetry::Event step;
+    step.rank = rank;
+    step.time = telemetry::now_seconds();
+    step.payload = telemetry::StepEvent{info.step,
+                                        info.loss,
+                                        info.lr,
+                                        info.grad_norm,
+                                        tokens ? info.tokens_per_second : info.samples_per_second,
+                                        tokens,
+                                        info.step_seconds};
+    sink->publish(std::move(step));
+    if (!ledger) return;
+    const MemorySnapshot m = ledger->snapshot();
+    telemetry::MemoryEvent mem;
+    for (int c = 0; c < kMemCategories; ++c) {
+      mem.current[static_cast<size_t>(c)] = m.current.bytes[static_cast<size_t>(c)];
+      mem.peak[static_cast<size_t>(c)] = m.peak.bytes[static_cast<size_t>(c)];
+    }
+    telemetry::Event e;
+    e.rank = rank;
+    e.time = telemetry::now_seconds();
+    e.payload = mem;
+    sink->publish(std::move(e));
+  };
+}
+
+}  // namespace shardlab

@@ -1,0 +1,17 @@
+// Step telemetry: makes a run's TrainerCallbacks publish a StepEvent after every step (and the
+// memory ledger's figures, when there is a ledger) on a TelemetrySink. Used by single-process
+// runs and by every rank of a sharded one (engine/parallel/rank_runner.cpp).
+#pragma once
+
+#include "engine/core/memory.h"
+#include "engine/telemetry/sink.h"
+#include "engine/train/trainer.h"
+
+namespace shardlab {
+
+// Chains onto callbacks.on_step (an existing one still runs first). `sink` and `ledger` must
+// outlive the run; ledger may be null.
+void add_step_telemetry(TrainerCallbacks& callbacks, telemetry::TelemetrySink* sink, int rank,
+                        bool tokens, const MemoryLedger* ledger);
+
+}  // namespace shardlab

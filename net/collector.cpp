@@ -1,0 +1,465 @@
+// The collector: one io_context on one thread, so connection state needs no locks; only the
+// statistics (read from other threads) are atomic.
+#include "net/collector.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <exception>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility> (GCC 12, C++20).
+#include <utility>
+
+#include <boost/asio.hpp>
+
+#include "engine/core/error.h"
+#include "net/auth.h"
+
+namespace shardlab::net {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+namespace {
+
+// How long stop() lets the io_context wind down on its own before stopping it outright.
+constexpr auto kStopGrace = std::chrono::seconds(5);
+// How long call() waits for the collector thread to run the function.
+constexpr auto kCallTimeout = std::chrono::seconds(10);
+// Bytes asked for per read; a frame larger than this simply takes several reads.
+constexpr size_t kReadChunk = 16 * 1024;
+// Before authentication a frame can be at most a HELLO (two strings and a few numbers), so an
+// unauthenticated peer cannot make the collector buffer a full max_payload.
+constexpr uint32_t kMaxHandshakePayload = 2 * kMaxString + 1024;
+
+std::string endpoint_text(const tcp::endpoint& ep) {
+  const auto addr = ep.address();
+  if (addr.is_v6()) return fmt::format("[{}]:{}", addr.to_string(), ep.port());
+  return fmt::format("{}:{}", addr.to_string(), ep.port());
+}
+
+const char* message_name(const Message& m) {
+  switch (m.index()) {
+    case 0:
+      return "HELLO";
+    case 1:
+      return "CHALLENGE";
+    case 2:
+      return "AUTH";
+    case 3:
+      return "AUTH_OK";
+    default:
+      return "an event";
+  }
+}
+
+}  // namespace
+
+namespace {
+
+struct Core;
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(Core& owner, uint64_t id, tcp::socket socket, std::string peer)
+      : owner_(owner),
+        id_(id),
+        socket_(std::move(socket)),
+        timer_(socket_.get_executor()),
+        peer_(std::move(peer)) {}
+
+  void start();
+  // Closes the socket and forgets the connection; `reason` empty: no log line.
+  void close(const std::string& reason, bool rejected);
+  uint64_t id() const { return id_; }
+
+ private:
+  enum class State { await_hello, await_auth, streaming };
+
+  void read_more();
+  void on_read(const error_code& ec, size_t n);
+  void handle(Message&& message);
+  void send(const Message& message);
+  void write_next();
+
+  Core& owner_;
+  uint64_t id_;
+  tcp::socket socket_;
+  asio::steady_timer timer_;
+  std::string peer_;
+  State state_ = State::await_hello;
+  bool closed_ = false;
+  Hello hello_;
+  std::array<uint8_t, kChallengeSize> nonce_{};
+  std::unique_ptr<uint8_t[]> chunk_{new uint8_t[kReadChunk]};  // what one read fills
+  std::vector<uint8_t> rbuf_;  // the start of a frame whose rest has not arrived yet
+  std::deque<std::vector<uint8_t>> wqueue_;
+  bool writing_ = false;
+  uint64_t messages_ = 0;
+};
+
+}  // namespace
+
+namespace {
+
+struct Core {
+  CollectorOptions options;
+  std::vector<MessageConsumer*> consumers;
+  asio::io_context io;
+  tcp::acceptor acceptor{io};
+  uint16_t port = 0;
+  std::string where;  // "address:port", for messages
+  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  std::thread thread;
+  std::atomic<std::thread::id> loop_thread{};  // the collector thread while it runs
+  std::promise<void> finished;                 // set when the thread's run() returns
+  std::mutex lifecycle;                        // start() / stop() / call()
+  bool started = false, stopped = false;
+  bool stopping = false;                                        // collector thread only
+  uint64_t next_id = 1;                                         // collector thread only
+  std::map<uint64_t, std::shared_ptr<Connection>> connections;  // collector thread only
+  std::atomic<uint64_t> accepted{0}, authenticated{0}, rejected{0}, messages{0};
+
+  void log(const std::string& line) {
+    if (!options.log) return;
+    try {
+      options.log(line);
+    } catch (...) {
+      // A failing log callback must not take the collector down.
+    }
+  }
+
+  void dispatch(const Message& message) {
+    messages.fetch_add(1, std::memory_order_relaxed);
+    for (MessageConsumer* c : consumers) {
+      try {
+        c->on_message(message);
+      } catch (const std::exception& e) {
+        log(fmt::format("collector: a consumer failed: {}", e.what()));
+      }
+    }
+  }
+
+  void accept() {
+    acceptor.async_accept([this](const error_code& ec, tcp::socket socket) {
+      if (stopping || ec == asio::error::operation_aborted) return;
+      if (ec) {
+        log(fmt::format("collector on {}: accept failed: {}", where, ec.message()));
+      } else {
+        accepted.fetch_add(1, std::memory_order_relaxed);
+        error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+        const auto remote = socket.remote_endpoint(ignored);
+        const std::string peer = ignored ? std::string("?") : endpoint_text(remote);
+        const uint64_t id = next_id++;
+        auto conn = std::make_shared<Connection>(*this, id, std::move(socket), peer);
+        connections.emplace(id, conn);
+        conn->start();
+      }
+      accept();
+    });
+  }
+
+  void shutdown_all() {
+    stopping = true;
+    error_code ignored;
+    acceptor.close(ignored);
+    auto all = std::move(connections);
+    connections.clear();
+    for (auto& [id, conn] : all) conn->close("", false);
+    work.reset();
+  }
+};
+
+}  // namespace
+
+namespace {
+
+void Connection::start() {
+  auto self = shared_from_this();
+  timer_.expires_after(owner_.options.handshake_timeout);
+  timer_.async_wait([self](const error_code& ec) {
+    if (ec || self->closed_ || self->state_ == State::streaming) return;
+    self->close(
+        fmt::format("no {} within {} ms", self->state_ == State::await_hello ? "HELLO" : "AUTH",
+                    self->owner_.options.handshake_timeout.count()),
+        true);
+  });
+  read_more();
+}
+
+void Connection::close(const std::string& reason, bool rejected) {
+  if (closed_) return;
+  closed_ = true;
+  if (!reason.empty()) owner_.log(fmt::format("connection {} from {}: {}", id_, peer_, reason));
+  if (rejected) owner_.rejected.fetch_add(1, std::memory_order_relaxed);
+  timer_.cancel();
+  error_code ignored;
+  socket_.shutdown(tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  owner_.connections.erase(id_);  // pending handlers keep the object alive until they run
+}
+
+void Connection::read_more() {
+  socket_.async_read_some(
+      asio::buffer(chunk_.get(), kReadChunk),
+      [self = shared_from_this()](const error_code& ec, size_t n) { self->on_read(ec, n); });
+}
+
+void Connection::on_read(const error_code& ec, size_t n) {
+  if (closed_) return;
+  if (ec) {
+    if (ec == asio::error::eof) {
+      // A clean end: a publisher closing after its last event.
+      close(fmt::format("closed by the peer after {} messages", messages_), false);
+    } else if (ec != asio::error::operation_aborted) {
+      close(fmt::format("read failed: {}", ec.message()), false);
+    }
+    return;
+  }
+  // Decode straight from the chunk when nothing is pending (the common case); keep only the
+  // incomplete tail of a frame in rbuf_.
+  std::span<const uint8_t> bytes(chunk_.get(), n);
+  if (!rbuf_.empty()) {
+    rbuf_.insert(rbuf_.end(), chunk_.get(), chunk_.get() + n);
+    bytes = std::span<const uint8_t>(rbuf_.data(), rbuf_.size());
+  }
+  size_t begin = 0;
+  while (!closed_) {
+    const uint32_t limit = state_ == State::streaming
+                               ? owner_.options.max_payload
+                               : std::min(owner_.options.max_payload, kMaxHandshakePayload);
+    DecodeResult r = decode_frame(bytes.subspan(begin), limit);
+    if (r.status == DecodeResult::Status::need_more) break;
+    if (r.status == DecodeResult::Status::error) {
+      close(r.error, true);
+      return;
+    }
+    begin += r.consumed;
+    handle(std::move(r.message));
+  }
+  if (closed_) return;
+  if (rbuf_.empty()) {
+    rbuf_.assign(bytes.begin() + static_cast<std::ptrdiff_t>(begin), bytes.end());
+  } else {
+    rbuf_.erase(rbuf_.begin(), rbuf_.begin() + static_cast<std::ptrdiff_t>(begin));
+  }
+  read_more();
+}
+
+void Connection::handle(Message&& message) {
+  switch (state_) {
+    case State::await_hello: {
+      auto* hello = std::get_if<Hello>(&message);
+      if (!hello) {
+        close(fmt::format("expected HELLO, got {}", message_name(message)), true);
+        return;
+      }
+      if (hello->version != kProtocolVersion) {
+        close(fmt::format("protocol version {} in HELLO, this collector speaks {}", hello->version,
+                          kProtocolVersion),
+              true);
+        return;
+      }
+      hello_ = std::move(*hello);
+      nonce_ = random_nonce();
+      Challenge challenge;
+      challenge.nonce = nonce_;
+      send(challenge);
+      state_ = State::await_auth;
+      return;
+    }
+    case State::await_auth: {
+      auto* auth = std::get_if<Auth>(&message);
+      if (!auth) {
+        close(fmt::format("expected AUTH, got {}", message_name(message)), true);
+        return;
+      }
+      const std::string& token = owner_.options.token;
+      const Digest expected = hmac_sha256(
+          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(token.data()), token.size()),
+          std::span<const uint8_t>(nonce_.data(), nonce_.size()));
+      Digest got;
+      std::copy(auth->mac.begin(), auth->mac.end(), got.begin());
+      if (!digest_equal(expected, got)) {
+        close(fmt::format("authentication failed for rank {} (wrong token)", hello_.rank), true);
+        return;
+      }
+      timer_.cancel();
+      state_ = State::streaming;
+      send(AuthOk{});
+      owner_.authenticated.fetch_add(1, std::memory_order_relaxed);
+      ++messages_;
+      owner_.dispatch(Message(hello_));  // recordings need the rank's coordinates
+      return;
+    }
+    case State::streaming: {
+      auto* event = std::get_if<telemetry::Event>(&message);
+      if (!event) {
+        close(fmt::format("unexpected {} after the handshake", message_name(message)), true);
+        return;
+      }
+      if (event->rank != hello_.rank) {
+        close(
+            fmt::format("event for rank {} on the connection of rank {}", event->rank, hello_.rank),
+            true);
+        return;
+      }
+      ++messages_;
+      owner_.dispatch(message);
+      return;
+    }
+  }
+}
+
+void Connection::send(const Message& message) {
+  wqueue_.push_back(encode(message));
+  if (!writing_) write_next();
+}
+
+// One write in flight; the rest wait in the queue.
+void Connection::write_next() {
+  if (wqueue_.empty() || closed_) {
+    writing_ = false;
+    return;
+  }
+  writing_ = true;
+  asio::async_write(socket_, asio::buffer(wqueue_.front()),
+                    [self = shared_from_this()](const error_code& ec, size_t) {
+                      if (self->closed_) return;
+                      if (ec) {
+                        self->close(fmt::format("write failed: {}", ec.message()), false);
+                        return;
+                      }
+                      self->wqueue_.pop_front();
+                      self->write_next();
+                    });
+}
+
+}  // namespace
+
+struct Collector::Impl : Core {};
+
+Collector::Collector(CollectorOptions options, std::vector<MessageConsumer*> consumers)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& d = *impl_;
+  d.options = std::move(options);
+  d.consumers = std::move(consumers);
+  SL_ENFORCE(d.options.handshake_timeout.count() > 0,
+             "collector: handshake timeout must be > 0 ms, got {}",
+             d.options.handshake_timeout.count());
+  const std::string where = fmt::format("{}:{}", d.options.address, d.options.port);
+  error_code ec;
+  const auto address = asio::ip::make_address(d.options.address, ec);
+  if (ec)
+    SL_THROW(IoError, "collector: cannot listen on {}: bad address ({})", where, ec.message());
+  const tcp::endpoint endpoint(address, d.options.port);
+  auto fail = [&](const char* what) {
+    SL_THROW(IoError, "collector: cannot listen on {}: {} failed: {}", where, what, ec.message());
+  };
+  d.acceptor.open(endpoint.protocol(), ec);
+  if (ec) fail("open");
+  // SO_REUSEADDR: a restarted collector gets its port back while old connections sit in
+  // TIME_WAIT (workers reconnect to the same address).
+  d.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (ec) fail("setsockopt");
+  d.acceptor.bind(endpoint, ec);
+  if (ec) fail("bind");
+  d.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) fail("listen");
+  d.port = d.acceptor.local_endpoint(ec).port();
+  if (ec) fail("getsockname");
+  d.where = endpoint_text(tcp::endpoint(address, d.port));
+}
+
+Collector::~Collector() {
+  try {
+    stop();
+  } catch (...) {
+  }
+}
+
+uint16_t Collector::port() const {
+  return impl_->port;
+}
+
+void Collector::start() {
+  Impl& d = *impl_;
+  std::lock_guard lock(d.lifecycle);
+  SL_ENFORCE(!d.stopped, "collector on {}: start() after stop()", d.where);
+  if (d.started) return;
+  d.started = true;
+  asio::post(d.io, [&d] { d.accept(); });
+  d.thread = std::thread([&d] {
+    d.loop_thread = std::this_thread::get_id();
+    for (;;) {
+      try {
+        d.io.run();
+        break;
+      } catch (const std::exception& e) {
+        d.log(fmt::format("collector on {}: {}", d.where, e.what()));
+      } catch (...) {
+        d.log(fmt::format("collector on {}: unknown error", d.where));
+      }
+    }
+    d.finished.set_value();
+  });
+}
+
+void Collector::stop() {
+  Impl& d = *impl_;
+  std::lock_guard lock(d.lifecycle);
+  if (d.stopped) return;
+  d.stopped = true;
+  if (d.thread.joinable()) {
+    asio::post(d.io, [&d] { d.shutdown_all(); });
+    // Pending handlers see their sockets closed and finish; then run() returns by itself.
+    if (d.finished.get_future().wait_for(kStopGrace) != std::future_status::ready) d.io.stop();
+    d.thread.join();
+  } else {
+    error_code ignored;
+    d.acceptor.close(ignored);
+  }
+}
+
+CollectorStats Collector::stats() const {
+  const Impl& d = *impl_;
+  CollectorStats s;
+  s.accepted = d.accepted.load();
+  s.authenticated = d.authenticated.load();
+  s.rejected = d.rejected.load();
+  s.messages = d.messages.load();
+  return s;
+}
+
+void Collector::call(const std::function<void()>& f) {
+  Impl& d = *impl_;
+  if (std::this_thread::get_id() == d.loop_thread.load()) {
+    f();  // already on the collector thread (a consumer calling back)
+    return;
+  }
+  std::unique_lock lock(d.lifecycle);
+  // Not serving: nothing else touches the consumers.
+  if (!d.started || d.stopped) {
+    lock.unlock();
+    f();
+    return;
+  }
+  auto task = std::make_shared<std::packaged_task<void()>>(f);
+  auto done = task->get_future();
+  asio::post(d.io, [task] { (*task)(); });
+  lock.unlock();
+  if (done.wait_for(kCallTimeout) != std::future_status::ready)
+    SL_THROW(TimeoutError, "collector on {}: call() did not run within {} s", d.where,
+             std::chrono::duration_cast<std::chrono::seconds>(kCallTimeout).count());
+  done.get();
+}
+
+}  // namespace shardlab::net

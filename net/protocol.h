@@ -1,0 +1,112 @@
+// The telemetry wire protocol, version 1: length-prefixed binary frames over TCP, little-endian.
+//
+//   frame   = header (12 bytes) + payload (header.length bytes, at most the receiver's limit,
+//             1 MiB by default)
+//   header  = u32 magic 'SLTM' (0x4D544C53 read as little-endian bytes "SLTM"), u16 version (1),
+//             u16 message type, u32 payload length
+//
+// Connection: the worker sends HELLO; the collector answers CHALLENGE (32 random bytes); the
+// worker answers AUTH = HMAC-SHA256(token, challenge) (net/auth.h); the collector answers
+// AUTH_OK, or closes the connection with a logged reason. Then the worker streams event frames
+// (one message type per event kind). Strings are u32 length + bytes (at most 64 KiB).
+//
+// Payloads (after the header):
+//   HELLO       u16 protocol version, str job id, i32 rank, i32 world size, i32 pp, i32 tp,
+//               i32 dp, i32 pp_i, i32 tp_i, i32 dp_i, str host, i64 pid
+//   CHALLENGE   32 bytes;  AUTH  32 bytes;  AUTH_OK  nothing
+//   events      i32 rank, u64 seq, f64 time, then per kind:
+//     STEP        i64 step, f64 loss, f64 lr, f64 grad norm, f64 throughput, u8 tokens,
+//                 f64 step seconds
+//     MEMORY      i64 x kMemCategories current, i64 x kMemCategories peak
+//     COLLECTIVE  str op, str group, i64 bytes, f64 start, f64 duration, f64 algbw, f64 busbw,
+//                 u64 seq, u8 ok
+//     PHASE       i32 stage, i32 micro-batch, u8 backward, f64 start, f64 end
+//     HEARTBEAT   nothing;  LOG  str text;  JOB_STATE  u8 state, str reason
+//
+// decode_frame() is a pure function over bytes (no I/O, no allocation beyond its result) so it
+// can be fuzzed; it never reads past the span and rejects anything malformed with a reason.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "engine/telemetry/events.h"
+
+namespace shardlab::net {
+
+inline constexpr uint32_t kMagic = 0x4D544C53;  // bytes "SLTM"
+inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr size_t kHeaderSize = 12;
+inline constexpr uint32_t kDefaultMaxPayload = 1u << 20;
+inline constexpr size_t kChallengeSize = 32;
+inline constexpr size_t kMaxString = 64 * 1024;
+
+enum class MessageType : uint16_t {
+  hello = 1,
+  challenge = 2,
+  auth = 3,
+  auth_ok = 4,
+  step = 16,
+  memory = 17,
+  collective = 18,
+  phase = 19,
+  heartbeat = 20,
+  log = 21,
+  job_state = 22,
+};
+const char* to_string(MessageType type);
+
+#pragma pack(push, 1)
+struct FrameHeader {
+  uint32_t magic = kMagic;
+  uint16_t version = kProtocolVersion;
+  uint16_t type = 0;
+  uint32_t length = 0;
+};
+#pragma pack(pop)
+static_assert(sizeof(FrameHeader) == kHeaderSize, "the frame header is 12 bytes on the wire");
+
+struct Hello {
+  uint16_t version = kProtocolVersion;
+  std::string job_id;
+  int32_t rank = 0, world = 1;
+  int32_t pp = 1, tp = 1, dp = 1;
+  int32_t pp_i = 0, tp_i = 0, dp_i = 0;
+  std::string host;
+  int64_t pid = 0;
+};
+struct Challenge {
+  std::array<uint8_t, kChallengeSize> nonce{};
+};
+struct Auth {
+  std::array<uint8_t, 32> mac{};
+};
+struct AuthOk {};
+
+using Message = std::variant<Hello, Challenge, Auth, AuthOk, telemetry::Event>;
+
+// The whole frame (header + payload) for a message. Throws InvalidArgument for a string longer
+// than kMaxString or a JobState outside its enumerators.
+std::vector<uint8_t> encode(const Message& message);
+// Appends the frame to `out` (what a batching writer uses); on a throw `out` is left unchanged.
+void encode_into(const Message& message, std::vector<uint8_t>& out);
+
+struct DecodeResult {
+  enum class Status { ok, need_more, error };
+  Status status = Status::need_more;
+  size_t consumed = 0;  // bytes of the frame (ok only)
+  Message message;      // ok only
+  std::string error;    // error only: "bad magic 0x...", "payload of 2000000 bytes exceeds ..."
+};
+
+// Decodes the first frame of `bytes`: ok with the message and its size, need_more when the frame
+// is not complete yet (a valid prefix), error when it can never be valid (wrong magic, wrong
+// version, unknown type, payload over max_payload, a payload that does not parse exactly).
+DecodeResult decode_frame(std::span<const uint8_t> bytes, uint32_t max_payload = kDefaultMaxPayload);
+
+}  // namespace shardlab::net

@@ -1,0 +1,71 @@
+// Publisher: the worker side of telemetry, a TelemetrySink that streams events to a collector
+// over TCP from its own thread, so training never waits on the network.
+//
+// publish() stamps the HELLO's rank and the per-rank sequence number (0, 1, 2, ... over the events
+// it accepts, heartbeats included, so what a collector receives has no gaps), pushes into a bounded
+// queue and returns; when the queue is full the event is dropped and counted (it gets no number).
+// The thread connects (HELLO, answers the challenge with the token's HMAC), then sends queued
+// events in batches (one write of many frames), a heartbeat after `heartbeat` without a write,
+// and on a lost connection reconnects with exponential back-off (`backoff_min` doubling to
+// `backoff_max`, reset after a successful handshake); events queued meanwhile wait (up to the
+// queue's capacity). A collector that refuses the token or the version is retried with back-off
+// too, and the reason is kept (last_error()). Closing flushes what is queued for at most
+// `close_timeout`, then waits (within the same bound) for the collector to read the last byte.
+//
+// Delivery: a batch leaves the queue only while it is being written; frames a failed write did
+// not hand to the kernel whole go back to the front of the queue and are sent after reconnecting,
+// and nothing is written to a connection the collector has already closed (checked before each
+// write). So a collector that is stopped and restarted gets every event exactly once, in order.
+// Protocol v1 has no acknowledgements: frames still unread in a collector's socket buffer when it
+// stops or dies, or written in the instant it closes, are lost (never duplicated).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/telemetry/sink.h"
+#include "net/protocol.h"
+
+namespace shardlab::net {
+
+struct PublisherOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  std::string token;  // the job's shared token (auth.h)
+  Hello hello;        // rank, world, coordinates, job id; host and pid are filled in when
+                      // empty (pid 0)
+  size_t queue_capacity = 65536;
+  size_t batch_max = 512;  // events per write
+  std::chrono::milliseconds heartbeat{1000};
+  std::chrono::milliseconds backoff_min{50}, backoff_max{2000};
+  std::chrono::milliseconds close_timeout{2000};
+};
+
+// "HOST:PORT" -> host and port; throws InvalidArgument naming the text ("--telemetry: ...").
+void parse_host_port(const std::string& text, std::string& host, uint16_t& port);
+
+class Publisher : public telemetry::TelemetrySink {
+ public:
+  explicit Publisher(PublisherOptions options);  // starts the thread
+  ~Publisher() override;                         // close()
+  void publish(telemetry::Event event) noexcept override;
+  // Flushes (bounded by close_timeout) and stops the thread. Idempotent.
+  void close();
+
+  uint64_t published() const;  // accepted into the queue (heartbeats included)
+  uint64_t sent() const;       // written whole to a collector's connection
+  uint64_t dropped() const;    // queue full, or published after close()
+  bool connected() const;      // handshake done and the connection not known to be lost
+  // The most recent failure ("collector 127.0.0.1:7000 refused authentication (wrong token?):
+  // ..."), kept after later successes; empty when there was none.
+  std::string last_error() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace shardlab::net

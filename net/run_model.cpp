@@ -1,0 +1,151 @@
+#include "net/run_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+namespace shardlab::net {
+
+namespace {
+
+constexpr size_t kStragglerWindow = 20;
+constexpr double kStragglerFactor = 1.5;
+constexpr double kSilentSeconds = 5.0;
+
+template <class... Ts>
+struct overloaded : Ts... {
+  using Ts::operator()...;
+};
+template <class... Ts>
+overloaded(Ts...) -> overloaded<Ts...>;
+
+std::string human_bytes(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  if (b < 1024.0 * 1024) return fmt::format("{:.1f} KiB", b / 1024);
+  if (b < 1024.0 * 1024 * 1024) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024));
+  return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
+}
+
+bool done(telemetry::JobState s) {
+  return s == telemetry::JobState::finished || s == telemetry::JobState::failed;
+}
+
+}  // namespace
+
+void RunModel::add(const Message& message) {
+  if (const auto* hello = std::get_if<Hello>(&message)) {
+    ranks_[hello->rank].hello = *hello;
+    return;
+  }
+  const auto* event = std::get_if<telemetry::Event>(&message);
+  if (event == nullptr) return;  // handshake messages carry no run state
+  ++events_;
+  RankState& r = ranks_[event->rank];
+  // Events of one rank arrive in order, but max() keeps a late, re-sent event from moving time
+  // backwards.
+  r.last_seen = std::max(r.last_seen, event->time);
+  r.last_heartbeat = std::max(r.last_heartbeat, event->time);
+  std::visit(overloaded{
+                 [&](const telemetry::StepEvent& e) {
+                   r.step = e.step;
+                   r.loss = e.loss;
+                   r.step_seconds = e.step_seconds;
+                   r.throughput = e.throughput;
+                   r.tokens = e.tokens;
+                   r.step_times.push_back(e.step_seconds);
+                   r.loss_series.push_back(e.loss);
+                   // A rank that reports steps is running even if its JOB_STATE was lost.
+                   if (r.state == telemetry::JobState::starting)
+                     r.state = telemetry::JobState::running;
+                 },
+                 [&](const telemetry::MemoryEvent& e) {
+                   r.memory = e.current;
+                   // The event carries per-category peaks, whose sum overstates the peak of the
+                   // total; the largest total seen is a figure that really occurred.
+                   const int64_t total =
+                       std::accumulate(e.current.begin(), e.current.end(), int64_t{0});
+                   r.memory_peak = std::max(r.memory_peak, total);
+                 },
+                 [&](const telemetry::CollectiveEvent& e) {
+                   r.comm_seconds += e.duration;
+                   ++r.collectives;
+                 },
+                 [&](const telemetry::PipelinePhaseEvent&) {},
+                 [&](const telemetry::HeartbeatEvent&) {},
+                 [&](const telemetry::LogLineEvent&) {},
+                 [&](const telemetry::JobStateEvent& e) {
+                   r.state = e.state;
+                   r.reason = e.reason;
+                 },
+             },
+             event->payload);
+}
+
+bool RunModel::straggler(int rank) const {
+  auto it = ranks_.find(rank);
+  if (it == ranks_.end() || it->second.step_times.empty()) return false;
+  std::vector<double> pool;
+  int with_steps = 0;
+  for (const auto& [_, r] : ranks_) {
+    if (r.step_times.empty()) continue;
+    ++with_steps;
+    const size_t n = std::min(kStragglerWindow, r.step_times.size());
+    pool.insert(pool.end(), r.step_times.end() - static_cast<std::ptrdiff_t>(n),
+                r.step_times.end());
+  }
+  if (with_steps < 2) return false;
+  std::sort(pool.begin(), pool.end());
+  const size_t m = pool.size() / 2;
+  const double median = pool.size() % 2 == 1 ? pool[m] : (pool[m - 1] + pool[m]) / 2;
+  return it->second.step_times.back() > kStragglerFactor * median;
+}
+
+bool RunModel::silent(int rank, double now) const {
+  auto it = ranks_.find(rank);
+  if (it == ranks_.end()) return false;
+  const RankState& r = it->second;
+  // A rank known only from its HELLO has no time to measure silence from.
+  if (done(r.state) || r.last_heartbeat <= 0) return false;
+  return now - r.last_heartbeat > kSilentSeconds;
+}
+
+bool RunModel::all_done() const {
+  if (ranks_.empty()) return false;
+  return std::all_of(ranks_.begin(), ranks_.end(),
+                     [](const auto& kv) { return done(kv.second.state); });
+}
+
+std::string RunModel::table(double now) const {
+  constexpr const char* kRow = "{:>5}  {:<14}  {:<8}  {:>8}  {:>10}  {:>11}  {:>9}  {:>9}  {}";
+  auto row = [](std::string line) {
+    // No trailing blanks when the flags column is empty.
+    line.erase(line.find_last_not_of(' ') + 1);
+    return line + '\n';
+  };
+  std::string out = row(fmt::format(kRow, "RANK", "COORDS", "STATE", "STEP", "LOSS", "MEMORY",
+                                    "COMM(s)", "LAST(s)", "FLAGS"));
+  for (const auto& [rank, r] : ranks_) {
+    const std::string coords =
+        r.hello ? fmt::format("pp{} tp{} dp{}", r.hello->pp_i, r.hello->tp_i, r.hello->dp_i) : "-";
+    const int64_t memory = std::accumulate(r.memory.begin(), r.memory.end(), int64_t{0});
+    const std::string loss = r.step_times.empty() ? "-" : fmt::format("{:.4g}", r.loss);
+    const std::string last = r.last_seen > 0 ? fmt::format("{:.1f}", now - r.last_seen) : "-";
+    std::string flags;
+    auto flag = [&](const std::string& f) {
+      if (!flags.empty()) flags += ' ';
+      flags += f;
+    };
+    if (straggler(rank)) flag("STRAGGLER");
+    if (silent(rank, now)) flag("SILENT");
+    if (r.state == telemetry::JobState::failed)
+      flag(r.reason.empty() ? std::string("FAILED") : "FAILED: " + r.reason);
+    out +=
+        row(fmt::format(kRow, rank, coords, telemetry::to_string(r.state), r.step, loss,
+                        human_bytes(memory), fmt::format("{:.3f}", r.comm_seconds), last, flags));
+  }
+  return out;
+}
+
+}  // namespace shardlab::net

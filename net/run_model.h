@@ -1,0 +1,59 @@
+// RunModel: what a collector knows about a run, built from HELLOs and events: the latest state of
+// every rank and the series the charts draw. The headless monitor prints it as a table; the app
+// (gui/) reads it. Not thread-safe: feed it from one thread (the collector's, or a replay).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "net/protocol.h"
+
+namespace shardlab::net {
+
+struct RankState {
+  std::optional<Hello> hello;
+  int64_t step = 0;
+  double loss = 0;
+  double step_seconds = 0;
+  double throughput = 0;
+  bool tokens = false;
+  std::array<int64_t, kMemCategories> memory{};  // current bytes by category
+  int64_t memory_peak = 0;  // largest current total reported (the events carry per-category
+                            // peaks only, whose sum would overstate the peak of the total)
+  double comm_seconds = 0;  // summed collective durations
+  int64_t collectives = 0;
+  double last_seen = 0;       // time of the latest event (epoch seconds)
+  double last_heartbeat = 0;  // time of the latest heartbeat (or any event)
+  telemetry::JobState state = telemetry::JobState::starting;  // a STEP moves starting to running
+  std::string reason;                                         // failure reason
+  std::vector<double> step_times;                             // every step's seconds, in order
+  std::vector<double> loss_series;                            // every step's loss, in order
+};
+
+class RunModel {
+ public:
+  void add(const Message& message);
+  const std::map<int, RankState>& ranks() const { return ranks_; }
+  uint64_t events() const { return events_; }
+
+  // A straggler's last step took more than 1.5x the median step time of all ranks' last 20
+  // steps (needs at least 2 ranks with steps). Silent: no heartbeat (or other event) for more
+  // than 5 s before `now` while not finished or failed; a rank with no event yet is not silent.
+  bool straggler(int rank) const;
+  bool silent(int rank, double now) const;
+  // True when every rank seen has reached finished or failed (and at least one rank was seen).
+  bool all_done() const;
+
+  // The per-rank table: rank, coordinates, state, step, loss, memory (current total), comm time,
+  // last seen (seconds before `now`) and flags (STRAGGLER, SILENT, FAILED: reason).
+  std::string table(double now) const;
+
+ private:
+  std::map<int, RankState> ranks_;
+  uint64_t events_ = 0;
+};
+
+}  // namespace shardlab::net

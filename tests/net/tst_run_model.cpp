@@ -1,0 +1,354 @@
+// The run model (latest state per rank, stragglers, silent ranks, the table) and the exporters
+// (Chrome trace JSON, step CSV).
+#include <QtTest>
+
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "net/exporters.h"
+#include "net/run_model.h"
+
+using namespace shardlab;
+using namespace shardlab::net;
+namespace tl = shardlab::telemetry;
+using nlohmann::json;
+
+namespace {
+
+constexpr double kT0 = 1.7e9;
+
+Hello hello(int rank) {
+  Hello h;
+  h.job_id = "job";
+  h.rank = rank;
+  h.world = 4;
+  h.pp = 2;
+  h.tp = 2;
+  h.pp_i = rank / 2;
+  h.tp_i = rank % 2;
+  h.host = "node";
+  h.pid = 100 + rank;
+  return h;
+}
+
+tl::Event make_event(int rank, double time, tl::Payload payload) {
+  static std::map<int, uint64_t> seq;
+  tl::Event e;
+  e.rank = rank;
+  e.seq = seq[rank]++;
+  e.time = time;
+  e.payload = std::move(payload);
+  return e;
+}
+
+tl::StepEvent step(int64_t n, double loss, double seconds) {
+  tl::StepEvent s;
+  s.step = n;
+  s.loss = loss;
+  s.lr = 0.01;
+  s.grad_norm = 0.5;
+  s.throughput = 1000;
+  s.step_seconds = seconds;
+  return s;
+}
+
+// 4 ranks, `steps` steps each of 0.1 s; `slow_rank`'s last step takes `slow_factor` times longer.
+std::vector<Message> run(int steps, int slow_rank = -1, double slow_factor = 1.0) {
+  std::vector<Message> out;
+  for (int r = 0; r < 4; ++r) out.emplace_back(hello(r));
+  for (int i = 1; i <= steps; ++i)
+    for (int r = 0; r < 4; ++r) {
+      const double sec = (r == slow_rank && i == steps) ? 0.1 * slow_factor : 0.1;
+      out.emplace_back(make_event(r, kT0 + i * 0.1, step(i, 3.0 / (i + r + 1), sec)));
+    }
+  return out;
+}
+
+RunModel model_of(const std::vector<Message>& msgs) {
+  RunModel m;
+  for (const auto& msg : msgs) m.add(msg);
+  return m;
+}
+
+// Messages with every kind of event for the exporters.
+std::vector<Message> trace_messages() {
+  std::vector<Message> out;
+  for (int r = 0; r < 4; ++r) out.emplace_back(hello(r));
+  for (int i = 1; i <= 3; ++i)
+    for (int r = 0; r < 4; ++r) {
+      const double t = kT0 + i;
+      out.emplace_back(
+          make_event(r, t - 0.5, tl::PipelinePhaseEvent{r / 2, i, false, t - 0.9, t - 0.6}));
+      out.emplace_back(
+          make_event(r, t - 0.4, tl::PipelinePhaseEvent{r / 2, i, true, t - 0.6, t - 0.45}));
+      out.emplace_back(make_event(
+          r, t - 0.1,
+          tl::CollectiveEvent{"all_reduce", "tp[" + std::to_string(r / 2) + "]", 4096 * (r + 1),
+                              t - 0.3, 0.05, 10, 20.5, static_cast<uint64_t>(i), true}));
+      out.emplace_back(make_event(r, t, step(i, 1.0 / (3 * i + r), 0.9)));
+      out.emplace_back(make_event(r, t, tl::HeartbeatEvent{}));
+    }
+  return out;
+}
+
+}  // namespace
+
+class TestRunModel : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void latestStatePerRank() {
+    auto msgs = run(5);
+    tl::MemoryEvent mem;
+    mem.current = {3 << 20, 1 << 20, 2 << 20, 512 << 10, 0};
+    mem.peak = {3 << 20, 1 << 20, 2 << 20, 1 << 20, 0};
+    msgs.emplace_back(make_event(1, kT0 + 1, mem));
+    mem.current[3] = 0;  // activations released
+    msgs.emplace_back(make_event(1, kT0 + 1.1, mem));
+    msgs.emplace_back(
+        make_event(2, kT0 + 1.2,
+                   tl::CollectiveEvent{"all_reduce", "world", 100, kT0 + 1, 0.25, 1, 1, 1, true}));
+    msgs.emplace_back(make_event(
+        2, kT0 + 1.3, tl::CollectiveEvent{"send", "pp", 100, kT0 + 1.1, 0.5, 1, 1, 2, true}));
+    msgs.emplace_back(make_event(3, kT0 + 2, tl::JobStateEvent{tl::JobState::failed, "oom"}));
+    msgs.emplace_back(Challenge{});  // handshake messages are ignored
+    const RunModel m = model_of(msgs);
+
+    QCOMPARE(m.ranks().size(), size_t{4});
+    QCOMPARE(m.events(), uint64_t{4 * 5 + 5});
+    for (int r = 0; r < 4; ++r) {
+      const RankState& s = m.ranks().at(r);
+      QVERIFY(s.hello.has_value());
+      QCOMPARE(s.hello->pid, int64_t{100 + r});
+      QCOMPARE(s.step, int64_t{5});
+      QCOMPARE(s.loss, 3.0 / (5 + r + 1));
+      QCOMPARE(s.step_times.size(), size_t{5});
+      QCOMPARE(s.loss_series.size(), size_t{5});
+      QCOMPARE(s.loss_series.front(), 3.0 / (1 + r + 1));
+      QCOMPARE(s.throughput, 1000.0);
+    }
+    QCOMPARE(m.ranks().at(0).state, tl::JobState::running);
+    QCOMPARE(m.ranks().at(0).last_seen, kT0 + 0.5);
+    QCOMPARE(m.ranks().at(1).memory[3], int64_t{0});
+    QCOMPARE(m.ranks().at(1).memory[0], int64_t{3 << 20});
+    QCOMPARE(m.ranks().at(1).memory_peak, int64_t{(6 << 20) + (512 << 10)});
+    QCOMPARE(m.ranks().at(1).last_seen, kT0 + 1.1);
+    QCOMPARE(m.ranks().at(2).collectives, int64_t{2});
+    QCOMPARE(m.ranks().at(2).comm_seconds, 0.75);
+    QCOMPARE(m.ranks().at(3).state, tl::JobState::failed);
+    QCOMPARE(m.ranks().at(3).reason, std::string("oom"));
+  }
+
+  void stragglers() {
+    RunModel m = model_of(run(30, 2, 3.0));
+    QVERIFY(m.straggler(2));
+    QVERIFY(!m.straggler(0));
+    QVERIFY(!m.straggler(1));
+    QVERIFY(!m.straggler(3));
+    QVERIFY(!m.straggler(7));  // unknown rank
+
+    m = model_of(run(30));
+    for (int r = 0; r < 4; ++r) QVERIFY(!m.straggler(r));
+
+    // 1.4x is within tolerance.
+    m = model_of(run(30, 1, 1.4));
+    QVERIFY(!m.straggler(1));
+
+    // One rank alone has nobody to straggle behind.
+    RunModel single;
+    for (int i = 1; i <= 10; ++i)
+      single.add(make_event(0, kT0 + i, step(i, 1, i == 10 ? 0.5 : 0.1)));
+    QVERIFY(!single.straggler(0));
+  }
+
+  void silentRanks() {
+    RunModel m;
+    for (int r = 0; r < 3; ++r) m.add(hello(r));
+    m.add(make_event(0, kT0, tl::HeartbeatEvent{}));
+    m.add(make_event(1, kT0 + 3, step(1, 1, 0.1)));  // any event counts as a sign of life
+    m.add(make_event(2, kT0, tl::HeartbeatEvent{}));
+    m.add(make_event(2, kT0 + 0.5, tl::JobStateEvent{tl::JobState::finished, ""}));
+    QVERIFY(!m.silent(0, kT0 + 4.9));
+    QVERIFY(m.silent(0, kT0 + 5.5));
+    QVERIFY(!m.silent(1, kT0 + 5.5));
+    QVERIFY(m.silent(1, kT0 + 8.5));
+    QVERIFY(!m.silent(2, kT0 + 100));  // finished ranks are quiet, not silent
+    QVERIFY(!m.silent(9, kT0 + 100));
+    m.add(make_event(0, kT0 + 5.2, tl::HeartbeatEvent{}));
+    QVERIFY(!m.silent(0, kT0 + 5.5));
+  }
+
+  void allDone() {
+    RunModel m;
+    QVERIFY(!m.all_done());
+    for (int r = 0; r < 3; ++r) m.add(hello(r));
+    QVERIFY(!m.all_done());
+    m.add(make_event(0, kT0, tl::JobStateEvent{tl::JobState::finished, ""}));
+    m.add(make_event(1, kT0, tl::JobStateEvent{tl::JobState::failed, "nccl timeout"}));
+    QVERIFY(!m.all_done());
+    m.add(make_event(2, kT0, tl::JobStateEvent{tl::JobState::running, ""}));
+    QVERIFY(!m.all_done());
+    m.add(make_event(2, kT0 + 1, tl::JobStateEvent{tl::JobState::finished, ""}));
+    QVERIFY(m.all_done());
+  }
+
+  void table() {
+    auto msgs = run(10, 1, 3.0);
+    tl::MemoryEvent mem;
+    mem.current = {3 << 20, 1 << 20, 0, 0, 0};
+    msgs.emplace_back(make_event(0, kT0 + 1, mem));
+    mem.current = {1536, 512, 0, 0, 0};
+    msgs.emplace_back(make_event(2, kT0 + 1, mem));
+    msgs.emplace_back(
+        make_event(3, kT0 + 1, tl::JobStateEvent{tl::JobState::failed, "out of memory"}));
+    const RunModel m = model_of(msgs);
+    // Rank 0 and 2 last heard at kT0 + 1, rank 1 at kT0 + 1 (its last step): all silent at +10.
+    const std::string t = m.table(kT0 + 10);
+    QStringList lines = QString::fromStdString(t).split('\n', Qt::SkipEmptyParts);
+    QCOMPARE(lines.size(), 5);
+    const QString header = lines[0];
+    QVERIFY(header.contains("RANK"));
+    QVERIFY(header.contains("STATE"));
+    QVERIFY(header.contains("MEMORY"));
+    QVERIFY(header.contains("FLAGS"));
+    const auto state_col = header.indexOf("STATE");
+    const auto flags_col = header.indexOf("FLAGS");
+    for (int r = 0; r < 4; ++r) {
+      const QString& line = lines[r + 1];
+      QVERIFY2(line.trimmed().startsWith(QString::number(r)), qPrintable(line));
+      QVERIFY2(line.contains(QString("pp%1 tp%2 dp0").arg(r / 2).arg(r % 2)), qPrintable(line));
+      // Fixed width: every row's state sits under STATE.
+      QVERIFY2(line.mid(state_col).startsWith(r == 3 ? "failed" : "running"), qPrintable(line));
+    }
+    QVERIFY(lines[1].contains("4.0 MiB"));
+    QVERIFY(lines[3].contains("2.0 KiB"));
+    QVERIFY(lines[2].mid(flags_col).contains("STRAGGLER"));
+    QVERIFY(!lines[1].contains("STRAGGLER"));
+    QVERIFY(lines[1].mid(flags_col).contains("SILENT"));
+    QVERIFY(lines[4].contains("FAILED: out of memory"));
+    QVERIFY(!lines[4].contains("SILENT"));
+
+    // Shortly after the last events nobody is silent.
+    const std::string fresh = m.table(kT0 + 2);
+    QVERIFY(!QString::fromStdString(fresh).contains("SILENT"));
+  }
+
+  void chromeTrace() {
+    const auto msgs = trace_messages();
+    std::ostringstream out;
+    write_chrome_trace(msgs, out);
+    json doc;
+    try {
+      doc = json::parse(out.str());
+    } catch (const std::exception& e) {
+      QFAIL(e.what());
+    }
+    QCOMPARE(doc.at("displayTimeUnit").get<std::string>(), std::string("ms"));
+    const json& evs = doc.at("traceEvents");
+    QVERIFY(evs.is_array());
+
+    std::map<int, int> process_names;
+    std::map<std::pair<int, int>, std::string> thread_names;  // (pid, tid) -> name
+    for (const auto& e : evs) {
+      if (e.at("ph") != "M") continue;
+      if (e.at("name") == "process_name") {
+        const int pid = e.at("pid").get<int>();
+        ++process_names[pid];
+        const std::string want = "rank " + std::to_string(pid) + " (pp " + std::to_string(pid / 2) +
+                                 ", tp " + std::to_string(pid % 2) + ", dp 0)";
+        QCOMPARE(e.at("args").at("name").get<std::string>(), want);
+      }
+      if (e.at("name") == "thread_name")
+        thread_names[{e.at("pid").get<int>(), e.at("tid").get<int>()}] =
+            e.at("args").at("name").get<std::string>();
+    }
+    QCOMPARE(process_names.size(), size_t{4});
+    for (const auto& [pid, n] : process_names) QCOMPARE(n, 1);
+
+    // The earliest time in the messages: rank 0's first forward starts at kT0 + 1 - 0.9.
+    const double t0 = kT0 + 0.1;
+    int collectives = 0, phases = 0, steps = 0;
+    for (const auto& e : evs) {
+      const std::string ph = e.at("ph");
+      if (ph == "M") continue;
+      const int pid = e.at("pid").get<int>();
+      QVERIFY(pid >= 0 && pid < 4);
+      QVERIFY(e.at("ts").get<double>() >= 0);
+      if (ph == "X") {
+        QVERIFY(e.at("dur").get<double>() >= 0);
+        const std::string thread = thread_names.at({pid, e.at("tid").get<int>()});
+        const std::string name = e.at("name");
+        if (name == "all_reduce") {
+          ++collectives;
+          QCOMPARE(thread, std::string("collectives"));
+          QCOMPARE(e.at("args").at("group").get<std::string>(),
+                   "tp[" + std::to_string(pid / 2) + "]");
+          QCOMPARE(e.at("args").at("bytes").get<int64_t>(), int64_t{4096} * (pid + 1));
+          QCOMPARE(e.at("args").at("busbw").get<double>(), 20.5);
+          QVERIFY(std::abs(e.at("dur").get<double>() - 0.05e6) < 1e-3);
+        } else {
+          ++phases;
+          QCOMPARE(thread, std::string("pipeline"));
+          QVERIFY2((name[0] == 'F' || name[0] == 'B') && name.size() == 2, name.c_str());
+          QCOMPARE(e.at("args").at("stage").get<int>(), pid / 2);
+          // F<i> runs from kT0 + i - 0.9: check the timestamp against the earliest time.
+          const int i = name[1] - '0';
+          const double start = kT0 + i - (name[0] == 'F' ? 0.9 : 0.6);
+          QVERIFY2(std::abs(e.at("ts").get<double>() - (start - t0) * 1e6) < 1.0,
+                   qPrintable(QString::number(e.at("ts").get<double>())));
+        }
+      } else if (ph == "i") {
+        ++steps;
+        QCOMPARE(thread_names.at({pid, e.at("tid").get<int>()}), std::string("steps"));
+        QVERIFY(e.at("name").get<std::string>().starts_with("step "));
+        QVERIFY(e.at("args").contains("loss"));
+        QVERIFY(e.at("args").contains("lr"));
+      }
+    }
+    QCOMPARE(collectives, 12);
+    QCOMPARE(phases, 24);
+    QCOMPARE(steps, 12);
+
+    // No messages: still a valid, empty trace.
+    std::ostringstream empty;
+    write_chrome_trace({}, empty);
+    const json e = json::parse(empty.str());
+    QVERIFY(e.at("traceEvents").empty());
+  }
+
+  void stepCsv() {
+    auto msgs = trace_messages();
+    std::ostringstream out;
+    write_step_csv(msgs, out);
+    std::istringstream in(out.str());
+    std::string line;
+    QVERIFY(std::getline(in, line));
+    QCOMPARE(line, std::string("rank,step,loss,lr,grad_norm,throughput,step_seconds,time"));
+    std::vector<std::vector<std::string>> rows;
+    while (std::getline(in, line)) {
+      std::vector<std::string> cells;
+      std::stringstream ss(line);
+      std::string cell;
+      while (std::getline(ss, cell, ',')) cells.push_back(cell);
+      QCOMPARE(cells.size(), size_t{8});
+      rows.push_back(cells);
+    }
+    QCOMPARE(rows.size(), size_t{12});
+    // Rows follow message order: step i of rank r is row (i-1)*4 + r.
+    for (int i = 1; i <= 3; ++i)
+      for (int r = 0; r < 4; ++r) {
+        const auto& row = rows[static_cast<size_t>((i - 1) * 4 + r)];
+        QCOMPARE(std::stoi(row[0]), r);
+        QCOMPARE(std::stoll(row[1]), int64_t{i});
+        QCOMPARE(std::stod(row[2]), 1.0 / (3 * i + r));  // exact: the text round-trips
+        QCOMPARE(std::stod(row[7]), kT0 + i);
+      }
+  }
+};
+
+QTEST_GUILESS_MAIN(TestRunModel)
+#include "tst_run_model.moc"
