@@ -73,7 +73,8 @@ int bench_mlp(const std::vector<std::string>& argv) {
 
 int bench_command(const std::vector<std::string>& argv) {
   if (argv.empty())
-    SL_THROW(UsageError, "bench needs a target: optimizer, mlp, comm, sharded, hybrid or telemetry");
+    SL_THROW(UsageError,
+             "bench needs a target: optimizer, mlp, comm, sharded, hybrid or telemetry");
   const std::vector<std::string> rest(argv.begin() + 1, argv.end());
   if (argv[0] == "optimizer") return bench_optimizer(rest);
   if (argv[0] == "mlp") return bench_mlp(rest);
@@ -81,7 +82,8 @@ int bench_command(const std::vector<std::string>& argv) {
   if (argv[0] == "sharded") return bench_sharded_command(rest);
   if (argv[0] == "hybrid") return bench_hybrid_command(rest);
   if (argv[0] == "telemetry") return bench_telemetry_command(rest);
-  SL_THROW(UsageError, "unknown bench target '{}' (known: optimizer, mlp, comm, sharded, hybrid, telemetry)",
+  SL_THROW(UsageError,
+           "unknown bench target '{}' (known: optimizer, mlp, comm, sharded, hybrid, telemetry)",
            argv[0]);
 }
 

@@ -67,6 +67,8 @@ double median(std::vector<double> v) {
 // (a) collector ingest
 
 constexpr int32_t kIngestRank = 3;
+// Each ingest row is the median of this many runs (a fresh collector and connection each).
+constexpr int kIngestReps = 3;
 
 // Counts the events it is handed; placed last among a collector's consumers, so when it has
 // counted N every consumer before it has handled all N. Only the collector thread writes.
@@ -216,11 +218,13 @@ void bench_ingest(int64_t events) {
       "\ningest: {} STEP events ({} bytes per frame, {:.1f} MB) over one loopback connection; the "
       "collector's io_context on one thread\n",
       events, frame, static_cast<double>(bytes.size()) / 1e6);
-  fmt::print("  {:<11} {:>12} {:>9} {:>9}\n", "consumer", "events/s", "MB/s", "seconds");
+  fmt::print("  {:<11} {:>12} {:>9} {:>9}  (median of {} runs each)\n", "consumer", "events/s",
+             "MB/s", "seconds", kIngestReps);
   std::fflush(stdout);
 
   // The ceiling: decode_frame alone over the same bytes.
-  {
+  std::vector<double> times;
+  for (int rep = 0; rep < kIngestReps; ++rep) {
     const auto t0 = Clock::now();
     std::span<const uint8_t> rest(bytes);
     int64_t decoded = 0;
@@ -230,30 +234,33 @@ void bench_ingest(int64_t events) {
       if (std::holds_alternative<telemetry::Event>(r.message)) ++decoded;
       rest = rest.subspan(r.consumed);
     }
-    const double s = seconds_since(t0);
+    times.push_back(seconds_since(t0));
     SL_ENFORCE_T(InternalError, decoded == events, "bench telemetry: decoded {} of {} frames",
                  decoded, events);
-    print_ingest_row("decode-only", events, bytes.size(), s, "decode_frame alone, no sockets");
-    std::fflush(stdout);
   }
-  {
-    const IngestResult r = ingest(bytes, events, {});
-    print_ingest_row("count", events, bytes.size(), r.seconds, "counts the events");
-    std::fflush(stdout);
-  }
-  {
+  print_ingest_row("decode-only", events, bytes.size(), median(times),
+                   "decode_frame alone, no sockets");
+  std::fflush(stdout);
+
+  times.clear();
+  for (int rep = 0; rep < kIngestReps; ++rep) times.push_back(ingest(bytes, events, {}).seconds);
+  print_ingest_row("count", events, bytes.size(), median(times), "counts the events");
+  std::fflush(stdout);
+
+  times.clear();
+  for (int rep = 0; rep < kIngestReps; ++rep) {
     auto model = std::make_unique<net::RunModelConsumer>();
-    const IngestResult r = ingest(bytes, events, {model.get()});
+    times.push_back(ingest(bytes, events, {model.get()}).seconds);
     const auto& ranks = model->model().ranks();
     const auto it = ranks.find(kIngestRank);
     SL_ENFORCE_T(InternalError,
                  model->model().events() == static_cast<uint64_t>(events) && it != ranks.end() &&
                      it->second.step == events,
                  "bench telemetry: the run model holds {} events", model->model().events());
-    print_ingest_row("run-model", events, bytes.size(), r.seconds,
-                     "RunModelConsumer (per-rank state, step and loss series)");
-    std::fflush(stdout);
   }
+  print_ingest_row("run-model", events, bytes.size(), median(times),
+                   "RunModelConsumer (per-rank state, step and loss series)");
+  std::fflush(stdout);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -363,10 +370,10 @@ void bench_overhead(int64_t steps, int64_t pairs) {
   const MlpConfig& m = job.model.mlp;
   fmt::print(
       "\nworker overhead: {} (mlp {}-{}-{}-{}, {} lr {:g}, {} on {} threads), {} steps, batch {}, "
-      "no evaluation; {} off/on pairs, interleaved\n",
+      "no evaluation; one untimed warm-up run, then {} off/on pairs, interleaved\n",
       job.name, m.input_dim, m.hidden[0], m.hidden[1], m.num_classes, job.optimizer.name,
-      job.optimizer.lr, job.parallel.strategy, job.parallel.world_size, steps,
-      job.train.batch_size, pairs);
+      job.optimizer.lr, job.parallel.strategy, job.parallel.world_size, steps, job.train.batch_size,
+      pairs);
   fmt::print(
       "  on: every rank a Publisher to a collector in this process (RunModel + recording to a "
       "temporary file), collectives included\n");
@@ -377,6 +384,7 @@ void bench_overhead(int64_t steps, int64_t pairs) {
       (std::filesystem::temp_directory_path() /
        fmt::format("shardlab-bench-telemetry-{}.slrec", static_cast<long>(getpid())))
           .string();
+  run_once(job, data, false, recording_path);  // first-touch page faults, caches, thread pools
   std::vector<double> off, on;
   std::vector<OverheadRun> on_runs;
   for (int64_t i = 0; i < pairs; ++i)
@@ -396,6 +404,9 @@ void bench_overhead(int64_t steps, int64_t pairs) {
       std::fflush(stdout);
     }
   const double off_s = median(off), on_s = median(on);
+  std::vector<double> ratios;  // on / off within each pair: robust to slow drifts in the load
+  for (size_t i = 0; i < off.size() && i < on.size(); ++i)
+    if (off[i] > 0) ratios.push_back(on[i] / off[i]);
   uint64_t sent = 0, dropped = 0, lost = 0;
   for (const OverheadRun& r : on_runs) {
     sent += r.sent;
@@ -404,6 +415,12 @@ void bench_overhead(int64_t steps, int64_t pairs) {
   }
   fmt::print("median train seconds: off {:.3f}, on {:.3f}; telemetry overhead {:+.1f}%\n", off_s,
              on_s, off_s > 0 ? 100.0 * (on_s - off_s) / off_s : 0.0);
+  fmt::print(
+      "spread: off {:.3f}..{:.3f} s, on {:.3f}..{:.3f} s; median of the per-pair on/off ratios "
+      "{:+.1f}%\n",
+      *std::min_element(off.begin(), off.end()), *std::max_element(off.begin(), off.end()),
+      *std::min_element(on.begin(), on.end()), *std::max_element(on.begin(), on.end()),
+      100.0 * (median(ratios) - 1.0));
   fmt::print(
       "events per on-run: {:.0f} sent ({:.0f} per step), {} dropped in all; {} sent but not "
       "received\n",
@@ -424,7 +441,7 @@ int bench_telemetry_command(const std::vector<std::string>& argv) {
   const bool quick = args.has("--quick");
   const int64_t events = args.get_int("--events", quick ? 200000 : 2000000, 1000, 50000000);
   const int64_t steps = args.get_int("--steps", quick ? 40 : 300, 10, 100000);
-  const int64_t pairs = args.get_int("--pairs", quick ? 1 : 3, 1, 100);
+  const int64_t pairs = args.get_int("--pairs", quick ? 1 : 5, 1, 100);
   fmt::print("bench telemetry: protocol v{}, loopback TCP, {} cores{}\n", net::kProtocolVersion,
              available_cores(), quick ? " (--quick)" : "");
   std::fflush(stdout);

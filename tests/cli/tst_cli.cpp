@@ -415,6 +415,51 @@ class TestCli : public QObject {
     QCOMPARE(bubbles["gpipe 4 1"][10], QString("75.0%"));
   }
 
+  // The telemetry bench, quick: the three ingest rows (decode alone, a counting consumer, a
+  // RunModel) with positive rates, then one off/on pair of the demo job that delivered every
+  // event it sent, and the overhead line.
+  void benchTelemetryQuick() {
+    const Outcome o = run_cli({"bench", "telemetry", "--quick"}, 300000);
+    QVERIFY2(o.exit_code == 0, qPrintable(o.err + o.out));
+    QVERIFY2(o.out.contains("ingest: 200000 STEP events"), qPrintable(o.out));
+    auto num = [](const QString& cell) {
+      bool ok = false;
+      const double v = cell.toDouble(&ok);
+      return ok ? v : std::nan("");
+    };
+    QMap<QString, QStringList> ingest, runs;  // label -> cells; "off"/"on" -> cells
+    for (const QString& line : o.out.split('\n')) {
+      const QStringList cells = line.split(' ', Qt::SkipEmptyParts);
+      if (cells.size() >= 4 &&
+          (cells[0] == "decode-only" || cells[0] == "count" || cells[0] == "run-model")) {
+        QVERIFY2(!ingest.contains(cells[0]), qPrintable("two rows for " + cells[0] + "\n" + o.out));
+        ingest[cells[0]] = cells;
+      }
+      // run telemetry train-s published sent dropped received
+      if (cells.size() == 7 && cells[0] == "1" && (cells[1] == "off" || cells[1] == "on"))
+        runs[cells[1]] = cells;
+    }
+    QCOMPARE(ingest.size(), 3);
+    for (const QStringList& c : ingest) {
+      const double events_per_s = num(c[1]), mb_per_s = num(c[2]), seconds = num(c[3]);
+      QVERIFY2(events_per_s > 1000 && mb_per_s > 0 && seconds > 0, qPrintable(o.out));
+      // seconds is printed to the millisecond
+      QVERIFY2(std::abs(events_per_s * seconds - 200000) <= events_per_s * 0.0005 + 1,
+               qPrintable(o.out));
+    }
+    QCOMPARE(runs.size(), 2);
+    QVERIFY2(num(runs["off"][2]) > 0 && num(runs["on"][2]) > 0, qPrintable(o.out));
+    const QStringList& on = runs["on"];
+    QVERIFY2(num(on[4]) > 0, qPrintable(o.out));  // sent
+    QCOMPARE(on[5], QString("0"));                // dropped
+    QCOMPARE(on[6], on[4]);                       // received == sent
+    QVERIFY2(
+        o.out.contains(QRegularExpression(
+            R"(median train seconds: off \d+\.\d{3}, on \d+\.\d{3}; telemetry overhead [+-]\d+\.\d%)")),
+        qPrintable(o.out));
+    QVERIFY2(o.out.contains("0 sent but not received"), qPrintable(o.out));
+  }
+
   void infoReportsBuild() {
     const Outcome o = run_cli({"info"});
     QCOMPARE(o.exit_code, 0);
