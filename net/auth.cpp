@@ -222,11 +222,12 @@ std::string read_token_file(const std::string& path) {
 }
 
 std::string find_token(const std::string& path) {
+  // An explicit file wins: a stale exported variable must not override what the user named.
+  if (!path.empty()) return read_token_file(path);
   if (const char* env = std::getenv(kTokenEnv)) {
     std::string token = trim(env);
     if (!token.empty()) return token;
   }
-  if (!path.empty()) return read_token_file(path);
   SL_THROW(InvalidArgument, "no telemetry token: pass --token-file PATH or set {}", kTokenEnv);
 }
 

@@ -31,8 +31,9 @@ void write_token_file(const std::string& path, const std::string& token);
 // Reads a token: the file's first line, trimmed. Throws IoError (missing file) or
 // InvalidArgument (empty).
 std::string read_token_file(const std::string& path);
-// The token from SHARDLAB_TELEMETRY_TOKEN (trimmed; set but empty counts as unset), or from `path`
-// when given; throws InvalidArgument naming both --token-file and the variable when neither is set.
+// The token from `path` when given (an explicit file wins), else from SHARDLAB_TELEMETRY_TOKEN
+// (trimmed; set but empty counts as unset); throws InvalidArgument naming both when neither is
+// there, IoError when the file cannot be read.
 std::string find_token(const std::string& path);
 
 inline constexpr const char* kTokenEnv = "SHARDLAB_TELEMETRY_TOKEN";

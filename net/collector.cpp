@@ -117,6 +117,7 @@ struct Core {
   uint16_t port = 0;
   std::string where;  // "address:port", for messages
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  asio::steady_timer retry_timer{io};  // accept() after a failed accept
   std::thread thread;
   std::atomic<std::thread::id> loop_thread{};  // the collector thread while it runs
   std::promise<void> finished;                 // set when the thread's run() returns
@@ -151,7 +152,13 @@ struct Core {
     acceptor.async_accept([this](const error_code& ec, tcp::socket socket) {
       if (stopping || ec == asio::error::operation_aborted) return;
       if (ec) {
+        // Out of descriptors and the like: pause before accepting again instead of spinning.
         log(fmt::format("collector on {}: accept failed: {}", where, ec.message()));
+        retry_timer.expires_after(std::chrono::milliseconds(100));
+        retry_timer.async_wait([this](const error_code& e) {
+          if (!e && !stopping) accept();
+        });
+        return;
       } else {
         accepted.fetch_add(1, std::memory_order_relaxed);
         error_code ignored;
@@ -171,6 +178,7 @@ struct Core {
     stopping = true;
     error_code ignored;
     acceptor.close(ignored);
+    retry_timer.cancel();
     auto all = std::move(connections);
     connections.clear();
     for (auto& [id, conn] : all) conn->close("", false);
@@ -452,13 +460,36 @@ void Collector::call(const std::function<void()>& f) {
     f();
     return;
   }
-  auto task = std::make_shared<std::packaged_task<void()>>(f);
+  // `f` refers to the caller's frame: once this call gives up waiting, the posted task must not
+  // run it any more. A task that has already started is waited for (it is running; it ends).
+  struct State {
+    std::mutex m;
+    bool cancelled = false, started = false;
+  };
+  auto state = std::make_shared<State>();
+  auto task = std::make_shared<std::packaged_task<void()>>([state, &f] {
+    {
+      std::lock_guard g(state->m);
+      if (state->cancelled) return;
+      state->started = true;
+    }
+    f();
+  });
   auto done = task->get_future();
   asio::post(d.io, [task] { (*task)(); });
   lock.unlock();
-  if (done.wait_for(kCallTimeout) != std::future_status::ready)
-    SL_THROW(TimeoutError, "collector on {}: call() did not run within {} s", d.where,
-             std::chrono::duration_cast<std::chrono::seconds>(kCallTimeout).count());
+  if (done.wait_for(kCallTimeout) != std::future_status::ready) {
+    bool started = false;
+    {
+      std::lock_guard g(state->m);
+      started = state->started;
+      if (!started) state->cancelled = true;
+    }
+    if (!started)
+      SL_THROW(TimeoutError, "collector on {}: call() did not run within {} s", d.where,
+               std::chrono::duration_cast<std::chrono::seconds>(kCallTimeout).count());
+    done.wait();
+  }
   done.get();
 }
 

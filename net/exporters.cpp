@@ -154,7 +154,8 @@ void write_chrome_trace(const std::vector<Message>& messages, std::ostream& out)
   for (auto& e : events) trace.push_back(std::move(e));
 
   const json doc{{"traceEvents", std::move(trace)}, {"displayTimeUnit", "ms"}};
-  out << doc.dump() << '\n';
+  // Op, group and reason strings come from the wire: invalid UTF-8 is replaced, never thrown on.
+  out << doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
 }
 
 void write_step_csv(const std::vector<Message>& messages, std::ostream& out) {

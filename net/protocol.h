@@ -107,6 +107,7 @@ struct DecodeResult {
 // Decodes the first frame of `bytes`: ok with the message and its size, need_more when the frame
 // is not complete yet (a valid prefix), error when it can never be valid (wrong magic, wrong
 // version, unknown type, payload over max_payload, a payload that does not parse exactly).
-DecodeResult decode_frame(std::span<const uint8_t> bytes, uint32_t max_payload = kDefaultMaxPayload);
+DecodeResult decode_frame(std::span<const uint8_t> bytes,
+                          uint32_t max_payload = kDefaultMaxPayload);
 
 }  // namespace shardlab::net

@@ -80,9 +80,11 @@ struct OpState {
 
 }  // namespace
 
-void parse_host_port(const std::string& text, std::string& host, uint16_t& port) {
+void parse_host_port(const std::string& text, std::string& host, uint16_t& port,
+                     const std::string& flag, bool allow_any_port) {
   auto bad = [&]() {
-    SL_THROW(InvalidArgument, "--telemetry: expected HOST:PORT (port 1..65535), got '{}'", text);
+    SL_THROW(InvalidArgument, "{}: expected HOST:PORT (port {}..65535), got '{}'", flag,
+             allow_any_port ? 0 : 1, text);
   };
   std::string h, p;
   if (!text.empty() && text.front() == '[') {
@@ -103,7 +105,7 @@ void parse_host_port(const std::string& text, std::string& host, uint16_t& port)
     if (c < '0' || c > '9') bad();
     value = value * 10 + static_cast<unsigned long>(c - '0');
   }
-  if (value < 1 || value > 65535) bad();
+  if (value < (allow_any_port ? 0 : 1) || value > 65535) bad();
   host = h;
   port = static_cast<uint16_t>(value);
 }
@@ -441,10 +443,20 @@ struct Publisher::Impl {
         close_socket();
       }
       if (!err.empty()) set_error(err);
-      std::unique_lock lock(m);
-      auto until = Clock::now() + backoff;
-      if (closing) until = std::min(until, deadline_of_close());
-      cv.wait_until(lock, until, [&] { return closing && queue.empty(); });
+      {
+        // Back off, but a close() arriving meanwhile bounds the wait by its own deadline.
+        std::unique_lock lock(m);
+        const auto backoff_end = Clock::now() + backoff;
+        while (true) {
+          auto until = backoff_end;
+          if (closing) {
+            if (queue.empty()) break;
+            until = std::min(until, deadline_of_close());
+          }
+          if (Clock::now() >= until) break;
+          cv.wait_until(lock, until);
+        }
+      }
       backoff = std::min(backoff * 2, o.backoff_max);
     }
     std::lock_guard lock(m);
@@ -510,16 +522,22 @@ void Publisher::publish(telemetry::Event event) noexcept {
   }
 }
 
-void Publisher::close() {
+void Publisher::begin_close() {
   Impl& d = *impl_;
-  std::lock_guard guard(d.close_mutex);
-  if (d.joined) return;
   {
     std::lock_guard lock(d.m);
+    if (d.closing) return;
     d.closing = true;
     d.close_deadline = (Clock::now() + d.o.close_timeout).time_since_epoch().count();
   }
   d.cv.notify_all();
+}
+
+void Publisher::close() {
+  Impl& d = *impl_;
+  std::lock_guard guard(d.close_mutex);
+  if (d.joined) return;
+  begin_close();
   if (d.thread.joinable()) d.thread.join();
   d.joined = true;
 }

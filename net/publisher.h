@@ -44,8 +44,11 @@ struct PublisherOptions {
   std::chrono::milliseconds close_timeout{2000};
 };
 
-// "HOST:PORT" -> host and port; throws InvalidArgument naming the text ("--telemetry: ...").
-void parse_host_port(const std::string& text, std::string& host, uint16_t& port);
+// "HOST:PORT" -> host and port; throws InvalidArgument naming `flag` and the text
+// ("--telemetry: expected HOST:PORT ..."). allow_any_port accepts port 0 (a listener: any free
+// port).
+void parse_host_port(const std::string& text, std::string& host, uint16_t& port,
+                     const std::string& flag = "--telemetry", bool allow_any_port = false);
 
 class Publisher : public telemetry::TelemetrySink {
  public:
@@ -54,6 +57,9 @@ class Publisher : public telemetry::TelemetrySink {
   void publish(telemetry::Event event) noexcept override;
   // Flushes (bounded by close_timeout) and stops the thread. Idempotent.
   void close();
+  // Starts closing (the close_timeout deadline runs from now) without waiting, so that many
+  // publishers can share one deadline; close() then waits for the thread. Idempotent.
+  void begin_close();
 
   uint64_t published() const;  // accepted into the queue (heartbeats included)
   uint64_t sent() const;       // written whole to a collector's connection

@@ -1,5 +1,9 @@
 #include "net/recording.h"
 
+#include <unistd.h>
+
+#include <chrono>
+
 #include <cerrno>
 #include <cstring>
 #include <span>
@@ -66,7 +70,10 @@ void RecordingWriter::append(const Message& message) {
   encode_into(message, pending_);
   ++pending_count_;
   ++messages_;
-  if (pending_count_ >= block_messages_) flush();
+  // A full block, or one second since the last write: a reader (or a crash) loses at most that.
+  if (pending_count_ >= block_messages_ ||
+      std::chrono::steady_clock::now() - last_write_ >= std::chrono::seconds(1))
+    flush();
 }
 
 void RecordingWriter::flush() {
@@ -80,12 +87,19 @@ void RecordingWriter::flush() {
   put_u32(h + 4, static_cast<uint32_t>(payload));
   put_u32(h + 8, pending_count_);
   put_u32(h + 12, crc32_of(pending_.data() + kBlockHeaderSize, payload));
+  const long before = std::ftell(file_);
   const bool ok = std::fwrite(pending_.data(), 1, pending_.size(), file_) == pending_.size() &&
                   std::fflush(file_) == 0;
+  const int err = errno;
   // The buffer is dropped either way: retrying a partly written block would duplicate messages.
   pending_.clear();
   pending_count_ = 0;
-  if (!ok) SL_THROW(IoError, "cannot write recording {}: {}", path_, std::strerror(errno));
+  last_write_ = std::chrono::steady_clock::now();
+  if (!ok) {
+    // Cut a partly written block off, so the blocks written later stay readable.
+    if (before >= 0 && ftruncate(fileno(file_), before) == 0) std::fseek(file_, before, SEEK_SET);
+    SL_THROW(IoError, "cannot write recording {}: {}", path_, std::strerror(err));
+  }
 }
 
 RecordingContents read_recording(const std::string& path) {

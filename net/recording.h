@@ -11,6 +11,7 @@
 // checksum or frames are wrong (corruption), naming the byte offset.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -28,7 +29,8 @@ class RecordingWriter {
   RecordingWriter(const RecordingWriter&) = delete;
   RecordingWriter& operator=(const RecordingWriter&) = delete;
 
-  // Buffers a message; a full block is written at once. Not thread-safe (one collector thread).
+  // Buffers a message; a full block, or the first message a second after the last write, is
+  // written at once. Not thread-safe (one collector thread).
   void append(const Message& message);
   // Writes the buffered messages as a block (nothing when empty) and flushes the file.
   void flush();
@@ -40,6 +42,7 @@ class RecordingWriter {
   std::FILE* file_ = nullptr;
   size_t block_messages_;
   std::vector<uint8_t> pending_;
+  std::chrono::steady_clock::time_point last_write_ = std::chrono::steady_clock::now();
   uint32_t pending_count_ = 0;
   uint64_t messages_ = 0;
 };

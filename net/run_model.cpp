@@ -113,6 +113,11 @@ bool RunModel::silent(int rank, double now) const {
 
 bool RunModel::all_done() const {
   if (ranks_.empty()) return false;
+  // Every rank of the world a HELLO announced must have been seen, not only those that came.
+  int world = 0;
+  for (const auto& [rank, st] : ranks_)
+    if (st.hello) world = std::max(world, st.hello->world);
+  if (static_cast<int>(ranks_.size()) < world) return false;
   return std::all_of(ranks_.begin(), ranks_.end(),
                      [](const auto& kv) { return done(kv.second.state); });
 }

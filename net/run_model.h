@@ -44,7 +44,8 @@ class RunModel {
   // than 5 s before `now` while not finished or failed; a rank with no event yet is not silent.
   bool straggler(int rank) const;
   bool silent(int rank, double now) const;
-  // True when every rank seen has reached finished or failed (and at least one rank was seen).
+  // True when every rank seen has reached finished or failed, at least one rank was seen, and as
+  // many ranks as the HELLOs' world size.
   bool all_done() const;
 
   // The per-rank table: rank, coordinates, state, step, loss, memory (current total), comm time,

@@ -39,9 +39,10 @@ extern "C" void on_signal(int) {
 
 // The token the monitor expects, and where workers find it.
 std::string monitor_token(const Args& args) {
-  if (const char* env = std::getenv(net::kTokenEnv); env && *env) {
+  // An explicit --token-file wins over the variable (as for the workers).
+  if (const char* env = std::getenv(net::kTokenEnv); env && *env && !args.has("--token-file")) {
     fmt::print(stderr, "monitor: using the token in {}\n", net::kTokenEnv);
-    return env;
+    return net::find_token("");
   }
   const std::string path = args.get("--token-file", "shardlab-monitor.token");
   std::error_code ec;
@@ -76,8 +77,17 @@ int monitor_command(const std::vector<std::string>& argv) {
     SL_THROW(UsageError, "monitor takes no positional arguments (got '{}')", args.positional()[0]);
   if (!args.has("--listen"))
     SL_THROW(UsageError, "monitor needs --listen ADDR:PORT, e.g. --listen 127.0.0.1:7070");
+  // Ctrl-C from here on stops the monitor cleanly (and keeps the recording).
+  g_stop = false;
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
   net::CollectorOptions o;
-  net::parse_host_port(args.get("--listen"), o.address, o.port);
+  net::parse_host_port(args.get("--listen"), o.address, o.port, "--listen", true);
+  if (o.address != "127.0.0.1" && o.address != "localhost" && o.address != "::1")
+    fmt::print(stderr,
+               "monitor: listening on {}, not loopback: workers on other machines can connect "
+               "(they still need the token)\n",
+               o.address);
   const double duration = positive_seconds(args, "--duration", 0);
   const double interval = positive_seconds(args, "--interval", 1.0);
   o.token = monitor_token(args);
@@ -94,17 +104,19 @@ int monitor_command(const std::vector<std::string>& argv) {
   fmt::print("monitor: listening on {}:{}{}\n", o.address, collector.port(),
              recording ? " recording to " + args.get("--record") : std::string());
   std::fflush(stdout);
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
   const bool tty = isatty(STDOUT_FILENO) != 0;
   const auto start = std::chrono::steady_clock::now();
   bool done = false;
   while (!g_stop && !done) {
-    std::this_thread::sleep_for(std::chrono::duration<double>(interval));
+    // In slices, so Ctrl-C is seen within 0.1 s whatever the interval.
+    const auto wake = std::chrono::steady_clock::now() + std::chrono::duration<double>(interval);
+    while (!g_stop && std::chrono::steady_clock::now() < wake)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     std::string table;
     collector.call([&] {
       table = model.model().table(telemetry::now_seconds());
       done = args.has("--until-done") && model.model().all_done();
+      if (recording) recording->writer().flush();  // readable while it grows
     });
     if (tty) fmt::print("\x1b[H\x1b[2J");
     fmt::print("{}\n", table);
@@ -113,6 +125,8 @@ int monitor_command(const std::vector<std::string>& argv) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= duration)
       break;
   }
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends it at once
+  std::signal(SIGTERM, SIG_DFL);
   collector.stop();
   const net::CollectorStats st = collector.stats();
   if (recording) recording->writer().flush();
@@ -149,6 +163,8 @@ int export_command(const std::vector<std::string>& argv) {
     SL_THROW(UsageError, "export needs --chrome-trace OUT.json and/or --csv OUT.csv");
   const net::RecordingContents rec = net::read_recording(args.positional()[0]);
   if (!rec.complete) fmt::print(stderr, "export: {}\n", rec.note);
+  SL_ENFORCE(!rec.messages.empty(), "export: {} holds no complete block (nothing to export){}",
+             args.positional()[0], rec.complete ? "" : ": " + rec.note);
   auto write = [&](const std::string& path, auto&& body) {
     const std::string tmp = path + ".tmp";
     {

@@ -26,6 +26,7 @@
 #include "net/auth.h"
 #include "net/collector.h"
 #include "net/consumers.h"
+#include "net/publisher.h"
 
 namespace shardlab::cli {
 namespace {
@@ -104,7 +105,16 @@ int run_mpi(const JobSpec& job, const std::string& path, bool quiet, const Args&
   // the environment, which mpirun's local ranks inherit).
   std::unique_ptr<net::RecordingConsumer> recording;
   std::unique_ptr<net::Collector> collector;
-  if (args.has("--telemetry")) {
+  if (args.has("--telemetry") || !job.telemetry.address.empty()) {
+    // Checked here, so a bad address or a missing token is one line, not one failure per rank.
+    SL_ENFORCE(!args.has("--record"),
+               "--record: with --telemetry the collector records an mpi run (shardlab monitor "
+               "--record RUN.slrec)");
+    std::string host;
+    uint16_t port = 0;
+    net::parse_host_port(args.get("--telemetry", job.telemetry.address), host, port);
+    (void)net::find_token(args.get("--token-file", job.telemetry.token_file));
+    // Workers read the job's telemetry section themselves; flags given here override it.
     for (const char* flag : {"--telemetry", "--token-file"})
       if (args.has(flag)) {
         worker.push_back(flag);

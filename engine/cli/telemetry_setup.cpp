@@ -71,6 +71,21 @@ RunTelemetry::RunTelemetry(const Args& args, const JobSpec& job, const std::vect
     : impl_(std::make_unique<Impl>()) {
   if (args.has("--record") && args.has("--no-record"))
     SL_THROW(UsageError, "--record and --no-record contradict each other");
+  // --telemetry / --token-file, else the job's telemetry section.
+  const std::string address = args.get("--telemetry", job.telemetry.address);
+  const std::string token_file = args.get("--token-file", job.telemetry.token_file);
+  if (!address.empty()) {
+    net::PublisherOptions base;
+    net::parse_host_port(address, base.host, base.port);
+    base.token = net::find_token(token_file);
+    for (int r : ranks) {
+      net::PublisherOptions o = base;
+      o.hello = hello_for(job, r);
+      impl_->publishers[r] = std::make_unique<net::Publisher>(std::move(o));
+    }
+  } else if (args.has("--token-file")) {
+    SL_THROW(UsageError, "--token-file only applies with --telemetry HOST:PORT");
+  }
   const bool record = args.has("--record") || (record_by_default && !args.has("--no-record"));
   if (record) {
     impl_->recording_path = args.get("--record", default_recording_path(job));
@@ -79,18 +94,6 @@ RunTelemetry::RunTelemetry(const Args& args, const JobSpec& job, const std::vect
     if (!dir.empty()) std::filesystem::create_directories(dir, ec);
     impl_->recording = std::make_unique<net::RecordingSink>(impl_->recording_path);
     for (int r : ranks) impl_->recording->add_hello(hello_for(job, r));
-  }
-  if (args.has("--telemetry")) {
-    net::PublisherOptions base;
-    net::parse_host_port(args.get("--telemetry"), base.host, base.port);
-    base.token = net::find_token(args.get("--token-file"));
-    for (int r : ranks) {
-      net::PublisherOptions o = base;
-      o.hello = hello_for(job, r);
-      impl_->publishers[r] = std::make_unique<net::Publisher>(std::move(o));
-    }
-  } else if (args.has("--token-file")) {
-    SL_THROW(UsageError, "--token-file only applies with --telemetry HOST:PORT");
   }
   for (int r : ranks) {
     std::vector<telemetry::TelemetrySink*> to;
@@ -129,15 +132,25 @@ const std::string& RunTelemetry::recording_path() const {
 void RunTelemetry::close() {
   if (impl_->closed) return;
   impl_->closed = true;
-  uint64_t dropped = 0, sent = 0;
+  uint64_t dropped = 0, sent = 0, published = 0;
+  std::string error;
+  // One shared deadline: every publisher starts closing, then each is waited for.
+  for (auto& [rank, p] : impl_->publishers) p->begin_close();
   for (auto& [rank, p] : impl_->publishers) {
     p->close();
     dropped += p->dropped();
     sent += p->sent();
+    published += p->published();
+    if (error.empty()) error = p->last_error();
   }
-  if (!impl_->publishers.empty())
-    fmt::print("telemetry: {} events streamed{}\n", sent,
-               dropped ? fmt::format(", {} dropped (queue full)", dropped) : std::string());
+  if (!impl_->publishers.empty()) {
+    const uint64_t unsent = published > sent ? published - sent : 0;
+    fmt::print("telemetry: {} events streamed{}{}\n", sent,
+               dropped ? fmt::format(", {} dropped (queue full)", dropped) : std::string(),
+               unsent ? fmt::format(", {} not delivered ({})", unsent,
+                                    error.empty() ? "collector unreachable" : error)
+                      : std::string());
+  }
   if (impl_->recording) {
     impl_->recording->flush();
     fmt::print("telemetry: recorded {} events to {}{}\n", impl_->recording->events(),

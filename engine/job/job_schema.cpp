@@ -104,6 +104,10 @@ void visit_job(V& v, Job& job) {
     v.field("schedule", p.schedule);
     v.field("pp_partition", p.pp_partition);
   });
+  v.section("telemetry", [&] {
+    v.field("address", job.telemetry.address);
+    v.field("token_file", job.telemetry.token_file);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -25,6 +25,13 @@
 
 namespace shardlab {
 
+// Where a job's ranks stream telemetry (net/): `shardlab run` and `shardlab worker` use it unless
+// --telemetry / --token-file say otherwise.
+struct TelemetryConfig {
+  std::string address;     // "HOST:PORT" of a collector (`shardlab monitor`); "" streams nowhere
+  std::string token_file;  // file holding the job's token ("" : SHARDLAB_TELEMETRY_TOKEN)
+};
+
 struct JobSpec {
   std::string name = "job";
   ModelConfig model;
@@ -32,6 +39,7 @@ struct JobSpec {
   OptimizerConfig optimizer;
   TrainConfig train;        // with the LR schedule and early stopping
   ParallelConfig parallel;  // strategy and ranks ("none": one process)
+  TelemetryConfig telemetry;
 };
 
 // Same value in every field (compares the full JSON documents).

@@ -320,6 +320,30 @@ void check_model_parallel(Checker& c, const JobSpec& job, bool world_ok) {
   }
 }
 
+// "HOST:PORT" (or "[v6]:PORT") with a port in [1, 65535]; the collector may not be up yet, so
+// nothing is resolved here.
+void check_telemetry(Checker& c, const TelemetryConfig& t) {
+  if (t.address.empty()) {
+    if (!t.token_file.empty())
+      c.fail("telemetry.token_file", "only used with telemetry.address");
+    return;
+  }
+  const size_t colon = t.address.rfind(':');
+  bool ok = colon != std::string::npos && colon > 0 && colon + 1 < t.address.size() &&
+            colon + 6 >= t.address.size();
+  long port = 0;
+  if (ok) {
+    for (size_t i = colon + 1; i < t.address.size(); ++i) {
+      const char ch = t.address[i];
+      if (ch < '0' || ch > '9') ok = false;
+      port = port * 10 + (ch - '0');
+    }
+  }
+  if (!ok || port < 1 || port > 65535)
+    c.fail("telemetry.address",
+           fmt::format("expected HOST:PORT with a port in [1, 65535], got '{}'", t.address));
+}
+
 void check_parallel(Checker& c, const JobSpec& job) {
   const ParallelConfig& p = job.parallel;
   const bool known_strategy = c.one_of("parallel.strategy", p.strategy, strategy_names());
@@ -394,6 +418,7 @@ std::vector<FieldError> validate(const JobSpec& job) {
   check_optimizer(c, job.optimizer);
   check_train(c, job.train);
   check_parallel(c, job);
+  check_telemetry(c, job.telemetry);
   return c.take();
 }
 

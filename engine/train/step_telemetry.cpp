@@ -2,11 +2,25 @@
 
 #include <utility>
 
+#include <fmt/format.h>
+
 namespace shardlab {
 
 void add_step_telemetry(TrainerCallbacks& callbacks, telemetry::TelemetrySink* sink, int rank,
                         bool tokens, const MemoryLedger* ledger) {
   if (!sink) return;
+  // Every progress line (train.log_every) as a log line too.
+  auto log_before = std::move(callbacks.on_log);
+  callbacks.on_log = [log_before = std::move(log_before), sink, rank](const StepInfo& info) {
+    if (log_before) log_before(info);
+    telemetry::Event e;
+    e.rank = rank;
+    e.time = telemetry::now_seconds();
+    e.payload = telemetry::LogLineEvent{
+        fmt::format("step {}/{} epoch {} loss {:.4f} lr {:.3e} grad-norm {:.3f}", info.step,
+                    info.total_steps, info.epoch, info.loss, info.lr, info.grad_norm)};
+    sink->publish(std::move(e));
+  };
   auto before = std::move(callbacks.on_step);
   callbacks.on_step = [before = std::move(before), sink, rank, tokens,
                        ledger](const StepInfo& info) {

@@ -9,7 +9,8 @@
 
 namespace shardlab {
 
-// Chains onto callbacks.on_step (an existing one still runs first). `sink` and `ledger` must
+// Chains onto callbacks.on_step and on_log (existing ones still run first): a StepEvent and a
+// MemoryEvent every step, a LogLineEvent with every progress line. `sink` and `ledger` must
 // outlive the run; ledger may be null.
 void add_step_telemetry(TrainerCallbacks& callbacks, telemetry::TelemetrySink* sink, int rank,
                         bool tokens, const MemoryLedger* ledger);

@@ -3,11 +3,6 @@
 // crash, an uncaught exception or a stack dump; a small real job trains and prints its summary.
 #include <QtTest>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <cmath>
 
 #include <QJsonArray>
@@ -56,23 +51,6 @@ Outcome run_cli(const QStringList& args, int timeout_ms = 120000) {
 }
 
 const QString kMlpJob = "resources/jobs/fashion_mlp.json";
-
-// A loopback port nobody listens on right now (bound to port 0, read back, released).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
 
 }  // namespace
 
@@ -201,17 +179,23 @@ class TestCli : public QObject {
   void telemetryMonitorMpiRun() {
     const QString mpirun = QStandardPaths::findExecutable("mpirun");
     if (mpirun.isEmpty()) QSKIP("mpirun not found (apt-get install openmpi-bin)");
-    const int port = free_port();
-    QVERIFY(port > 0);
     const QString token = tmp_.filePath("monitor.token");
     const QString rec = tmp_.filePath("run.slrec");
     QProcess monitor;
     monitor.setWorkingDirectory(SHARDLAB_SOURCE_DIR);
-    monitor.start(SHARDLAB_CLI, {"monitor", "--listen", QString("127.0.0.1:%1").arg(port),
-                                 "--record", rec, "--token-file", token, "--until-done",
-                                 "--interval", "0.2", "--duration", "120"});
+    // Port 0: the monitor takes a free port and prints it.
+    monitor.start(SHARDLAB_CLI,
+                  {"monitor", "--listen", "127.0.0.1:0", "--record", rec, "--token-file", token,
+                   "--until-done", "--interval", "0.2", "--duration", "120"});
     QVERIFY(monitor.waitForStarted(10000));
-    for (int i = 0; i < 100 && !QFile::exists(token); ++i) QTest::qWait(50);
+    QByteArray first;
+    while (!first.contains('\n') && monitor.waitForReadyRead(10000))
+      first += monitor.readAllStandardOutput();
+    const QRegularExpressionMatch m =
+        QRegularExpression("listening on 127\\.0\\.0\\.1:(\\d+)").match(QString::fromUtf8(first));
+    QVERIFY2(m.hasMatch(), first.constData());
+    const int port = m.captured(1).toInt();
+    QVERIFY(port > 0);
     QVERIFY2(QFile::exists(token), "the monitor wrote no token file");
     QProcess run;
     run.setWorkingDirectory(SHARDLAB_SOURCE_DIR);
@@ -230,7 +214,7 @@ class TestCli : public QObject {
         QString::fromUtf8(run.readAllStandardOutput() + run.readAllStandardError());
     QVERIFY2(run.exitCode() == 0, qPrintable(run_out));
     QVERIFY2(monitor.waitForFinished(60000), "the monitor did not see every rank finish");
-    const QString mon_out = QString::fromUtf8(monitor.readAllStandardOutput());
+    const QString mon_out = QString::fromUtf8(first + monitor.readAllStandardOutput());
     const QString mon_err = QString::fromUtf8(monitor.readAllStandardError());
     QVERIFY2(monitor.exitCode() == 0, qPrintable(mon_out + mon_err));
     QVERIFY2(mon_out.contains("4 authenticated"), qPrintable(mon_out + mon_err));

@@ -777,13 +777,29 @@ class TestJob : public QObject {
     QCOMPARE(doc["train"]["early_stopping"].size(), field_count<EarlyStoppingConfig>());
     QCOMPARE(doc["parallel"].size(), field_count<ParallelConfig>());
     QCOMPARE(field_count<ParallelConfig>(), size_t(13));
-    QCOMPARE(field_count<JobSpec>(), size_t(6));
+    QCOMPARE(doc["telemetry"].size(), field_count<TelemetryConfig>());
+    QCOMPARE(field_count<JobSpec>(), size_t(7));
     QVERIFY(doc["train"]["accumulation_steps"] == json(1));
     QVERIFY(doc["train"]["clip_grad_norm"] == json(0.0));
     QVERIFY(doc["parallel"]["strategy"] == json("none"));
     QCOMPARE(field_count<OptimizerConfig>(), size_t(10));  // the counter itself works
     QVERIFY(doc["optimizer"]["momentum"] == json(0.0));
     QVERIFY(doc["data"]["corpus"] == json::array());
+  }
+
+  void telemetrySection() {
+    JobSpec job = job_from_json(patched(R"({"telemetry": {"address": "127.0.0.1:7070"}})"));
+    QCOMPARE(QString::fromStdString(job.telemetry.address), QString("127.0.0.1:7070"));
+    QVERIFY(validate(job).empty());
+    for (const char* bad : {"127.0.0.1", "host:0", "host:65536", ":7070", "host:70a0"}) {
+      job.telemetry.address = bad;
+      const auto errors = validate(job);
+      QVERIFY2(errors.size() == 1 && errors[0].field == "telemetry.address", bad);
+    }
+    job.telemetry.address.clear();
+    job.telemetry.token_file = "t.token";
+    const auto errors = validate(job);
+    QVERIFY(errors.size() == 1 && errors[0].field == "telemetry.token_file");
   }
 
   void saveAndLoad() {

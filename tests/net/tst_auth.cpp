@@ -215,13 +215,13 @@ class TestAuth : public QObject {
 
     QCOMPARE(find_token(path), std::string("from-file"));
     QVERIFY(::setenv(kTokenEnv, "from-env", 1) == 0);
-    QCOMPARE(find_token(path), std::string("from-env"));
+    // An explicit file wins over the variable; without one the variable is used.
+    QCOMPARE(find_token(path), std::string("from-file"));
     QCOMPARE(find_token(""), std::string("from-env"));
-    // The file is not even read when the variable is set.
-    QCOMPARE(find_token(dir.filePath("missing").toStdString()), std::string("from-env"));
+    QVERIFY_THROWS_EXCEPTION(IoError, find_token(dir.filePath("missing").toStdString()));
     // Set but empty counts as unset.
     QVERIFY(::setenv(kTokenEnv, "", 1) == 0);
-    QCOMPARE(find_token(path), std::string("from-file"));
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, find_token(""));
 
     ::unsetenv(kTokenEnv);
     QVERIFY_THROWS_EXCEPTION(InvalidArgument, find_token(""));

@@ -193,6 +193,9 @@ class TestRunModel : public QObject {
     m.add(make_event(2, kT0, tl::JobStateEvent{tl::JobState::running, ""}));
     QVERIFY(!m.all_done());
     m.add(make_event(2, kT0 + 1, tl::JobStateEvent{tl::JobState::finished, ""}));
+    QVERIFY(!m.all_done());  // the HELLOs announce a world of 4: rank 3 has not come yet
+    m.add(hello(3));
+    m.add(make_event(3, kT0 + 2, tl::JobStateEvent{tl::JobState::finished, ""}));
     QVERIFY(m.all_done());
   }
 
