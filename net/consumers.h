@@ -22,7 +22,10 @@ class RecordingConsumer : public MessageConsumer {
 
 class RunModelConsumer : public MessageConsumer {
  public:
-  void on_message(const Message& message) override { model_.add(message); }
+  // Stamped with the arrival time, so silent ranks are judged by the monitor's clock.
+  void on_message(const Message& message) override {
+    model_.add(message, telemetry::now_seconds());
+  }
   RunModel& model() { return model_; }
 
  private:

@@ -34,7 +34,7 @@ bool done(telemetry::JobState s) {
 
 }  // namespace
 
-void RunModel::add(const Message& message) {
+void RunModel::add(const Message& message, double received) {
   if (const auto* hello = std::get_if<Hello>(&message)) {
     ranks_[hello->rank].hello = *hello;
     return;
@@ -45,8 +45,10 @@ void RunModel::add(const Message& message) {
   RankState& r = ranks_[event->rank];
   // Events of one rank arrive in order, but max() keeps a late, re-sent event from moving time
   // backwards.
-  r.last_seen = std::max(r.last_seen, event->time);
-  r.last_heartbeat = std::max(r.last_heartbeat, event->time);
+  // Liveness by the receiver's clock when known (the sender's may be skewed).
+  const double seen = received > 0 ? received : event->time;
+  r.last_seen = std::max(r.last_seen, seen);
+  r.last_heartbeat = std::max(r.last_heartbeat, seen);
   std::visit(overloaded{
                  [&](const telemetry::StepEvent& e) {
                    r.step = e.step;

@@ -35,7 +35,9 @@ struct RankState {
 
 class RunModel {
  public:
-  void add(const Message& message);
+  // `received`: when the message arrived, epoch seconds by this machine's clock (a live
+  // collector); 0 (a replay) judges liveness by the events' own times.
+  void add(const Message& message, double received = 0);
   const std::map<int, RankState>& ranks() const { return ranks_; }
   uint64_t events() const { return events_; }
 

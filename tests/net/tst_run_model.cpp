@@ -182,6 +182,19 @@ class TestRunModel : public QObject {
     QVERIFY(!m.silent(0, kT0 + 5.5));
   }
 
+  void silentUsesTheReceiversClock() {
+    // A sender whose clock is an hour behind is not silent when its events keep arriving.
+    RunModel m;
+    m.add(hello(0), kT0 + 3600);
+    m.add(make_event(0, kT0, tl::HeartbeatEvent{}), kT0 + 3600);
+    QVERIFY(!m.silent(0, kT0 + 3601));
+    QVERIFY(m.silent(0, kT0 + 3606));
+    // Without a receive time (a replay) the events' own times count.
+    RunModel replay;
+    replay.add(make_event(0, kT0, tl::HeartbeatEvent{}));
+    QVERIFY(replay.silent(0, kT0 + 3601));
+  }
+
   void allDone() {
     RunModel m;
     QVERIFY(!m.all_done());
