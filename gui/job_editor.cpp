@@ -43,7 +43,8 @@ bool JobEditor::validateNow() {
   summary_.clear();
   try {
     // The same parser and validation as `shardlab run`, so both report a job identically.
-    const JobSpec job = job_from_json(parse_job_json(text().toStdString(), "editor"));
+    job_ = job_from_json(parse_job_json(text().toStdString(), "editor"));
+    const JobSpec& job = job_;
     summary_ = QString::fromStdString(
         fmt::format("{}: {} model, {} lr {:g}, {} steps of batch {}", job.name, job.model.kind,
                     job.optimizer.name, job.optimizer.lr, job.train.steps, job.train.batch_size));
@@ -55,6 +56,7 @@ bool JobEditor::validateNow() {
   status_->setText(valid_ ? tr("Valid job — %1").arg(summary_) : problem_);
   status_->setStyleSheet(valid_ ? "color: #1b5e20;" : "color: #b71c1c;");
   if (valid_ != was_valid || !valid_) emit validityChanged(valid_, valid_ ? summary_ : problem_);
+  if (valid_) emit jobChanged();
   return valid_;
 }
 

@@ -7,6 +7,8 @@
 #include <QTimer>
 #include <QWidget>
 
+#include "engine/job/job_spec.h"
+
 namespace shardlab::gui {
 
 class JobEditor : public QWidget {
@@ -23,9 +25,13 @@ class JobEditor : public QWidget {
   QString problem() const { return problem_; }
   // One line describing a valid job (model, optimizer, run length).
   QString summary() const { return summary_; }
+  // The job as last validated (meaningful while isValid()).
+  const JobSpec& job() const { return job_; }
 
  signals:
   void validityChanged(bool valid, const QString& problemOrSummary);
+  // After every validation that found the job valid (its fields may have changed).
+  void jobChanged();
 
  private:
   QPlainTextEdit* edit_;
@@ -34,6 +40,7 @@ class JobEditor : public QWidget {
   bool valid_ = false;
   QString problem_;
   QString summary_;
+  JobSpec job_;
 };
 
 }  // namespace shardlab::gui

@@ -4,15 +4,28 @@
 #include <QFileDialog>
 #include <QMenuBar>
 #include <QSaveFile>
+#include <QSplitter>
 #include <QStatusBar>
+
+#include "engine/job/job_spec.h"
+#include "engine/parallel/topology.h"
 
 namespace shardlab::gui {
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   editor_ = new JobEditor(this);
-  setCentralWidget(editor_);
+  grid_ = new RankGrid(this);
+  memory_ = new MemoryView(this);
+  auto* views = new QSplitter(Qt::Vertical, this);
+  views->addWidget(grid_);
+  views->addWidget(memory_);
+  auto* main = new QSplitter(Qt::Horizontal, this);
+  main->addWidget(editor_);
+  main->addWidget(views);
+  setCentralWidget(main);
+  connect(editor_, &JobEditor::jobChanged, this, &MainWindow::showJob);
   setWindowTitle(tr("ShardLab"));
-  resize(900, 700);
+  resize(1400, 800);
 
   QMenu* file = menuBar()->addMenu(tr("&File"));
   file->addAction(tr("&Open…"), QKeySequence::Open, this, [this] {
@@ -32,6 +45,20 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   });
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+}
+
+void MainWindow::showJob() {
+  try {
+    const JobSpec& job = editor_->job();
+    const ParallelConfig& p = job.parallel;
+    const int world = p.strategy == "none" ? 1 : static_cast<int>(p.world_size);
+    grid_->setTopology(uses_model_parallelism(p) ? Topology::make({p.pp, p.tp, p.dp}, world)
+                                                 : Topology::make({1, 1, world}, world));
+    memory_->setJob(job);
+  } catch (const std::exception& e) {
+    // The editor said valid; a view that cannot show it says why instead of going stale.
+    statusBar()->showMessage(tr("Cannot show the job: %1").arg(QString::fromUtf8(e.what())));
+  }
 }
 
 bool MainWindow::openFile(const QString& path) {

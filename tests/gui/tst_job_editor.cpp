@@ -21,6 +21,21 @@ class TestJobEditor : public QObject {
     QVERIFY(status && status->text().startsWith("Valid job"));
   }
 
+  // Opening a job draws its topology and the planner's per-rank memory beside the editor.
+  void openedJobDrivesTheGridAndTheMemoryPlan() {
+    MainWindow w;
+    QVERIFY(w.openFile(QString(SHARDLAB_SOURCE_DIR) + "/resources/jobs/gpt-3d.json"));
+    QVERIFY2(w.editor()->isValid(), qPrintable(w.editor()->problem()));
+    QCOMPARE(w.rankGrid()->world(), 8);
+    QCOMPARE(w.rankGrid()->topology().pp(), 2);
+    QCOMPARE(w.rankGrid()->topology().tp(), 2);
+    QCOMPARE(w.memoryView()->model().ranks(), 8);
+    QVERIFY(w.openFile(QString(SHARDLAB_SOURCE_DIR) + "/resources/jobs/fashion_mlp.json"));
+    QCOMPARE(w.rankGrid()->world(), 4);  // ZeRO-2 on 4 ranks: one dp dimension
+    QCOMPARE(w.rankGrid()->topology().dp(), 4);
+    QCOMPARE(w.memoryView()->model().ranks(), 4);
+  }
+
   void badFieldShowsTheEngineMessage() {
     JobEditor e;
     e.setText(R"({"name": "x", "optimizer": {"name": "adam", "lr": -1}})");

@@ -1,0 +1,124 @@
+// MemoryView: per-rank memory as stacked bars by category, the planner's prediction beside what
+// the ranks measured (issue 7).
+//
+// MemoryViewModel (no widgets, testable) holds the figures:
+//   - predicted: the engine's planner (engine/parallel/planner.h), steady-state bytes per rank by
+//     category, recomputed by setJob() as the user edits. Strategy "none" plans one rank
+//     (plan_memory with world 1); ddp/zero1/zero2/fsdp plan every rank alike (plan_memory over
+//     model_layout(job.model)); a job with tensor or pipeline parallelism plans each rank with
+//     plan_memory_hybrid, computed once per (pp, tp) coordinate (ranks differing only in dp hold
+//     the same). The planner predicts params, grads and optimizer state only: activations and
+//     comm are predicted as 0.
+//   - measured: the current bytes by category each rank last reported (net::RunModel).
+// An invalid job (validate() finds a problem, or the planner throws) keeps no prediction and
+// exposes the first problem as error(). A GPT job whose model.gpt.vocab_size is 0 (taken from the
+// corpus when the job runs) is planned with kPlaceholderVocab symbols, and note() says so.
+//
+// MemoryView draws the model into a QChartView: for each of the first kMaxDrawnRanks ranks two
+// stacked bars side by side, "planned" and "measured", with one QBarSet per category (params,
+// grads, optimizer_state, activations). Every update rebuilds the sets whole (never per-point
+// appends); a label says "first 64 of N ranks" when the job is larger.
+#pragma once
+
+#include <QLabel>
+#include <QString>
+#include <QWidget>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "engine/core/memory.h"
+
+QT_BEGIN_NAMESPACE
+class QBarCategoryAxis;
+class QChart;
+class QChartView;
+class QStackedBarSeries;
+class QValueAxis;
+QT_END_NAMESPACE
+
+namespace shardlab {
+struct JobSpec;
+namespace net {
+class RunModel;
+}
+}  // namespace shardlab
+
+namespace shardlab::gui {
+
+class MemoryViewModel {
+ public:
+  // Symbols assumed for a GPT job whose vocab_size is 0 (unknown until the corpus is read):
+  // printable ASCII, about what a character corpus holds.
+  static constexpr int64_t kPlaceholderVocab = 96;
+
+  // Recomputes the prediction for `job` (see the file comment). Measured figures are kept.
+  void setJob(const JobSpec& job);
+  // Takes every rank's current bytes by category from `run` (replacing earlier measurements).
+  void setMeasured(const net::RunModel& run);
+  void clearMeasured() { measured_.clear(); }
+
+  bool hasPrediction() const { return !predicted_.empty(); }
+  // Ranks to show: the job's world size when predicted, at least one past the highest measured.
+  int ranks() const;
+  // Predicted steady bytes of `rank` under `category`; 0 without a prediction, for a rank out of
+  // range, and for activations and comm (the planner does not predict them).
+  int64_t predicted(int rank, MemCategory category) const;
+  // Measured current bytes; nullopt when the rank has reported no memory.
+  std::optional<int64_t> measured(int rank, MemCategory category) const;
+  // The first problem with the job ("parallel.tp: ..."), empty when there is a prediction.
+  QString error() const { return error_; }
+  // An assumption behind the prediction (the placeholder vocabulary), empty when none.
+  QString note() const { return note_; }
+  // The planner's formula for rank 0, e.g. "zero2: 4*Psi' + 4*Psi'/N + 8*Psi'/N".
+  QString formula() const { return formula_; }
+
+ private:
+  std::vector<MemoryFigures> predicted_;   // one per rank; empty: no prediction
+  std::map<int, MemoryFigures> measured_;  // rank -> current bytes
+  QString error_;
+  QString note_;
+  QString formula_;
+};
+
+class MemoryView : public QWidget {
+  Q_OBJECT
+ public:
+  static constexpr int kMaxDrawnRanks = 64;
+  // The categories drawn, bottom to top.
+  static constexpr std::array<MemCategory, 4> kDrawnCategories{
+      MemCategory::params, MemCategory::grads, MemCategory::optimizer_state,
+      MemCategory::activations};
+
+  explicit MemoryView(QWidget* parent = nullptr);
+
+  const MemoryViewModel& model() const { return model_; }
+  // Update the model and redraw.
+  void setJob(const JobSpec& job);
+  void setMeasured(const net::RunModel& run);
+  // Redraws from the model: replaces every bar set of the series at once.
+  void rebuild();
+
+  QStackedBarSeries* series() const { return series_; }
+  QChartView* chartView() const { return view_; }
+  // "first 64 of N ranks", the job's problem or the planner's note.
+  QString statusText() const { return status_->text(); }
+
+ private:
+  void showTip(bool hovering, int index, MemCategory category);
+
+  MemoryViewModel model_;
+  QChart* chart_;
+  QChartView* view_;
+  QStackedBarSeries* series_;
+  QBarCategoryAxis* axis_x_;
+  QValueAxis* axis_y_;
+  QLabel* status_;
+  double unit_ = 1;  // bytes per axis unit
+  QString unit_name_ = "B";
+};
+
+}  // namespace shardlab::gui
