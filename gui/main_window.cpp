@@ -16,9 +16,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   editor_ = new JobEditor(this);
   grid_ = new RankGrid(this);
   memory_ = new MemoryView(this);
+  loss_ = new LossChart(this);
+  run_ = new RunController(this);
   auto* views = new QSplitter(Qt::Vertical, this);
   views->addWidget(grid_);
   views->addWidget(memory_);
+  views->addWidget(loss_);
   auto* main = new QSplitter(Qt::Horizontal, this);
   main->addWidget(editor_);
   main->addWidget(views);
@@ -45,6 +48,30 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   });
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+
+  QMenu* run = menuBar()->addMenu(tr("&Run"));
+  run->addAction(tr("&Start"), this, [this] { startRun(); });
+  connect(run_, &RunController::updated, this, [this] {
+    loss_->update(run_->model());
+    memory_->setMeasured(run_->model());
+  });
+  connect(run_, &RunController::finished, this, [this](bool ok, const QString& message) {
+    statusBar()->showMessage(ok ? tr("Run %1").arg(message) : tr("Run failed: %1").arg(message));
+  });
+}
+
+bool MainWindow::startRun() {
+  if (!editor_->validateNow()) {
+    statusBar()->showMessage(tr("Cannot start: %1").arg(editor_->problem()));
+    return false;
+  }
+  if (!run_->start(editor_->job())) {
+    statusBar()->showMessage(tr("Cannot start: %1").arg(run_->lastError()));
+    return false;
+  }
+  loss_->update(run_->model());  // empty: the previous run's curve goes
+  statusBar()->showMessage(tr("Running…"));
+  return true;
 }
 
 void MainWindow::showJob() {
