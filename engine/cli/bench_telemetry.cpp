@@ -23,11 +23,6 @@
 #include <memory>
 #include <thread>
 
-// Boost 1.74's awaitable.hpp uses std::exchange without including <utility> (GCC 12, C++20).
-#include <utility>
-
-#include <boost/asio.hpp>
-
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
 #include "engine/parallel/rank_runner.h"
@@ -35,14 +30,13 @@
 #include "net/auth.h"
 #include "net/collector.h"
 #include "net/consumers.h"
+#include "net/ingest_bench.h"
 #include "net/protocol.h"
 #include "net/publisher.h"
 
 namespace shardlab::cli {
 namespace {
 
-namespace asio = boost::asio;
-using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
@@ -70,20 +64,6 @@ constexpr int32_t kIngestRank = 3;
 // Each ingest row is the median of this many runs (a fresh collector and connection each).
 constexpr int kIngestReps = 3;
 
-// Counts the events it is handed; placed last among a collector's consumers, so when it has
-// counted N every consumer before it has handled all N. Only the collector thread writes.
-class CountingConsumer : public net::MessageConsumer {
- public:
-  void on_message(const net::Message& message) override {
-    if (std::holds_alternative<telemetry::Event>(message))
-      events_.store(events_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-  }
-  uint64_t events() const { return events_.load(std::memory_order_acquire); }
-
- private:
-  std::atomic<uint64_t> events_{0};
-};
-
 // N STEP events of rank kIngestRank, seq 0..N-1, encoded back to back.
 std::vector<uint8_t> encode_steps(int64_t n) {
   std::vector<uint8_t> out;
@@ -108,100 +88,6 @@ std::vector<uint8_t> encode_steps(int64_t n) {
     net::encode_into(net::Message(e), out);
   }
   return out;
-}
-
-// Reads one whole frame (header, then its payload) and decodes it.
-net::Message read_frame(tcp::socket& socket) {
-  std::vector<uint8_t> frame(net::kHeaderSize);
-  asio::read(socket, asio::buffer(frame));
-  uint32_t length = 0;
-  std::memcpy(&length, frame.data() + 8, sizeof length);  // magic(4) version(2) type(2) length(4)
-  SL_ENFORCE_T(IoError, length <= net::kDefaultMaxPayload,
-               "bench telemetry: the collector sent a frame of {} bytes", length);
-  frame.resize(net::kHeaderSize + length);
-  asio::read(socket, asio::buffer(frame.data() + net::kHeaderSize, length));
-  net::DecodeResult r = net::decode_frame(frame);
-  SL_ENFORCE_T(IoError, r.status == net::DecodeResult::Status::ok,
-               "bench telemetry: bad frame from the collector: {}",
-               r.error.empty() ? "incomplete" : r.error);
-  return std::move(r.message);
-}
-
-struct IngestResult {
-  double seconds = 0;
-};
-
-// One collector with `consumers` (a CountingConsumer is appended), one raw connection that
-// authenticates as rank kIngestRank and writes `bytes` (holding `events` frames).
-IngestResult ingest(const std::vector<uint8_t>& bytes, int64_t events,
-                    std::vector<net::MessageConsumer*> consumers) {
-  CountingConsumer counter;
-  consumers.push_back(&counter);
-  net::CollectorOptions copt;
-  copt.token = net::make_token();
-  std::string last_log;
-  copt.log = [&last_log](const std::string& line) { last_log = line; };  // collector thread
-  net::Collector collector(copt, consumers);
-  collector.start();
-
-  asio::io_context io;
-  tcp::socket socket(io);
-  socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), collector.port()));
-  // Handshake by hand: HELLO -> CHALLENGE -> AUTH -> AUTH_OK.
-  net::Hello hello;
-  hello.job_id = "bench-telemetry";
-  hello.rank = kIngestRank;
-  hello.world = kIngestRank + 1;
-  hello.dp = hello.world;
-  hello.dp_i = kIngestRank;
-  hello.host = "bench";
-  hello.pid = static_cast<int64_t>(getpid());
-  asio::write(socket, asio::buffer(net::encode(net::Message(hello))));
-  const net::Message challenge = read_frame(socket);
-  const auto* c = std::get_if<net::Challenge>(&challenge);
-  SL_ENFORCE_T(IoError, c != nullptr, "bench telemetry: expected CHALLENGE from the collector");
-  const std::string& token = copt.token;
-  const net::Digest mac = net::hmac_sha256(
-      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(token.data()), token.size()),
-      std::span<const uint8_t>(c->nonce.data(), c->nonce.size()));
-  net::Auth auth;
-  std::copy(mac.begin(), mac.end(), auth.mac.begin());
-  asio::write(socket, asio::buffer(net::encode(net::Message(auth))));
-  const net::Message ok = read_frame(socket);
-  SL_ENFORCE_T(IoError, std::holds_alternative<net::AuthOk>(ok),
-               "bench telemetry: expected AUTH_OK from the collector");
-
-  // Stream: large writes straight from the buffer, as much as the kernel takes per call.
-  constexpr size_t kWriteMax = 8u << 20;
-  const auto t0 = Clock::now();
-  for (size_t off = 0; off < bytes.size();)
-    off += socket.write_some(
-        asio::buffer(bytes.data() + off, std::min(kWriteMax, bytes.size() - off)));
-  // Wait until the collector has handed all of them on; give up when it stops making progress.
-  const auto want = static_cast<uint64_t>(events);
-  uint64_t seen = counter.events();
-  auto progress = Clock::now();
-  while (seen < want) {
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-    const uint64_t now = counter.events();
-    if (now != seen) {
-      seen = now;
-      progress = Clock::now();
-    }
-    if (collector.stats().rejected > 0 || seconds_since(progress) > 10) {
-      std::string why;
-      collector.call([&] { why = last_log; });
-      SL_THROW(IoError, "bench telemetry: the collector took {} of {} events{}", seen, want,
-               why.empty() ? std::string() : "; " + why);
-    }
-  }
-  IngestResult r;
-  r.seconds = seconds_since(t0);
-  boost::system::error_code ignored;
-  socket.shutdown(tcp::socket::shutdown_both, ignored);
-  socket.close(ignored);
-  collector.stop();
-  return r;
 }
 
 void print_ingest_row(const char* label, int64_t events, size_t bytes, double seconds,
@@ -243,14 +129,15 @@ void bench_ingest(int64_t events) {
   std::fflush(stdout);
 
   times.clear();
-  for (int rep = 0; rep < kIngestReps; ++rep) times.push_back(ingest(bytes, events, {}).seconds);
+  for (int rep = 0; rep < kIngestReps; ++rep)
+    times.push_back(net::measure_ingest(bytes, events, kIngestRank, {}));
   print_ingest_row("count", events, bytes.size(), median(times), "counts the events");
   std::fflush(stdout);
 
   times.clear();
   for (int rep = 0; rep < kIngestReps; ++rep) {
     auto model = std::make_unique<net::RunModelConsumer>();
-    times.push_back(ingest(bytes, events, {model.get()}).seconds);
+    times.push_back(net::measure_ingest(bytes, events, kIngestRank, {model.get()}));
     const auto& ranks = model->model().ranks();
     const auto it = ranks.find(kIngestRank);
     SL_ENFORCE_T(InternalError,

@@ -1,0 +1,19 @@
+// Collector ingest, measured: one Collector (its io_context on one thread) with the given
+// consumers, and one raw loopback connection that does the handshake by hand and then writes
+// pre-encoded event frames as fast as the kernel takes them. Used by `shardlab bench telemetry`.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "net/collector.h"
+
+namespace shardlab::net {
+
+// Seconds from the first event byte written until the collector has handed all `events` frames
+// of `frames` (event frames of world rank `rank`, seq 0, 1, ...) to its consumers. Throws IoError
+// when the collector refuses the connection or stops making progress for 10 s.
+double measure_ingest(const std::vector<uint8_t>& frames, int64_t events, int32_t rank,
+                      std::vector<MessageConsumer*> consumers);
+
+}  // namespace shardlab::net
