@@ -90,12 +90,8 @@ HybridBenchResult bench_hybrid_config(Communicator& comm, const Dataset& train, 
     // The ledger outlives the optimizer, whose buffers credit it when they are freed.
     MemoryLedger ledger;
     LedgerScope bind(&ledger);
-    ShardedOptions so;
-    so.sharding = j.parallel;
-    so.model = j.model;
-    so.optimizer = j.optimizer;
-    so.train = j.train;
-    std::unique_ptr<HybridShardedOptimizer> opt = HybridShardedOptimizer::create(comm, so);
+    std::unique_ptr<HybridShardedOptimizer> opt =
+        HybridShardedOptimizer::create(comm, sharded_options(j));
     SamplerOptions sopt;
     sopt.batch_size = j.train.batch_size;
     sopt.seed = j.train.seed;

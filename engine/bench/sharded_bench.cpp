@@ -76,12 +76,7 @@ void run_together(Communicator& comm, const Dataset& train, std::span<Run> runs,
                   int64_t steps) {
   for (Run& run : runs) {
     LedgerScope bind(run.ledger.get());
-    ShardedOptions so;
-    so.sharding = run.job.parallel;
-    so.model = run.job.model;
-    so.optimizer = run.job.optimizer;
-    so.train = run.job.train;
-    run.opt = ShardedOptimizer::create(comm, so);
+    run.opt = ShardedOptimizer::create(comm, sharded_options(run.job));
     SamplerOptions sopt;
     sopt.batch_size = run.job.train.batch_size;
     sopt.seed = run.job.train.seed;

@@ -101,15 +101,6 @@ std::vector<RankReport> gather_reports(Communicator& comm, const RankReport& min
   return reports;
 }
 
-ShardedOptions options_of(const JobSpec& job) {
-  ShardedOptions o;
-  o.sharding = job.parallel;
-  o.model = job.model;
-  o.optimizer = job.optimizer;
-  o.train = job.train;
-  return o;
-}
-
 // Trains `opt` (ShardedOptimizer or HybridShardedOptimizer: the same members) and fills in
 // what this rank held.
 template <class Opt>
@@ -157,7 +148,7 @@ ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Dataset
     MemoryLedger ledger;
     LedgerScope bind(&ledger);
     if (uses_model_parallelism(job.parallel)) {
-      auto opt = HybridShardedOptimizer::create(comm, options_of(job));
+      auto opt = HybridShardedOptimizer::create(comm, sharded_options(job));
       publish_state(sink, comm.rank(), telemetry::JobState::running);
       out.result = train_rank(*opt, data, options, ledger, mine, sink);
       mine.stage = opt->coord().pp;
@@ -174,7 +165,7 @@ ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Dataset
         return it->second;
       };
     } else {
-      auto opt = ShardedOptimizer::create(comm, options_of(job));
+      auto opt = ShardedOptimizer::create(comm, sharded_options(job));
       publish_state(sink, comm.rank(), telemetry::JobState::running);
       out.result = train_rank(*opt, data, options, ledger, mine, sink);
       const MemoryPlan plan =

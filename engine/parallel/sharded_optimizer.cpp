@@ -50,6 +50,15 @@ int64_t bucket_elements(const ParallelConfig& config) {
 
 using parallel_detail::sum_over_ranks;
 
+ShardedOptions sharded_options(const JobSpec& job) {
+  ShardedOptions o;
+  o.sharding = job.parallel;
+  o.model = job.model;
+  o.optimizer = job.optimizer;
+  o.train = job.train;
+  return o;
+}
+
 std::unique_ptr<ShardedOptimizer> ShardedOptimizer::create(Communicator& comm,
                                                            const ShardedOptions& options) {
   const std::string& s = options.sharding.strategy;

@@ -34,6 +34,7 @@
 #include "engine/data/batch.h"
 #include "engine/data/dataset.h"
 #include "engine/data/sampler.h"
+#include "engine/job/job_spec.h"
 #include "engine/model/model.h"
 #include "engine/optim/optimizer.h"
 #include "engine/parallel/parallel_config.h"
@@ -52,6 +53,10 @@ struct ShardedOptions {
   OptimizerConfig optimizer;
   TrainConfig train;  // steps, global batch, accumulation, clipping, schedule, early stopping
 };
+
+// A job's parallel, model, optimizer and train sections as ShardedOptions (for ShardedOptimizer
+// and HybridShardedOptimizer alike).
+ShardedOptions sharded_options(const JobSpec& job);
 
 // What optimize() works on. train and eval stay owned by the caller (ranks running as threads
 // may share one Dataset: gather() is const).

@@ -215,15 +215,6 @@ inline int64_t first_bit_difference(const std::vector<float>& a, const std::vect
   return a.size() == b.size() ? -1 : static_cast<int64_t>(n);
 }
 
-inline ShardedOptions sharded_options(const JobSpec& job) {
-  ShardedOptions o;
-  o.sharding = job.parallel;
-  o.model = job.model;
-  o.optimizer = job.optimizer;
-  o.train = job.train;
-  return o;
-}
-
 inline CommOptions test_comm_options() {
   CommOptions o;
   o.timeout = std::chrono::seconds(60);
