@@ -1,91 +1,378 @@
 #include "gui/main_window.h"
 
+#include <QApplication>
+#include <QDir>
 #include <QFile>
 #include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
 #include <QMenuBar>
+#include <QPlainTextEdit>
+#include <QPushButton>
 #include <QSaveFile>
+#include <QSlider>
+#include <QSpinBox>
 #include <QSplitter>
 #include <QStatusBar>
+#include <QTabWidget>
+#include <QToolBar>
+#include <QVBoxLayout>
+
+#include <algorithm>
 
 #include "engine/job/job_spec.h"
+#include "engine/launch/hello.h"
 #include "engine/parallel/topology.h"
+#include "engine/telemetry/events.h"
+#include "gui/export.h"
 
 namespace shardlab::gui {
 
+namespace {
+
+constexpr int kScrubSteps = 1000;
+// A group whose latest collective ended this long before "now" is no longer shown as talking.
+constexpr double kCommunicatingSeconds = 0.5;
+
+LaunchMode mode_of(LaunchChoice choice) {
+  switch (choice) {
+    case LaunchChoice::mpirun:
+      return LaunchMode::mpirun;
+    case LaunchChoice::remote:
+      return LaunchMode::remote;
+    case LaunchChoice::threads:
+      break;
+  }
+  return LaunchMode::threads;
+}
+
+QWidget* labelled(const QString& title, QWidget* content, QWidget* extra = nullptr) {
+  auto* box = new QWidget;
+  auto* layout = new QVBoxLayout(box);
+  layout->setContentsMargins(4, 4, 4, 4);
+  auto* head = new QHBoxLayout;
+  auto* label = new QLabel(QStringLiteral("<b>%1</b>").arg(title));
+  head->addWidget(label);
+  head->addStretch();
+  if (extra != nullptr) head->addWidget(extra);
+  layout->addLayout(head);
+  layout->addWidget(content, 1);
+  return box;
+}
+
+}  // namespace
+
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   editor_ = new JobEditor(this);
-  grid_ = new RankGrid(this);
-  memory_ = new MemoryView(this);
-  loss_ = new LossChart(this);
   run_ = new RunController(this);
-  auto* views = new QSplitter(Qt::Vertical, this);
-  views->addWidget(grid_);
-  views->addWidget(memory_);
-  views->addWidget(loss_);
+  replay_ = new ReplayController(this);
+  buildViews();
+
   auto* main = new QSplitter(Qt::Horizontal, this);
   main->addWidget(editor_);
-  main->addWidget(views);
+  auto* right = new QWidget;
+  auto* right_layout = new QVBoxLayout(right);
+  right_layout->setContentsMargins(0, 0, 0, 0);
+  right_layout->addWidget(views_, 1);
+  right_layout->addWidget(replay_bar_);
+  main->addWidget(right);
+  main->setStretchFactor(0, 0);
+  main->setStretchFactor(1, 1);
+  main->setSizes({440, 1160});
   setCentralWidget(main);
-  connect(editor_, &JobEditor::jobChanged, this, &MainWindow::showJob);
   setWindowTitle(tr("ShardLab"));
-  resize(1400, 800);
+  resize(1600, 1000);
+  buildMenus();
+  setRunning(false);
 
+  connect(editor_, &JobEditor::jobChanged, this, &MainWindow::showJob);
+  connect(run_, &RunController::updated, this,
+          [this] { showRun(run_->model(), telemetry::now_seconds()); });
+  connect(run_, &RunController::logLine, this, &MainWindow::appendLog);
+  connect(run_, &RunController::workerConnected, this, [this](int rank) {
+    ++connected_;
+    statusBar()->showMessage(tr("Rank %1 connected (%2 so far)").arg(rank).arg(connected_));
+  });
+  connect(run_, &RunController::finished, this, [this](bool ok, const QString& message) {
+    showRun(run_->model(), telemetry::now_seconds());
+    setRunning(false);
+    const QString text = ok ? tr("Run %1").arg(message) : tr("Run failed: %1").arg(message);
+    appendLog(text);
+    if (!run_->recordingPath().isEmpty())
+      appendLog(tr("Recorded to %1 (File > Open recording replays it)").arg(run_->recordingPath()));
+    statusBar()->showMessage(text);
+  });
+  connect(replay_, &ReplayController::updated, this, [this] {
+    showRun(replay_->model(), replay_->position());
+    updateReplayBar();
+  });
+  connect(replay_, &ReplayController::finished, this, [this] { play_->setText(tr("Play")); });
+}
+
+void MainWindow::buildViews() {
+  grid_ = new RankGrid;
+  memory_ = new MemoryView;
+  loss_ = new LossChart;
+  heat_ = new CommHeatMap;
+  table_ = new CommTable;
+  timeline_ = new TimelineView;
+  views_ = new QTabWidget;
+
+  auto* top = new QSplitter(Qt::Horizontal);
+  top->addWidget(labelled(tr("Ranks (pp × tp × dp)"), grid_));
+  top->addWidget(labelled(tr("Memory per rank: planned | measured"), memory_));
+  auto* overview = new QSplitter(Qt::Vertical);
+  overview->addWidget(top);
+  overview->addWidget(labelled(tr("Loss and evaluation"), loss_));
+  overview->setSizes({520, 420});
+  views_->addTab(overview, tr("Overview"));
+
+  auto* comm = new QSplitter(Qt::Vertical);
+  comm->addWidget(labelled(tr("Communication time per rank and step"), heat_));
+  comm->addWidget(labelled(tr("Per collective and group"), table_));
+  comm->setSizes({470, 470});
+  views_->addTab(comm, tr("Communication"));
+
+  auto* steps = new QSpinBox;
+  steps->setRange(1, 50);
+  steps->setValue(timeline_->steps());
+  steps->setPrefix(tr("last "));
+  steps->setSuffix(tr(" steps"));
+  connect(steps, &QSpinBox::valueChanged, this, [this](int n) {
+    timeline_->setSteps(n);
+    timeline_->update(replaying_ ? replay_->model() : run_->model());
+  });
+  views_->addTab(labelled(tr("Timeline: forward, backward, optimizer, collectives; gaps are idle"),
+                          timeline_, steps),
+                 tr("Timeline"));
+
+  auto* log_page = new QWidget;
+  auto* log_layout = new QVBoxLayout(log_page);
+  remote_box_ = new QWidget;
+  auto* remote_layout = new QVBoxLayout(remote_box_);
+  remote_layout->setContentsMargins(0, 0, 0, 0);
+  remote_layout->addWidget(new QLabel(
+      tr("<b>Remote workers</b>: copy the token file to the cluster (same path, mode 0600), then "
+         "run one of these there; workers appear as they connect.")));
+  remote_mpirun_ = new QLineEdit;
+  remote_srun_ = new QLineEdit;
+  for (QLineEdit* e : {remote_mpirun_, remote_srun_}) {
+    e->setReadOnly(true);
+    e->setFont(QFont(QStringLiteral("monospace")));
+    remote_layout->addWidget(e);
+  }
+  remote_box_->hide();
+  log_ = new QPlainTextEdit;
+  log_->setReadOnly(true);
+  log_->setMaximumBlockCount(20000);
+  log_->setFont(QFont(QStringLiteral("monospace")));
+  log_layout->addWidget(remote_box_);
+  log_layout->addWidget(log_, 1);
+  views_->addTab(log_page, tr("Log"));
+
+  replay_bar_ = new QWidget;
+  auto* bar = new QHBoxLayout(replay_bar_);
+  bar->setContentsMargins(4, 0, 4, 4);
+  play_ = new QPushButton(tr("Play"));
+  scrub_ = new QSlider(Qt::Horizontal);
+  scrub_->setRange(0, kScrubSteps);
+  replay_label_ = new QLabel;
+  bar->addWidget(play_);
+  bar->addWidget(scrub_, 1);
+  bar->addWidget(replay_label_);
+  replay_bar_->hide();
+  connect(play_, &QPushButton::clicked, this, [this] {
+    if (replay_->playing()) {
+      replay_->pause();
+      play_->setText(tr("Play"));
+    } else {
+      replay_->play(1.0);
+      play_->setText(tr("Pause"));
+    }
+  });
+  connect(scrub_, &QSlider::sliderMoved, this, [this](int v) {
+    const double span = replay_->endTime() - replay_->startTime();
+    replay_->seek(replay_->startTime() + span * v / kScrubSteps);
+  });
+}
+
+void MainWindow::buildMenus() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
-  file->addAction(tr("&Open…"), QKeySequence::Open, this, [this] {
+  QAction* open = file->addAction(tr("&Open job…"), QKeySequence::Open, this, [this] {
     const QString p = QFileDialog::getOpenFileName(this, tr("Open job"), {}, tr("Jobs (*.json)"));
     if (!p.isEmpty()) openFile(p);
   });
-  file->addAction(tr("&Save"), QKeySequence::Save, this, [this] {
+  QAction* save = file->addAction(tr("&Save job"), QKeySequence::Save, this, [this] {
     QString p = file_;
     if (p.isEmpty())
       p = QFileDialog::getSaveFileName(this, tr("Save job"), {}, tr("Jobs (*.json)"));
     if (!p.isEmpty()) saveFile(p);
   });
-  file->addAction(tr("Save &As…"), QKeySequence::SaveAs, this, [this] {
+  file->addAction(tr("Save job &as…"), QKeySequence::SaveAs, this, [this] {
     const QString p =
         QFileDialog::getSaveFileName(this, tr("Save job"), file_, tr("Jobs (*.json)"));
     if (!p.isEmpty()) saveFile(p);
   });
   file->addSeparator();
+  QAction* recording = file->addAction(tr("Open &recording…"), this, [this] {
+    const QString p =
+        QFileDialog::getOpenFileName(this, tr("Open recording"), {}, tr("Recordings (*.slrec)"));
+    if (!p.isEmpty()) openRecording(p);
+  });
+  file->addAction(tr("Replay the &last run"), this, [this] {
+    if (run_->recordingPath().isEmpty())
+      statusBar()->showMessage(tr("No run has been recorded yet"));
+    else
+      openRecording(run_->recordingPath());
+  });
+  file->addSeparator();
+  QAction* png = file->addAction(tr("Export view as &PNG…"), this, &MainWindow::exportPng);
+  QMenu* csv = file->addMenu(tr("Export series as &CSV"));
+  csv->addAction(tr("Loss and evaluation…"), this, [this] { exportCsv(tr("loss"), loss_->csv()); });
+  csv->addAction(tr("Communication per collective and group…"), this,
+                 [this] { exportCsv(tr("communication"), table_->csv()); });
+  csv->addAction(tr("Communication heat map…"), this,
+                 [this] { exportCsv(tr("heat-map"), heat_->csv()); });
+  csv->addAction(tr("Timeline…"), this, [this] { exportCsv(tr("timeline"), timeline_->csv()); });
+  file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 
   QMenu* run = menuBar()->addMenu(tr("&Run"));
-  run->addAction(tr("&Start"), this, [this] { startRun(); });
-  connect(run_, &RunController::updated, this, [this] {
-    loss_->update(run_->model());
-    memory_->setMeasured(run_->model());
-  });
-  connect(run_, &RunController::finished, this, [this](bool ok, const QString& message) {
-    statusBar()->showMessage(ok ? tr("Run %1").arg(message) : tr("Run failed: %1").arg(message));
-  });
+  start_action_ = run->addAction(tr("&Start"), QKeySequence(Qt::CTRL | Qt::Key_R), this,
+                                 [this] { startRun(); });
+  stop_action_ = run->addAction(tr("S&top"), QKeySequence(Qt::CTRL | Qt::Key_Period), this,
+                                [this] { stopRun(); });
+
+  QToolBar* tools = addToolBar(tr("Main"));
+  tools->setMovable(false);
+  tools->addAction(open);
+  tools->addAction(save);
+  tools->addSeparator();
+  tools->addAction(start_action_);
+  tools->addAction(stop_action_);
+  tools->addSeparator();
+  tools->addAction(recording);
+  tools->addAction(png);
+}
+
+QString MainWindow::logText() const {
+  return log_->toPlainText();
+}
+QString MainWindow::remoteMpirunCommand() const {
+  return remote_mpirun_->text();
+}
+QString MainWindow::remoteSrunCommand() const {
+  return remote_srun_->text();
+}
+
+void MainWindow::setRunning(bool running) {
+  start_action_->setEnabled(!running);
+  stop_action_->setEnabled(running);
+}
+
+void MainWindow::appendLog(const QString& line) {
+  log_->appendPlainText(line);
 }
 
 bool MainWindow::startRun() {
+  if (run_->running()) {
+    statusBar()->showMessage(tr("A run is already going"));
+    return false;
+  }
   if (!editor_->validateNow()) {
     statusBar()->showMessage(tr("Cannot start: %1").arg(editor_->problem()));
     return false;
   }
-  if (!run_->start(editor_->job())) {
-    statusBar()->showMessage(tr("Cannot start: %1").arg(run_->lastError()));
+  LaunchOptions options;
+  options.mode = mode_of(editor_->launchChoice());
+  options.listen = editor_->listenAddress();
+  if (!run_->start(editor_->job(), options)) {
+    const QString why = tr("Cannot start: %1").arg(run_->lastError());
+    statusBar()->showMessage(why);
+    appendLog(why);
     return false;
   }
-  loss_->update(run_->model());  // empty: the previous run's curve goes
-  statusBar()->showMessage(tr("Running…"));
+  if (replaying_) {
+    replay_->pause();
+    replaying_ = false;
+    replay_bar_->hide();
+  }
+  showJob();  // the live run's topology and plan (a replay may have replaced them)
+  connected_ = 0;
+  log_->clear();
+  memory_->setMeasured(run_->model());
+  showRun(run_->model(), telemetry::now_seconds());  // empty: the previous run's figures go
+  setRunning(true);
+  if (options.mode == LaunchMode::remote) {
+    remote_mpirun_->setText(run_->remoteCommand(false));
+    remote_srun_->setText(run_->remoteCommand(true));
+    remote_box_->show();
+    views_->setCurrentIndex(kLog);
+    statusBar()->showMessage(
+        tr("Listening on port %1: run the command in the Log tab on the cluster")
+            .arg(run_->port()));
+  } else {
+    remote_box_->hide();
+    remote_mpirun_->clear();
+    remote_srun_->clear();
+    statusBar()->showMessage(tr("Running…"));
+  }
+  appendLog(tr("Started %1").arg(editor_->summary()));
   return true;
+}
+
+void MainWindow::stopRun() {
+  if (!run_->running()) return;
+  statusBar()->showMessage(tr("Stopping…"));
+  run_->stop();
 }
 
 void MainWindow::showJob() {
   try {
     const JobSpec& job = editor_->job();
-    const ParallelConfig& p = job.parallel;
-    const int world = p.strategy == "none" ? 1 : static_cast<int>(p.world_size);
-    grid_->setTopology(uses_model_parallelism(p) ? Topology::make({p.pp, p.tp, p.dp}, world)
-                                                 : Topology::make({1, 1, world}, world));
+    grid_->setTopology(launch::job_topology(job));
     memory_->setJob(job);
   } catch (const std::exception& e) {
     // The editor said valid; a view that cannot show it says why instead of going stale.
     statusBar()->showMessage(tr("Cannot show the job: %1").arg(QString::fromUtf8(e.what())));
   }
+}
+
+void MainWindow::showRun(const net::RunModel& run, double now) {
+  loss_->update(run);
+  memory_->setMeasured(run);
+  heat_->update(run);
+  table_->update(run);
+  timeline_->update(run);
+  markRanks(run, now);
+}
+
+void MainWindow::markRanks(const net::RunModel& run, double now) {
+  if (!grid_->hasTopology()) return;
+  for (int r = 0; r < grid_->world(); ++r) {
+    const auto it = run.ranks().find(r);
+    if (it == run.ranks().end()) {
+      grid_->setRankFlag(r, RankGrid::Flag::None);
+      continue;
+    }
+    const net::RankState& s = it->second;
+    if (s.state == telemetry::JobState::failed) {
+      grid_->setRankFlag(r, RankGrid::Flag::Failed, QString::fromStdString(s.reason));
+    } else if (run.silent(r, now)) {
+      grid_->setRankFlag(r, RankGrid::Flag::Silent,
+                         tr("nothing heard for %1 s").arg(now - s.last_heartbeat, 0, 'f', 1));
+    } else if (run.straggler(r)) {
+      grid_->setRankFlag(r, RankGrid::Flag::Straggler,
+                         tr("last step %1 ms").arg(s.step_seconds * 1e3, 0, 'f', 1));
+    } else {
+      grid_->setRankFlag(r, RankGrid::Flag::None);
+    }
+  }
+  const net::CommStats& comm = run.comm();
+  const bool talking = !comm.last_group().empty() && now - comm.last_end() < kCommunicatingSeconds;
+  grid_->setCommunicating(talking ? comm.last_group() : std::string());
 }
 
 bool MainWindow::openFile(const QString& path) {
@@ -102,15 +389,98 @@ bool MainWindow::openFile(const QString& path) {
 }
 
 bool MainWindow::saveFile(const QString& path) {
-  QSaveFile f(path);
-  if (!f.open(QIODevice::WriteOnly | QIODevice::Text) || f.write(editor_->text().toUtf8()) < 0 ||
-      !f.commit()) {
-    statusBar()->showMessage(tr("Cannot save %1: %2").arg(path, f.errorString()));
+  QString error;
+  if (!saveText(path, editor_->text(), &error)) {
+    statusBar()->showMessage(tr("Cannot save: %1").arg(error));
     return false;
   }
   file_ = path;
   setWindowTitle(tr("ShardLab — %1").arg(path));
   statusBar()->showMessage(tr("Saved %1").arg(path));
+  return true;
+}
+
+bool MainWindow::openRecording(const QString& path) {
+  if (run_->running()) {
+    statusBar()->showMessage(tr("Stop the run before opening a recording"));
+    return false;
+  }
+  if (!replay_->open(path)) {
+    statusBar()->showMessage(tr("Cannot open the recording: %1").arg(replay_->lastError()));
+    appendLog(replay_->lastError());
+    return false;
+  }
+  replaying_ = true;
+  // The topology comes from the workers' HELLOs (a recording holds no job file).
+  replay_->seek(replay_->endTime());
+  for (const auto& [rank, state] : replay_->model().ranks()) {
+    if (!state.hello) continue;
+    const net::Hello& h = *state.hello;
+    try {
+      grid_->setTopology(Topology::make({h.pp, h.tp, h.dp}, h.world));
+    } catch (const std::exception& e) {
+      appendLog(tr("The recording's topology cannot be drawn: %1").arg(e.what()));
+    }
+    break;
+  }
+  memory_->setMeasured(replay_->model());
+  showRun(replay_->model(), replay_->position());
+  replay_bar_->show();
+  play_->setText(tr("Play"));
+  updateReplayBar();
+  setWindowTitle(tr("ShardLab — replay of %1").arg(path));
+  QString message = tr("Replaying %1 (%2 messages)").arg(path).arg(replay_->messageCount());
+  if (!replay_->note().isEmpty()) message += QStringLiteral("; ") + replay_->note();
+  statusBar()->showMessage(message);
+  appendLog(message);
+  return true;
+}
+
+void MainWindow::updateReplayBar() {
+  const double span = replay_->endTime() - replay_->startTime();
+  const double at = replay_->position() - replay_->startTime();
+  if (!scrub_->isSliderDown())
+    scrub_->setValue(span > 0 ? static_cast<int>(at / span * kScrubSteps) : 0);
+  replay_label_->setText(tr("%1 / %2 s").arg(at, 0, 'f', 1).arg(span, 0, 'f', 1));
+}
+
+void MainWindow::exportPng() {
+  const QString p = QFileDialog::getSaveFileName(this, tr("Export view as PNG"),
+                                                 views_->tabText(views_->currentIndex()) + ".png",
+                                                 tr("PNG images (*.png)"));
+  if (p.isEmpty()) return;
+  QString error;
+  if (!savePng(views_->currentWidget(), p, &error))
+    statusBar()->showMessage(error);
+  else
+    statusBar()->showMessage(tr("Saved %1").arg(p));
+}
+
+void MainWindow::exportCsv(const QString& what, const QString& text) {
+  const QString p = QFileDialog::getSaveFileName(this, tr("Export %1 as CSV").arg(what),
+                                                 what + ".csv", tr("CSV files (*.csv)"));
+  if (p.isEmpty()) return;
+  QString error;
+  if (!saveText(p, text, &error))
+    statusBar()->showMessage(error);
+  else
+    statusBar()->showMessage(tr("Saved %1").arg(p));
+}
+
+bool MainWindow::saveScreenshots(const QString& dir, QString* error) {
+  if (!QDir().mkpath(dir)) {
+    *error = tr("cannot create %1").arg(dir);
+    return false;
+  }
+  static const char* const kNames[] = {"overview", "communication", "timeline", "log"};
+  const int current = views_->currentIndex();
+  for (int i = 0; i < views_->count() && i < 4; ++i) {
+    views_->setCurrentIndex(i);
+    QApplication::processEvents();
+    if (!savePng(this, QDir(dir).filePath(QString::fromLatin1(kNames[i]) + ".png"), error))
+      return false;
+  }
+  views_->setCurrentIndex(current);
   return true;
 }
 

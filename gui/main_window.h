@@ -1,48 +1,124 @@
-// MainWindow: the app's frame — a job editor with Open / Save / Save As beside the rank grid of
-// the job's topology and the planner's per-rank memory, both updated whenever the edited job is
-// valid. Saving never overwrites a file with something that failed to write: data goes to a
-// temporary file first (QSaveFile). Run > Start runs the edited job (a threads job, RunController)
-// and draws rank 0's loss (LossChart, under the memory view) and every rank's measured memory live;
-// the status bar says when it ends and how.
+// MainWindow: the app's frame.
+//
+//   +-- toolbar: Open / Save | Start / Stop | Open recording | Export ------------------------+
+//   | job editor           | Overview:      rank grid | per-rank memory (planned, measured)  |
+//   | (Form / JSON tabs,   |                loss and evaluation against step                 |
+//   |  the engine's        | Communication: rank x step heat map, per collective/group table |
+//   |  validation beside   | Timeline:      a lane per rank over the last steps              |
+//   |  every field)        | Log:           output, failures, the remote-worker command      |
+//   |                      | [replay bar: play/pause, position slider] (recordings only)     |
+//   +------------------------------------------------------------------------------------------+
+//
+// The grid and the memory plan follow the edited job whenever it is valid. Run > Start launches
+// the job the way the editor's Launch section says (threads in this process, local processes
+// through mpirun, or remote workers connecting to the app; RunController); every view then
+// redraws from the run's net::RunModel as events arrive (at most every 100 ms), and the grid
+// marks the group communicating now, stragglers, silent and failed ranks (with the reason in the
+// tooltip). File > Open recording replays a .slrec into the same views (ReplayController). Saving
+// never leaves a half-written file (QSaveFile).
 #pragma once
 
 #include <QMainWindow>
 
+#include "gui/comm_heat_map.h"
+#include "gui/comm_table.h"
 #include "gui/job_editor.h"
 #include "gui/loss_chart.h"
 #include "gui/memory_view.h"
 #include "gui/rank_grid.h"
+#include "gui/replay_controller.h"
 #include "gui/run_controller.h"
+#include "gui/timeline_view.h"
+
+QT_BEGIN_NAMESPACE
+class QAction;
+class QLabel;
+class QLineEdit;
+class QPlainTextEdit;
+class QPushButton;
+class QSlider;
+class QTabWidget;
+QT_END_NAMESPACE
 
 namespace shardlab::gui {
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
+  // The views' tabs, in order.
+  enum Tab { kOverview = 0, kCommunication, kTimeline, kLog };
+
   explicit MainWindow(QWidget* parent = nullptr);
 
   JobEditor* editor() const { return editor_; }
   RankGrid* rankGrid() const { return grid_; }
   MemoryView* memoryView() const { return memory_; }
   LossChart* lossChart() const { return loss_; }
+  CommHeatMap* heatMap() const { return heat_; }
+  CommTable* commTable() const { return table_; }
+  TimelineView* timeline() const { return timeline_; }
   RunController* runController() const { return run_; }
-  // Run > Start: starts the edited job when it is valid; false (status bar says why) otherwise.
+  ReplayController* replayController() const { return replay_; }
+  QTabWidget* views() const { return views_; }
+  QString logText() const;
+  // The commands shown for remote workers (mpirun, srun); empty unless a remote run is going.
+  QString remoteMpirunCommand() const;
+  QString remoteSrunCommand() const;
+
+  // Run > Start: launches the edited job (see the file comment); false, with the reason in the
+  // status bar and the log, when it is invalid or refused.
   bool startRun();
+  // Run > Stop.
+  void stopRun();
   // Return false and show why (status bar) when the file cannot be read or written.
   bool openFile(const QString& path);
   bool saveFile(const QString& path);
   QString currentFile() const { return file_; }
+  // Opens a recording for replay (refused while a run is going); false and the reason shown when
+  // it cannot be read.
+  bool openRecording(const QString& path);
+  bool replaying() const { return replaying_; }
+  // A PNG of the whole window for every tab (overview.png, communication.png, timeline.png,
+  // log.png) into `dir` (created when missing); false with the reason otherwise.
+  bool saveScreenshots(const QString& dir, QString* error);
 
  private:
+  void buildViews();
+  void buildMenus();
   // The edited job changed and is valid: redraw the grid and the memory plan.
   void showJob();
+  // Redraw every view from `run` (the live run's model or the replay's); `now` judges silence.
+  void showRun(const net::RunModel& run, double now);
+  void markRanks(const net::RunModel& run, double now);
+  void appendLog(const QString& line);
+  void setRunning(bool running);
+  void updateReplayBar();
+  void exportPng();
+  void exportCsv(const QString& what, const QString& text);
 
   JobEditor* editor_;
+  QTabWidget* views_;
   RankGrid* grid_;
   MemoryView* memory_;
   LossChart* loss_;
+  CommHeatMap* heat_;
+  CommTable* table_;
+  TimelineView* timeline_;
+  QPlainTextEdit* log_;
+  QWidget* remote_box_;
+  QLineEdit* remote_mpirun_;
+  QLineEdit* remote_srun_;
+  QWidget* replay_bar_;
+  QPushButton* play_;
+  QSlider* scrub_;
+  QLabel* replay_label_;
+  QAction* start_action_;
+  QAction* stop_action_;
   RunController* run_;
+  ReplayController* replay_;
   QString file_;
+  bool replaying_ = false;
+  int connected_ = 0;
 };
 
 }  // namespace shardlab::gui

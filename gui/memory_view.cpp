@@ -146,7 +146,7 @@ QString format_bytes(int64_t bytes) {
 
 MemoryView::MemoryView(QWidget* parent) : QWidget(parent) {
   chart_ = new QChart();
-  chart_->setTitle(tr("Memory per rank: planned beside measured"));
+  chart_->setTitle(tr("Memory per rank: planned (P) beside measured (M)"));
   chart_->setAnimationOptions(QChart::NoAnimation);
   chart_->legend()->setAlignment(Qt::AlignBottom);
   series_ = new QStackedBarSeries();
@@ -232,7 +232,7 @@ void MemoryView::rebuild() {
   QStringList categories;
   categories.reserve(2 * drawn);
   for (int r = 0; r < drawn; ++r)
-    categories << QStringLiteral("%1 planned").arg(r) << QStringLiteral("%1 measured").arg(r);
+    categories << QStringLiteral("P%1").arg(r) << QStringLiteral("M%1").arg(r);
 
   series_->clear();  // deletes the old sets
   axis_x_->clear();

@@ -1,4 +1,5 @@
 #include "gui/rank_grid.h"
+#include "gui/tool_tip.h"
 
 #include <QFontMetrics>
 #include <QMouseEvent>
@@ -101,6 +102,7 @@ void RankGrid::setTopology(const Topology& topo) {
   communicating_name_.clear();
   marks_.assign(n, 0);
   flags_.assign(n, Flag::None);
+  reasons_.assign(n, QString());
   fills_.resize(n);
   for (int r = 0; r < topo.world(); ++r)
     fills_[static_cast<size_t>(r)] = groupFillColor(topo.tp_color(r));
@@ -246,10 +248,32 @@ bool RankGrid::isCommunicating(int rank) const {
   return rank >= 0 && rank < world() && (marks_[static_cast<size_t>(rank)] & kComm);
 }
 
-void RankGrid::setRankFlag(int rank, Flag flag) {
+void RankGrid::setRankFlag(int rank, Flag flag, const QString& reason) {
   if (rank < 0 || rank >= world()) return;
-  flags_[static_cast<size_t>(rank)] = flag;
+  const auto i = static_cast<size_t>(rank);
+  reasons_[i] = reason;
+  if (flags_[i] == flag) return;
+  flags_[i] = flag;
   update(cellRect(rank));
+}
+
+QString RankGrid::rankReason(int rank) const {
+  if (rank < 0 || rank >= world()) return {};
+  return reasons_[static_cast<size_t>(rank)];
+}
+
+QString RankGrid::rankToolTip(int rank) const {
+  if (rank < 0 || rank >= world()) return {};
+  const Coord c = topo_->coord(rank);
+  QString text = tr("rank %1 (pp %2, tp %3, dp %4)").arg(rank).arg(c.pp).arg(c.tp).arg(c.dp);
+  static const char* const kNames[] = {"", "straggler", "silent", "failed"};
+  const Flag f = flags_[static_cast<size_t>(rank)];
+  if (f != Flag::None) {
+    text += QStringLiteral("\n") + tr(kNames[static_cast<int>(f)]);
+    const QString& why = reasons_[static_cast<size_t>(rank)];
+    if (!why.isEmpty()) text += QStringLiteral(": ") + why;
+  }
+  return text;
 }
 
 RankGrid::Flag RankGrid::rankFlag(int rank) const {
@@ -259,6 +283,7 @@ RankGrid::Flag RankGrid::rankFlag(int rank) const {
 
 void RankGrid::clearFlags() {
   std::fill(flags_.begin(), flags_.end(), Flag::None);
+  std::fill(reasons_.begin(), reasons_.end(), QString());
   update();
 }
 
@@ -324,6 +349,11 @@ void RankGrid::resizeEvent(QResizeEvent* event) {
 void RankGrid::mouseMoveEvent(QMouseEvent* event) {
   setHoveredRank(rankAt(event->position().toPoint()));
   QWidget::mouseMoveEvent(event);
+}
+
+bool RankGrid::event(QEvent* event) {
+  if (showToolTip(this, event, [this](QPoint at) { return rankToolTip(rankAt(at)); })) return true;
+  return QWidget::event(event);
 }
 
 void RankGrid::leaveEvent(QEvent* event) {

@@ -80,8 +80,13 @@ class RankGrid : public QWidget {
   const std::string& communicating() const { return communicating_name_; }
   bool isCommunicating(int rank) const;
 
-  void setRankFlag(int rank, Flag flag);  // out-of-range ranks are ignored
+  // Out-of-range ranks are ignored; `reason` (why it failed, how long it has been silent) shows
+  // in the cell's tooltip. Repaints only when something changed.
+  void setRankFlag(int rank, Flag flag, const QString& reason = {});
   Flag rankFlag(int rank) const;
+  QString rankReason(int rank) const;
+  // The tooltip of a rank's cell: its coordinates, and its flag with the reason.
+  QString rankToolTip(int rank) const;
   void clearFlags();
 
   QSize sizeHint() const override;
@@ -96,6 +101,7 @@ class RankGrid : public QWidget {
   void resizeEvent(QResizeEvent* event) override;
   void mouseMoveEvent(QMouseEvent* event) override;
   void leaveEvent(QEvent* event) override;
+  bool event(QEvent* event) override;  // tooltips
 
  private:
   enum Mark : uint8_t { kTp = 1, kPp = 2, kDp = 4, kComm = 8 };
@@ -106,8 +112,9 @@ class RankGrid : public QWidget {
   std::optional<Topology> topo_;
   int hovered_ = -1;
   std::string communicating_name_;
-  std::vector<uint8_t> marks_;  // per rank: Mark bits
-  std::vector<Flag> flags_;     // per rank
+  std::vector<uint8_t> marks_;    // per rank: Mark bits
+  std::vector<Flag> flags_;       // per rank
+  std::vector<QString> reasons_;  // per rank
 
   // Layout cache (mutable: rebuilt lazily from const accessors when the size changed).
   mutable QSize layout_size_;

@@ -1,17 +1,34 @@
 // RunController: runs a job from the app and collects its telemetry for the live views (issue 7).
 //
-// start() accepts a valid job with parallel.backend "threads" and a sharded strategy (ddp, zero1,
-// zero2, fsdp, or a pp x tp x dp layout); strategy "none" and backend "mpi" are refused with a
-// message (returns false, emits nothing). The job's data is loaded (load_job_data +
-// complete_model_config) and run_threads_job runs on a worker std::thread, so a missing dataset is
-// reported through finished(false, ...) like any other failure.
+// Three ways to run (LaunchOptions::mode); the mode must match the job's parallel.backend
+// (threads: "threads"; mpirun and remote: "mpi"), and the job must be valid and sharded, else
+// start() refuses it (false, lastError(), nothing emitted):
 //
-// Every rank publishes into one shared, mutex-guarded queue (QueueSink: publish() only appends
-// under a short lock). A QTimer on the GUI thread drains the queue every 100 ms into a
-// net::RunModel and emits updated() when anything arrived; when the worker ends, the queue is
-// drained a last time and finished(ok, message) follows (message: a summary, or the what() of the
-// exception the run threw). There is no stop(): training cannot be interrupted; the destructor
-// waits for a running job to end (joins the thread).
+// - threads: run_threads_job on a worker std::thread, every rank publishing into one
+//   mutex-guarded queue (publish() only appends). stop() asks the job's StopRequest: every rank
+//   ends after the same step and the run finishes normally, finished(true, "stopped after N
+//   steps ...").
+// - mpirun: a net::Collector on 127.0.0.1 (any free port, a fresh token), the job written to a
+//   file, and `mpirun -np WORLD ... shardlab worker JOB --telemetry 127.0.0.1:PORT` started with
+//   QProcess (the argument list from engine/launch/mpirun.h, as `shardlab run` builds it; the token
+//   in SHARDLAB_TELEMETRY_TOKEN, never on the command line). Every line mpirun prints goes to
+//   logLine(). finished() follows mpirun's exit (ok when it exited with status 0). stop() sends
+//   SIGTERM to mpirun and, 5 s later, SIGKILL to its process group; finished(false, "stopped by
+//   the user").
+// - remote: a Collector on LaunchOptions::listen with a fresh token written to a 0600 file and the
+//   job written to a file; remoteCommand() is what to run on the cluster. The run finishes when
+//   every rank of the HELLOs' world has finished or failed (ok when none failed). stop() stops
+//   listening: finished(false, "stopped listening; ...").
+//
+// The Collector calls its consumers on its own thread; they only append to a queue under a short
+// lock. A QTimer on the GUI thread drains the queue every kPollMs into model() and emits updated()
+// when anything arrived. Rank log lines and job-state failures also go to logLine(). Every mode
+// records the run (.slrec) unless LaunchOptions::record_path is "-".
+//
+// Runs dir: $SHARDLAB_RUNS_DIR when set, else "runs" in the current directory (as `shardlab run`).
+//
+// The destructor never hangs: it stops a threads run through its StopRequest and joins it, and
+// terminates a running mpirun (SIGKILL to its process group after a bounded wait).
 #pragma once
 
 #include <QObject>
@@ -23,63 +40,151 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "engine/telemetry/sink.h"
+#include "engine/train/stop_request.h"
+#include "net/collector.h"
 #include "net/run_model.h"
+
+class QProcess;
 
 namespace shardlab {
 struct JobSpec;
 }
 
+namespace shardlab::net {
+class RecordingConsumer;
+class RecordingSink;
+class FanoutSink;
+}  // namespace shardlab::net
+
 namespace shardlab::gui {
 
-// A thread-safe TelemetrySink that queues events for the GUI thread to take.
-class QueueSink : public telemetry::TelemetrySink {
+// A thread-safe queue of messages for the GUI thread to take: the in-process ranks publish into
+// it (a TelemetrySink) and a Collector hands it what the workers send (a MessageConsumer). Each
+// message is stamped with the time it was queued (0 for in-process events: their own times
+// judge liveness, as in a replay).
+class MessageQueue : public telemetry::TelemetrySink, public net::MessageConsumer {
  public:
   void publish(telemetry::Event event) noexcept override;
-  // Every queued event, oldest first; the queue is left empty.
-  std::vector<telemetry::Event> take();
+  void on_message(const net::Message& message) override;
+  // Every queued message with its arrival stamp, oldest first; the queue is left empty.
+  std::vector<std::pair<net::Message, double>> take();
 
  private:
   std::mutex mu_;
-  std::vector<telemetry::Event> events_;
+  std::vector<std::pair<net::Message, double>> messages_;
+};
+
+enum class LaunchMode { threads, mpirun, remote };
+
+struct LaunchOptions {
+  LaunchMode mode = LaunchMode::threads;
+  // remote: the collector's address, HOST:PORT (port 0: any free port, see port()).
+  QString listen = "0.0.0.0:0";
+  // remote: the host name put in remoteCommand() ("": the listen address when it names one host,
+  // else this machine's host name).
+  QString advertise_host;
+  // remote: where the token is written, mode 0600 ("": <runs dir>/<job>.token).
+  QString token_file;
+  // mpirun/remote: where the job is written for the workers to read ("": <runs
+  // dir>/<job>-<time>.json).
+  QString job_file;
+  // Every mode records the run here ("": <runs dir>/<time>-<job>-<pid>.slrec; "-": no recording).
+  QString record_path;
+  // mpirun (and the command remote mode shows): the `shardlab` CLI ("": `shardlab` next to the
+  // app's executable, else from PATH; remote: "shardlab").
+  QString shardlab_path;
 };
 
 class RunController : public QObject {
   Q_OBJECT
  public:
   static constexpr int kPollMs = 100;
+  static constexpr int kKillAfterMs = 5000;
 
   explicit RunController(QObject* parent = nullptr);
-  ~RunController() override;  // joins a running job
+  ~RunController() override;  // stops a running job (bounded; see the file comment)
 
   // Starts `job` (see the file comment). False, with the reason in lastError(), when the job is
   // refused or a run is already going.
-  bool start(const JobSpec& job);
-  bool running() const { return thread_.joinable(); }
+  bool start(const JobSpec& job, const LaunchOptions& options = {});
+  // Stops the run (see the file comment); no-op when not running.
+  void stop();
+  bool running() const { return running_; }
   QString lastError() const { return error_; }
   // What the ranks reported so far (reset by start()).
   const net::RunModel& model() const { return model_; }
+  // The recording of the current (or last) run; "" when not recording.
+  QString recordingPath() const { return recording_path_; }
+  // remote mode: the command to run on the cluster (srun: `srun -n WORLD ...` instead of
+  // `mpirun -np WORLD ...`); "" in the other modes.
+  QString remoteCommand(bool srun) const;
+  // mpirun/remote: the collector's port (0 otherwise).
+  quint16 port() const { return port_; }
 
  signals:
-  // New events were added to model().
+  // New messages were added to model().
   void updated();
-  // The run ended: ok, or the reason it failed.
+  // A line of output: mpirun's stdout/stderr, a rank's log line, a rank's failure.
+  void logLine(const QString& line);
+  // A worker's HELLO arrived (mpirun/remote).
+  void workerConnected(int rank);
+  // The run ended: ok, and a summary or the reason it failed.
   void finished(bool ok, const QString& message);
 
  private:
+  bool start_threads(const JobSpec& job, const LaunchOptions& options);
+  bool start_collector(const JobSpec& job, const LaunchOptions& options);
   void poll();
+  // Drains the queue into the model; true when anything arrived.
+  bool drain();
+  void on_process_finished(int exit_code, bool crashed);
+  void read_process_output(bool flush);
+  // Stops the collector and the recording, emits finished() and resets the run state.
+  void finish(bool ok, const QString& message);
+  void kill_process_group();
+  // Stops the collector and drops the recording and fan-out sinks (after the ranks are done).
+  void release_sinks();
+  void shutdown_process();
 
+  LaunchMode mode_ = LaunchMode::threads;
+  bool running_ = false;
   QTimer timer_;
   net::RunModel model_;
-  std::unique_ptr<QueueSink> sink_;
+  std::unique_ptr<MessageQueue> queue_;
+  QString error_;
+  QString recording_path_;
+
+  // threads
+  std::unique_ptr<StopRequest> stop_request_;
+  std::unique_ptr<net::RecordingSink> recording_sink_;
+  std::vector<std::unique_ptr<net::FanoutSink>> fanouts_;
   std::thread thread_;
   std::atomic<bool> done_{false};
-  // Written by the worker before done_ is set, read after.
-  bool ok_ = false;
+  bool ok_ = false;  // written by the worker before done_ is set, read after
   std::string message_;
-  QString error_;
+
+  // mpirun / remote
+  std::unique_ptr<net::RecordingConsumer> recording_consumer_;
+  std::unique_ptr<net::Collector> collector_;
+  std::atomic<uint64_t> closed_connections_{0};
+  quint16 port_ = 0;
+  QProcess* process_ = nullptr;  // owned (deleted in shutdown_process)
+  qint64 process_pid_ = 0;
+  QTimer kill_timer_;
+  QByteArray out_buffer_, err_buffer_;
+  bool stopping_ = false;
+  // Set once the end is known (mpirun exited, or every remote rank is done): the last messages
+  // are drained until every connection is closed or the grace period ends.
+  bool ending_ = false;
+  qint64 ending_deadline_ms_ = 0;
+  bool end_ok_ = false;
+  QString end_message_;
+  int world_ = 0;
+  QString job_file_, token_file_, advertise_host_, remote_shardlab_;
 };
 
 }  // namespace shardlab::gui

@@ -35,7 +35,7 @@ double earliest_time(const std::vector<Message>& messages) {
     t0 = std::min(t0, e->time);
     if (const auto* c = std::get_if<telemetry::CollectiveEvent>(&e->payload))
       t0 = std::min(t0, c->start);
-    if (const auto* p = std::get_if<telemetry::PipelinePhaseEvent>(&e->payload))
+    if (const auto* p = std::get_if<telemetry::PhaseEvent>(&e->payload))
       t0 = std::min(t0, p->start);
   }
   return t0 == std::numeric_limits<double>::infinity() ? 0.0 : t0;
@@ -65,71 +65,85 @@ void write_chrome_trace(const std::vector<Message>& messages, std::ostream& out)
     if (e == nullptr) continue;
     ranks[e->rank] = true;
     const int pid = e->rank;
-    std::visit(overloaded{
-                   [&](const telemetry::StepEvent& s) {
-                     events.push_back(json{{"name", fmt::format("step {}", s.step)},
-                                           {"ph", "i"},
-                                           {"s", "t"},
-                                           {"pid", pid},
-                                           {"tid", kStepsTid},
-                                           {"ts", us(e->time)},
-                                           {"args", json{{"loss", s.loss},
-                                                         {"lr", s.lr},
-                                                         {"grad_norm", s.grad_norm},
-                                                         {"throughput", s.throughput},
-                                                         {"step_seconds", s.step_seconds}}}});
-                   },
-                   [&](const telemetry::CollectiveEvent& c) {
-                     json args{{"group", c.group},
-                               {"bytes", c.bytes},
-                               {"busbw", c.busbw},
-                               {"algbw", c.algbw},
-                               {"seq", c.seq}};
-                     if (!c.ok) args["ok"] = false;
-                     events.push_back(json{{"name", c.op},
-                                           {"ph", "X"},
-                                           {"pid", pid},
-                                           {"tid", kCollectivesTid},
-                                           {"ts", us(c.start)},
-                                           {"dur", std::max(0.0, c.duration) * 1e6},
-                                           {"args", std::move(args)}});
-                   },
-                   [&](const telemetry::PipelinePhaseEvent& p) {
-                     events.push_back(
-                         json{{"name", fmt::format("{}{}", p.backward ? 'B' : 'F', p.micro_batch)},
-                              {"ph", "X"},
-                              {"pid", pid},
-                              {"tid", kPipelineTid},
-                              {"ts", us(p.start)},
-                              {"dur", std::max(0.0, p.end - p.start) * 1e6},
-                              {"args", json{{"stage", p.stage}, {"micro_batch", p.micro_batch}}}});
-                   },
-                   [&](const telemetry::MemoryEvent& mem) {
-                     json args = json::object();
-                     for (int c = 0; c < kMemCategories; ++c)
-                       args[to_string(static_cast<MemCategory>(c))] =
-                           mem.current[static_cast<size_t>(c)];
-                     events.push_back(json{{"name", "memory (bytes)"},
-                                           {"ph", "C"},
-                                           {"pid", pid},
-                                           {"ts", us(e->time)},
-                                           {"args", std::move(args)}});
-                   },
-                   [&](const telemetry::JobStateEvent& j) {
-                     json args{{"state", telemetry::to_string(j.state)}};
-                     if (!j.reason.empty()) args["reason"] = j.reason;
-                     events.push_back(json{{"name", std::string(telemetry::to_string(j.state))},
-                                           {"ph", "i"},
-                                           {"s", "p"},
-                                           {"pid", pid},
-                                           {"tid", kStepsTid},
-                                           {"ts", us(e->time)},
-                                           {"args", std::move(args)}});
-                   },
-                   [&](const telemetry::HeartbeatEvent&) {},
-                   [&](const telemetry::LogLineEvent&) {},
-               },
-               e->payload);
+    std::visit(
+        overloaded{
+            [&](const telemetry::StepEvent& s) {
+              events.push_back(json{{"name", fmt::format("step {}", s.step)},
+                                    {"ph", "i"},
+                                    {"s", "t"},
+                                    {"pid", pid},
+                                    {"tid", kStepsTid},
+                                    {"ts", us(e->time)},
+                                    {"args", json{{"loss", s.loss},
+                                                  {"lr", s.lr},
+                                                  {"grad_norm", s.grad_norm},
+                                                  {"throughput", s.throughput},
+                                                  {"step_seconds", s.step_seconds}}}});
+            },
+            [&](const telemetry::CollectiveEvent& c) {
+              json args{{"group", c.group},
+                        {"bytes", c.bytes},
+                        {"busbw", c.busbw},
+                        {"algbw", c.algbw},
+                        {"seq", c.seq}};
+              if (!c.ok) args["ok"] = false;
+              events.push_back(json{{"name", c.op},
+                                    {"ph", "X"},
+                                    {"pid", pid},
+                                    {"tid", kCollectivesTid},
+                                    {"ts", us(c.start)},
+                                    {"dur", std::max(0.0, c.duration) * 1e6},
+                                    {"args", std::move(args)}});
+            },
+            [&](const telemetry::PhaseEvent& p) {
+              events.push_back(
+                  json{{"name",
+                        p.phase == telemetry::Phase::optimizer
+                            ? std::string("optimizer")
+                            : fmt::format("{}{}", p.phase == telemetry::Phase::backward ? 'B' : 'F',
+                                          p.micro_batch)},
+                       {"ph", "X"},
+                       {"pid", pid},
+                       {"tid", kPipelineTid},
+                       {"ts", us(p.start)},
+                       {"dur", std::max(0.0, p.end - p.start) * 1e6},
+                       {"args", json{{"stage", p.stage}, {"micro_batch", p.micro_batch}}}});
+            },
+            [&](const telemetry::MemoryEvent& mem) {
+              json args = json::object();
+              for (int c = 0; c < kMemCategories; ++c)
+                args[to_string(static_cast<MemCategory>(c))] = mem.current[static_cast<size_t>(c)];
+              events.push_back(json{{"name", "memory (bytes)"},
+                                    {"ph", "C"},
+                                    {"pid", pid},
+                                    {"ts", us(e->time)},
+                                    {"args", std::move(args)}});
+            },
+            [&](const telemetry::JobStateEvent& j) {
+              json args{{"state", telemetry::to_string(j.state)}};
+              if (!j.reason.empty()) args["reason"] = j.reason;
+              events.push_back(json{{"name", std::string(telemetry::to_string(j.state))},
+                                    {"ph", "i"},
+                                    {"s", "p"},
+                                    {"pid", pid},
+                                    {"tid", kStepsTid},
+                                    {"ts", us(e->time)},
+                                    {"args", std::move(args)}});
+            },
+            [&](const telemetry::EvalEvent& ev) {
+              events.push_back(json{
+                  {"name", "eval"},
+                  {"ph", "i"},
+                  {"s", "t"},
+                  {"pid", pid},
+                  {"tid", kStepsTid},
+                  {"ts", us(e->time)},
+                  {"args", json{{"step", ev.step}, {"loss", ev.loss}, {"accuracy", ev.accuracy}}}});
+            },
+            [&](const telemetry::HeartbeatEvent&) {},
+            [&](const telemetry::LogLineEvent&) {},
+        },
+        e->payload);
   }
 
   json trace = json::array();

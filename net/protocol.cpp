@@ -45,6 +45,8 @@ const char* to_string(MessageType type) {
       return "log";
     case MessageType::job_state:
       return "job_state";
+    case MessageType::eval:
+      return "eval";
   }
   return "unknown";
 }
@@ -52,7 +54,7 @@ const char* to_string(MessageType type) {
 namespace {
 
 bool known_type(uint16_t t) {
-  return (t >= 1 && t <= 4) || (t >= 16 && t <= 22);
+  return (t >= 1 && t <= 4) || (t >= 16 && t <= 23);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -100,10 +102,11 @@ MessageType type_of(const telemetry::Payload& payload) {
                         [](const telemetry::StepEvent&) { return MessageType::step; },
                         [](const telemetry::MemoryEvent&) { return MessageType::memory; },
                         [](const telemetry::CollectiveEvent&) { return MessageType::collective; },
-                        [](const telemetry::PipelinePhaseEvent&) { return MessageType::phase; },
+                        [](const telemetry::PhaseEvent&) { return MessageType::phase; },
                         [](const telemetry::HeartbeatEvent&) { return MessageType::heartbeat; },
                         [](const telemetry::LogLineEvent&) { return MessageType::log; },
                         [](const telemetry::JobStateEvent&) { return MessageType::job_state; },
+                        [](const telemetry::EvalEvent&) { return MessageType::eval; },
                     },
                     payload);
 }
@@ -145,10 +148,13 @@ void write_payload(Writer& w, const telemetry::Payload& payload) {
                    w.u64(c.seq);
                    w.boolean(c.ok);
                  },
-                 [&](const telemetry::PipelinePhaseEvent& p) {
+                 [&](const telemetry::PhaseEvent& p) {
+                   const auto phase = static_cast<uint8_t>(p.phase);
+                   SL_ENFORCE(phase <= static_cast<uint8_t>(telemetry::Phase::optimizer),
+                              "phase {} is out of range", phase);
                    w.i32(p.stage);
                    w.i32(p.micro_batch);
-                   w.boolean(p.backward);
+                   w.u8(phase);
                    w.f64(p.start);
                    w.f64(p.end);
                  },
@@ -160,6 +166,12 @@ void write_payload(Writer& w, const telemetry::Payload& payload) {
                               "job state {} is out of range", state);
                    w.u8(state);
                    w.str(j.reason, "reason");
+                 },
+                 [&](const telemetry::EvalEvent& e) {
+                   w.i64(e.step);
+                   w.f64(e.loss);
+                   w.f64(e.accuracy);
+                   w.i64(e.samples);
                  },
              },
              payload);
@@ -336,10 +348,14 @@ telemetry::Payload read_event_payload(Reader& r, MessageType type) {
       return c;
     }
     case MessageType::phase: {
-      telemetry::PipelinePhaseEvent p;
+      telemetry::PhaseEvent p;
       p.stage = r.i32("stage");
       p.micro_batch = r.i32("micro_batch");
-      p.backward = r.boolean("backward");
+      const uint8_t phase = r.u8("phase");
+      if (!r.failed() && phase > static_cast<uint8_t>(telemetry::Phase::optimizer))
+        r.fail(fmt::format("phase {} out of range (0..{})", phase,
+                           static_cast<int>(telemetry::Phase::optimizer)));
+      p.phase = static_cast<telemetry::Phase>(phase);
       p.start = r.f64("start");
       p.end = r.f64("end");
       return p;
@@ -357,6 +373,14 @@ telemetry::Payload read_event_payload(Reader& r, MessageType type) {
       j.state = static_cast<telemetry::JobState>(state);
       j.reason = r.str("reason");
       return j;
+    }
+    case MessageType::eval: {
+      telemetry::EvalEvent e;
+      e.step = r.i64("step");
+      e.loss = r.f64("loss");
+      e.accuracy = r.f64("accuracy");
+      e.samples = r.i64("samples");
+      return e;
     }
     default:
       break;

@@ -20,8 +20,10 @@
 //     MEMORY      i64 x kMemCategories current, i64 x kMemCategories peak
 //     COLLECTIVE  str op, str group, i64 bytes, f64 start, f64 duration, f64 algbw, f64 busbw,
 //                 u64 seq, u8 ok
-//     PHASE       i32 stage, i32 micro-batch, u8 backward, f64 start, f64 end
+//     PHASE       i32 stage, i32 micro-batch, u8 phase (0 forward, 1 backward, 2 optimizer; a
+//                 recording from before the optimizer phase reads as 0/1), f64 start, f64 end
 //     HEARTBEAT   nothing;  LOG  str text;  JOB_STATE  u8 state, str reason
+//     EVAL        i64 step, f64 loss, f64 accuracy, i64 samples
 //
 // decode_frame() is a pure function over bytes (no I/O, no allocation beyond its result) so it
 // can be fuzzed; it never reads past the span and rejects anything malformed with a reason.
@@ -58,6 +60,7 @@ enum class MessageType : uint16_t {
   heartbeat = 20,
   log = 21,
   job_state = 22,
+  eval = 23,
 };
 const char* to_string(MessageType type);
 

@@ -42,6 +42,8 @@ void RunModel::add(const Message& message, double received) {
   const auto* event = std::get_if<telemetry::Event>(&message);
   if (event == nullptr) return;  // handshake messages carry no run state
   ++events_;
+  comm_.add(*event);
+  timeline_.add(*event);
   RankState& r = ranks_[event->rank];
   // Events of one rank arrive in order, but max() keeps a late, re-sent event from moving time
   // backwards.
@@ -74,7 +76,8 @@ void RunModel::add(const Message& message, double received) {
                    r.comm_seconds += e.duration;
                    ++r.collectives;
                  },
-                 [&](const telemetry::PipelinePhaseEvent&) {},
+                 [&](const telemetry::PhaseEvent&) {},
+                 [&](const telemetry::EvalEvent& e) { r.evals.push_back(e); },
                  [&](const telemetry::HeartbeatEvent&) {},
                  [&](const telemetry::LogLineEvent&) {},
                  [&](const telemetry::JobStateEvent& e) {
@@ -98,10 +101,18 @@ bool RunModel::straggler(int rank) const {
                 r.step_times.end());
   }
   if (with_steps < 2) return false;
-  std::sort(pool.begin(), pool.end());
-  const size_t m = pool.size() / 2;
-  const double median = pool.size() % 2 == 1 ? pool[m] : (pool[m - 1] + pool[m]) / 2;
-  return it->second.step_times.back() > kStragglerFactor * median;
+  auto median_of = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    const size_t m = v.size() / 2;
+    return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
+  };
+  std::vector<double> latest;
+  for (const auto& [_, r] : ranks_)
+    if (!r.step_times.empty()) latest.push_back(r.step_times.back());
+  const double last = it->second.step_times.back();
+  // Slower than the recent past, and slower than its peers now: a step that was slow on every
+  // rank (an evaluation, a busy machine) makes no rank a straggler.
+  return last > kStragglerFactor * median_of(pool) && last > kStragglerFactor * median_of(latest);
 }
 
 bool RunModel::silent(int rank, double now) const {
@@ -152,6 +163,14 @@ std::string RunModel::table(double now) const {
         row(fmt::format(kRow, rank, coords, telemetry::to_string(r.state), r.step, loss,
                         human_bytes(memory), fmt::format("{:.3f}", r.comm_seconds), last, flags));
   }
+  // Every rank reports the same global evaluation: one line under the table for the newest.
+  const telemetry::EvalEvent* eval = nullptr;
+  for (const auto& [rank, r] : ranks_)
+    if (!r.evals.empty() && (eval == nullptr || r.evals.back().step > eval->step))
+      eval = &r.evals.back();
+  if (eval != nullptr)
+    out += fmt::format("eval at step {}: loss {:.4g}, accuracy {:.1f}% ({} samples)\n", eval->step,
+                       eval->loss, 100.0 * eval->accuracy, eval->samples);
   return out;
 }
 

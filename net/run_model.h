@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "net/comm_stats.h"
 #include "net/protocol.h"
+#include "net/timeline.h"
 
 namespace shardlab::net {
 
@@ -31,6 +33,7 @@ struct RankState {
   std::string reason;                                         // failure reason
   std::vector<double> step_times;                             // every step's seconds, in order
   std::vector<double> loss_series;                            // every step's loss, in order
+  std::vector<telemetry::EvalEvent> evals;                    // every evaluation, in order
 };
 
 class RunModel {
@@ -40,10 +43,15 @@ class RunModel {
   void add(const Message& message, double received = 0);
   const std::map<int, RankState>& ranks() const { return ranks_; }
   uint64_t events() const { return events_; }
+  // Every event also goes to these (see their headers).
+  const CommStats& comm() const { return comm_; }
+  const Timeline& timeline() const { return timeline_; }
 
   // A straggler's last step took more than 1.5x the median step time of all ranks' last 20
-  // steps (needs at least 2 ranks with steps). Silent: no heartbeat (or other event) for more
-  // than 5 s before `now` while not finished or failed; a rank with no event yet is not silent.
+  // steps and more than 1.5x the median of every rank's last step (needs at least 2 ranks with
+  // steps): a step that was slow on every rank makes no rank a straggler. Silent: no heartbeat (or
+  // other event) for more than 5 s before `now` while not finished or failed; a rank with no event
+  // yet is not silent.
   bool straggler(int rank) const;
   bool silent(int rank, double now) const;
   // True when every rank seen has reached finished or failed, at least one rank was seen, and as
@@ -51,12 +59,16 @@ class RunModel {
   bool all_done() const;
 
   // The per-rank table: rank, coordinates, state, step, loss, memory (current total), comm time,
-  // last seen (seconds before `now`) and flags (STRAGGLER, SILENT, FAILED: reason).
+  // last seen (seconds before `now`) and flags (STRAGGLER, SILENT, FAILED: reason). When a rank
+  // has reported an evaluation, one line under the rows gives the newest:
+  // "eval at step 30: loss 0.4123, accuracy 87.5% (1000 samples)".
   std::string table(double now) const;
 
  private:
   std::map<int, RankState> ranks_;
   uint64_t events_ = 0;
+  CommStats comm_;
+  Timeline timeline_;
 };
 
 }  // namespace shardlab::net

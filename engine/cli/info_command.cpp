@@ -4,6 +4,7 @@
 
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
+#include "engine/core/paths.h"
 #include "kernels/cpu/gemm.h"
 
 #ifdef SHARDLAB_HAVE_MPI
@@ -19,6 +20,7 @@ int info_command(const std::vector<std::string>& argv) {
   Args args(argv, {});
   if (!args.positional().empty()) SL_THROW(UsageError, "info takes no arguments");
   fmt::print("shardlab {}\n", SHARDLAB_VERSION);
+  fmt::print("resources: {}\n", resource_dir());
   const std::string core = kernels::blas_core_name();
   fmt::print("blas: {}; kernels for {}\n", kernels::blas_config(), core);
   // OpenBLAS picks kernels by CPU model; virtual machines that report an unnamed CPU can get the

@@ -12,6 +12,7 @@
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
 #include "engine/core/error.h"
+#include "engine/core/version.h"
 #include "kernels/cpu/gemm.h"
 
 namespace {
@@ -43,6 +44,7 @@ constexpr const char* kUsage =
     "  bench telemetry [--events N] [--steps S]       collector ingest events/s, worker overhead\n"
     "             [--pairs R] [--quick]               of telemetry on the demo job (off vs. on)\n"
     "  info                                           build options, MPI library, GPUs\n"
+    "  --version                                      the version\n"
     "  help                                           this text\n"
     "\n"
     "Set SHARDLAB_DEBUG=1 to see where in the source an error was raised.\n";
@@ -74,6 +76,10 @@ int main(int argc, char** argv) {
   }
   const std::string cmd = args.front();
   args.erase(args.begin());
+  if (cmd == "--version" || cmd == "version") {
+    std::printf("shardlab %s\n", shardlab::version());
+    return 0;
+  }
   try {
     shardlab::kernels::use_single_blas_thread();
     keep_freed_memory_for_reuse();

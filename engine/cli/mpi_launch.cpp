@@ -10,31 +10,11 @@
 #include <filesystem>
 
 #include "engine/core/error.h"
+#include "engine/launch/mpirun.h"
 
 extern char** environ;
 
 namespace shardlab::cli {
-
-namespace {
-
-std::string find_in_path(const std::string& name) {
-  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : "";
-  const char* path = std::getenv("PATH");
-  std::string p = path ? path : "/usr/bin:/bin";
-  size_t start = 0;
-  while (start <= p.size()) {
-    const size_t end = p.find(':', start);
-    const std::string dir =
-        p.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    const std::string full = (dir.empty() ? "." : dir) + "/" + name;
-    if (access(full.c_str(), X_OK) == 0) return full;
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return "";
-}
-
-}  // namespace
 
 std::string self_executable() {
   std::error_code ec;
@@ -44,16 +24,8 @@ std::string self_executable() {
 }
 
 int run_mpirun(int ranks, const std::vector<std::string>& args) {
-  const char* env = std::getenv("SHARDLAB_MPIRUN");
-  const std::string launcher = find_in_path(env && *env ? env : "mpirun");
-  SL_ENFORCE_T(IoError, !launcher.empty(),
-               "parallel.backend mpi: cannot find {} (install openmpi-bin, or set "
-               "SHARDLAB_MPIRUN to the launcher)",
-               env && *env ? env : "mpirun");
-  std::vector<std::string> argv{launcher, "-np", std::to_string(ranks)};
-  if (geteuid() == 0) argv.push_back("--allow-run-as-root");
-  argv.push_back("--oversubscribe");
-  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<std::string> argv = launch::mpirun_argv(ranks, args);
+  const std::string launcher = argv.front();
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);

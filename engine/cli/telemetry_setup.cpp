@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/launch/hello.h"
 #include "engine/parallel/parallel_config.h"
 #include "engine/parallel/topology.h"
 #include "net/auth.h"
@@ -24,33 +25,6 @@ struct RunTelemetry::Impl {
   std::string recording_path;
   bool closed = false;
 };
-
-namespace {
-
-// HELLO for world rank `rank` of the job: its coordinates in the job's topology.
-net::Hello hello_for(const JobSpec& job, int rank) {
-  const ParallelConfig& p = job.parallel;
-  const int world = static_cast<int>(std::max<int64_t>(1, p.world_size));
-  const Topology topo = uses_model_parallelism(p) ? Topology::make({p.pp, p.tp, p.dp}, world)
-                                                  : Topology::make({1, 1, world}, world);
-  const Coord c = topo.coord(rank);
-  net::Hello h;
-  h.job_id = job.name;
-  h.rank = rank;
-  h.world = world;
-  h.pp = topo.pp();
-  h.tp = topo.tp();
-  h.dp = topo.dp();
-  h.pp_i = c.pp;
-  h.tp_i = c.tp;
-  h.dp_i = c.dp;
-  h.pid = static_cast<int64_t>(getpid());
-  char host[256] = {0};
-  if (gethostname(host, sizeof host - 1) == 0) h.host = host;
-  return h;
-}
-
-}  // namespace
 
 std::string default_recording_path(const JobSpec& job) {
   const std::time_t t = std::time(nullptr);
@@ -80,7 +54,7 @@ RunTelemetry::RunTelemetry(const Args& args, const JobSpec& job, const std::vect
     base.token = net::find_token(token_file);
     for (int r : ranks) {
       net::PublisherOptions o = base;
-      o.hello = hello_for(job, r);
+      o.hello = launch::hello_for(job, r);
       impl_->publishers[r] = std::make_unique<net::Publisher>(std::move(o));
     }
   } else if (args.has("--token-file")) {
@@ -93,7 +67,7 @@ RunTelemetry::RunTelemetry(const Args& args, const JobSpec& job, const std::vect
     std::error_code ec;
     if (!dir.empty()) std::filesystem::create_directories(dir, ec);
     impl_->recording = std::make_unique<net::RecordingSink>(impl_->recording_path);
-    for (int r : ranks) impl_->recording->add_hello(hello_for(job, r));
+    for (int r : ranks) impl_->recording->add_hello(launch::hello_for(job, r));
   }
   for (int r : ranks) {
     std::vector<telemetry::TelemetrySink*> to;

@@ -9,17 +9,14 @@
 #include <fmt/ranges.h>  // fmt::join (moved here from format.h in fmt 11)
 
 #include "engine/core/error.h"
-
-#ifndef SHARDLAB_RESOURCE_DIR
-#error "SHARDLAB_RESOURCE_DIR must be defined by the build (engine/data/CMakeLists.txt)"
-#endif
+#include "engine/core/paths.h"
 
 namespace shardlab {
 
 namespace fs = std::filesystem;
 
 std::string fallback_corpus_dir() {
-  return std::string(SHARDLAB_RESOURCE_DIR) + "/corpus";
+  return resource_dir() + "/corpus";
 }
 
 // --- CharVocab ---

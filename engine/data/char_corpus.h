@@ -17,7 +17,7 @@ namespace shardlab {
 
 inline constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
 
-// resources/corpus in the source tree (fixed at build time through SHARDLAB_RESOURCE_DIR).
+// resources/corpus (engine/core/paths.h resource_dir(): the build tree or the installed package).
 std::string fallback_corpus_dir();
 
 // Maps the byte values present in a text to dense ids 0..size()-1, in increasing byte order, so

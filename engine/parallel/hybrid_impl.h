@@ -50,7 +50,7 @@ struct HybridShardedOptimizer::Impl {
   std::vector<Shape> out_shapes;
   std::vector<WorkHandle> act_sends, grad_sends;
   Tensor grad_in, dlogits;
-  telemetry::TelemetrySink* telemetry = nullptr;  // pipeline-phase events (may be null)
+  telemetry::TelemetrySink* telemetry = nullptr;  // phase events, during optimize() (may be null)
   int world_rank = 0;
   Batch batch;
 

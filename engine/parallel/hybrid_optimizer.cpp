@@ -13,6 +13,7 @@
 #include "engine/parallel/strategies.h"
 #include "engine/parallel/tensor/tp_gpt.h"
 #include "engine/train/step_math.h"
+#include "engine/train/step_telemetry.h"
 
 namespace shardlab {
 
@@ -159,7 +160,11 @@ StepOutcome HybridShardedOptimizer::run_step(const Dataset& data,
   last_grad_norm_ = out.grad_norm;
   const double coef = clip_coefficient(out.grad_norm, options_.train.clip_grad_norm);
   if (coef < 1.0) im.dp_sync->scale(stage.grads(), static_cast<float>(coef));
+  const double update_start = im.telemetry ? telemetry::now_seconds() : 0.0;
   im.dp_sync->update(*optimizer_, stage.params(), stage.grads(), lr);
+  if (im.telemetry)
+    publish_phase(im.telemetry, im.world_rank, im.coord.pp, -1, telemetry::Phase::optimizer,
+                  update_start, telemetry::now_seconds());
   ++steps_done_;
   if (const MemoryLedger* ledger = current_ledger()) steady_memory_ = ledger->snapshot();
   return out;
@@ -222,6 +227,11 @@ bool HybridShardedOptimizer::should_early_stop() const {
 TrainResult HybridShardedOptimizer::optimize(const OptimizeInput& input) {
   SL_ENFORCE(input.train != nullptr, "HybridShardedOptimizer::optimize: no training data");
   Impl& im = *impl_;
+  // The sink is the caller's for this run only: step() outside optimize() publishes nothing.
+  struct ResetSink {
+    telemetry::TelemetrySink*& sink;
+    ~ResetSink() { sink = nullptr; }
+  } reset{im.telemetry};
   im.telemetry = input.telemetry;
   im.world_rank = rank();
   const TrainConfig& t = options_.train;

@@ -18,8 +18,10 @@
 //
 // Every rank times its stage per step: busy (running forward and backward ops) and idle (waiting
 // for a neighbour's activations or gradients), so the measured bubble can be set beside
-// (p-1)/(m+p-1). Construct and run a rank's optimizer on one thread (the memory ledger is the
-// thread's). All members that communicate are collective over the world communicator.
+// (p-1)/(m+p-1). With a telemetry sink (OptimizeInput::telemetry) every rank also publishes a
+// PhaseEvent per forward and backward of a micro-batch on its stage and one optimizer PhaseEvent
+// per step around its update. Construct and run a rank's optimizer on one thread (the memory ledger
+// is the thread's). All members that communicate are collective over the world communicator.
 #pragma once
 
 #include <cstdint>

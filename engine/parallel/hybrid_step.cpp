@@ -6,6 +6,7 @@
 #include "engine/core/error.h"
 #include "engine/parallel/hybrid_impl.h"
 #include "engine/train/step_math.h"
+#include "engine/train/step_telemetry.h"
 
 namespace shardlab {
 
@@ -22,17 +23,6 @@ std::span<const float> view(const Tensor& t) {
 }
 std::span<float> view(Tensor& t) {
   return {t.data(), static_cast<size_t>(t.numel())};
-}
-
-// One forward or backward of a micro-batch, as a telemetry event.
-void publish_phase(telemetry::TelemetrySink* sink, int rank, int stage, int micro_batch,
-                   bool backward, double start) {
-  if (!sink) return;
-  telemetry::Event e;
-  e.rank = rank;
-  e.time = telemetry::now_seconds();
-  e.payload = telemetry::PipelinePhaseEvent{stage, micro_batch, backward, start, e.time};
-  sink->publish(std::move(e));
 }
 
 }  // namespace
@@ -87,7 +77,9 @@ HybridShardedOptimizer::Impl::PipelineOutcome HybridShardedOptimizer::Impl::run_
         out.rows += static_cast<int64_t>(batch.targets.size());
       }
       out.busy += since(t0);
-      publish_phase(telemetry, world_rank, s, j, false, phase_start);
+      if (telemetry)
+        publish_phase(telemetry, world_rank, s, j, telemetry::Phase::forward, phase_start,
+                      telemetry::now_seconds());
       if (!stage->last())
         act_sends[static_cast<size_t>(slot)] = pp.send_async(view(y), s + 1, kActivationTag);
     } else {
@@ -110,7 +102,9 @@ HybridShardedOptimizer::Impl::PipelineOutcome HybridShardedOptimizer::Impl::run_
       const double phase_start = telemetry ? telemetry::now_seconds() : 0.0;
       const Tensor& dx = stage->backward(slot, *g);
       out.busy += since(t0);
-      publish_phase(telemetry, world_rank, s, j, true, phase_start);
+      if (telemetry)
+        publish_phase(telemetry, world_rank, s, j, telemetry::Phase::backward, phase_start,
+                      telemetry::now_seconds());
       if (!stage->first())
         grad_sends[static_cast<size_t>(slot)] = pp.send_async(view(dx), s - 1, kGradientTag);
       free_slots.push_back(slot);

@@ -111,6 +111,11 @@ TrainResult train_rank(Opt& opt, const Datasets& data, const RankRunOptions& opt
   in.train = data.train.get();
   in.eval = data.eval.get();
   if (opt.rank() == 0) in.callbacks = options.callbacks;
+  // Every rank, not only rank 0: they must all stop after the same step.
+  if (options.stop)
+    in.callbacks.should_stop = [stop = options.stop](int64_t done) {
+      return stop->should_stop(done);
+    };
   in.telemetry = sink;
   add_step_telemetry(in.callbacks, sink, opt.rank(), opt.options().model.kind == "gpt", &ledger);
   TrainResult result = opt.optimize(in);
@@ -139,6 +144,8 @@ ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Dataset
   SL_ENFORCE(job.parallel.strategy != "none",
              "parallel.strategy: 'none' runs in one process; choose ddp, zero1, zero2 or fsdp");
   SL_ENFORCE(data.train != nullptr, "run_rank: no training data");
+  SL_ENFORCE(!options.callbacks.should_stop,
+             "run_rank: callbacks.should_stop would run on rank 0 only; use RankRunOptions::stop");
   ParallelRunResult out;
   RankReport mine;
   std::function<MemoryPlan(int)> plan_of;

@@ -17,6 +17,7 @@
 #include "engine/parallel/planner.h"
 #include "engine/parallel/topology.h"
 #include "engine/telemetry/sink.h"
+#include "engine/train/stop_request.h"
 #include "engine/train/trainer.h"
 
 namespace shardlab {
@@ -65,16 +66,27 @@ std::shared_ptr<CommSink> with_comm_telemetry(
     const ParallelConfig& parallel, int world);
 
 struct RankRunOptions {
-  TrainerCallbacks callbacks;  // called on rank 0 only
+  // Called on rank 0 only; callbacks.should_stop must be null (a stop asked on one rank would
+  // leave the others waiting in their collectives): use `stop`.
+  TrainerCallbacks callbacks;
   // The sink the world's communicators report to, for RankReport's comm figures (may be null).
   std::shared_ptr<CommTotalsSink> comm_totals;
   // When set, the trained model is written there (save_model) at the end.
   std::string save_model_path;
   // Each rank's telemetry sink by world rank (null, or returning null: none). A rank publishes its
   // job state (starting, running, finished, or failed with the reason), every step with its memory
-  // ledger, and its pipeline phases; collective events come from the communicator's sink
-  // (comm_telemetry.h), which run_threads_job installs when this is set.
+  // ledger, every evaluation (EvalEvent: the same global figures on every rank), and its compute
+  // phases (forward and backward per micro-batch, optimizer per step: OptimizeInput::telemetry);
+  // collective events come from the communicator's sink (comm_telemetry.h), which
+  // run_threads_job installs when this is set.
   std::function<telemetry::TelemetrySink*(int rank)> telemetry;
+  // When set, every rank asks it before each step (TrainerCallbacks::should_stop), so after
+  // stop->request() all ranks stop after the same step: the run ends normally (job state
+  // finished, reports gathered, the model saved when asked) with result.stopped_early and
+  // "stopped at the user's request after N steps", without a final evaluation. Shared by all the
+  // ranks of a threads job; must outlive the run. (Ranks in separate processes would each need
+  // their own, agreeing, answers.)
+  StopRequest* stop = nullptr;
 };
 
 // One rank: binds a fresh MemoryLedger to this thread, builds the sharded optimizer from `job`

@@ -11,6 +11,7 @@
 #include "engine/model/cross_entropy.h"
 #include "engine/parallel/strategies.h"
 #include "engine/train/step_math.h"
+#include "engine/train/step_telemetry.h"
 #include "engine/train/training_loop.h"
 
 namespace shardlab {
@@ -177,6 +178,10 @@ StepOutcome ShardedOptimizer::run_step(const Dataset& data, const std::vector<in
   hooks.begin = [this](int64_t m) { micro_ = static_cast<int>(m); };
   hooks.end = [this](int64_t m) { end_micro_step(m + 1 == micro_steps_); };
   hooks.check_finite = false;  // checked below on every rank at once, so no rank waits alone
+  if (telemetry_)
+    hooks.phase = [this](telemetry::Phase phase, int64_t m, double start, double end) {
+      publish_phase(telemetry_, rank(), 0, static_cast<int>(m), phase, start, end);
+    };
   const MicroBatchOutcome mb =
       run_micro_batches(*model_, data, indices, micro_steps_, step, batch_, dlogits_, hooks);
   // One exchange gives the global mean loss and the global gradient norm, in rank order, so
@@ -194,7 +199,11 @@ StepOutcome ShardedOptimizer::run_step(const Dataset& data, const std::vector<in
   last_grad_norm_ = out.grad_norm;
   const double coef = clip_coefficient(out.grad_norm, options_.train.clip_grad_norm);
   if (coef < 1.0) scale_grads(static_cast<float>(coef));
+  const double update_start = telemetry_ ? telemetry::now_seconds() : 0.0;
   update(lr);
+  if (telemetry_)
+    publish_phase(telemetry_, rank(), 0, -1, telemetry::Phase::optimizer, update_start,
+                  telemetry::now_seconds());
   ++steps_done_;
   if (const MemoryLedger* ledger = current_ledger()) steady_memory_ = ledger->snapshot();
   return out;
@@ -275,6 +284,12 @@ TrainResult ShardedOptimizer::optimize(const OptimizeInput& input) {
   spec.step = [this, &input](int64_t step, double lr) {
     return run_step(*input.train, sampler_->next(), step, lr);
   };
+  // The sink is the caller's for this run only: step() outside optimize() publishes nothing.
+  struct ResetSink {
+    telemetry::TelemetrySink*& sink;
+    ~ResetSink() { sink = nullptr; }
+  } reset{telemetry_};
+  telemetry_ = input.telemetry;
   TrainResult result = run_training_loop(spec, early_, input.callbacks);
   result.params = gather_params();
   return result;

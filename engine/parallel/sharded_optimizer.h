@@ -67,9 +67,14 @@ struct OptimizeInput {
   // Stop after this many more optimizer steps (0: run to the end). The schedule and the data
   // order are those of the whole run, so a run cut into pieces equals an uninterrupted one.
   int64_t max_steps = 0;
-  // Where this rank's pipeline-phase events go (HybridShardedOptimizer: one per forward and
-  // backward of a micro-batch); may be null. Step, memory and collective events are published by
-  // the caller (rank_runner.h).
+  // Where this rank's compute-phase events go during optimize(); may be null (then no clock is
+  // read for them). Every step publishes a PhaseEvent forward and backward for each of its
+  // micro-batches (micro_batch = its index within the step; stage 0 for ShardedOptimizer, the
+  // rank's pipeline stage for HybridShardedOptimizer) and one PhaseEvent optimizer
+  // (micro_batch -1) around the parameter update: the base optimizer on this rank's part and, for
+  // ZeRO, the parameter all-gather that follows it; the gradient reduction before it is not part
+  // of any phase (its collectives publish their own events). Step, memory, evaluation and
+  // collective events are published by the caller (rank_runner.h, step_telemetry.h).
   telemetry::TelemetrySink* telemetry = nullptr;
 };
 
@@ -93,8 +98,9 @@ class ShardedOptimizer : protected BlockHooks {
   const ShardLayout& shard_layout() const { return layout_; }
   Communicator& communicator() { return comm_; }
 
-  // Trains until the configured steps/epochs are done, early stopping fires, or
-  // input.max_steps more steps have run. Collective. The result's params are the full
+  // Trains until the configured steps/epochs are done, early stopping fires,
+  // input.max_steps more steps have run, or input.callbacks.should_stop says stop (which must
+  // answer alike on every rank). Collective. The result's params are the full
   // parameters (gathered on every rank) at the end.
   TrainResult optimize(const OptimizeInput& input);
   // One optimizer step on this rank's slice `indices` of a global batch of train.batch_size
@@ -187,6 +193,7 @@ class ShardedOptimizer : protected BlockHooks {
   bool has_pending_sampler_ = false;
   int64_t steps_done_ = 0;
   int64_t total_steps_ = 0;
+  telemetry::TelemetrySink* telemetry_ = nullptr;  // OptimizeInput::telemetry, during optimize()
   EarlyStopState early_;
   MemorySnapshot steady_memory_;
   double last_grad_norm_ = 0;

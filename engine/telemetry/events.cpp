@@ -4,6 +4,18 @@
 
 namespace shardlab::telemetry {
 
+const char* to_string(Phase phase) {
+  switch (phase) {
+    case Phase::forward:
+      return "forward";
+    case Phase::backward:
+      return "backward";
+    case Phase::optimizer:
+      return "optimizer";
+  }
+  return "unknown";
+}
+
 const char* to_string(JobState state) {
   switch (state) {
     case JobState::starting:

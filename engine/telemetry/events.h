@@ -45,12 +45,27 @@ struct CollectiveEvent {
   bool ok = true;
 };
 
-// One forward or backward of a micro-batch on a pipeline stage.
-struct PipelinePhaseEvent {
+// What a rank's compute was doing during a PhaseEvent's span.
+enum class Phase : uint8_t { forward = 0, backward = 1, optimizer = 2 };
+const char* to_string(Phase phase);
+
+// One span of a rank's compute: the forward or backward of a micro-batch on a pipeline stage
+// (stage 0 for the 1-D strategies, which are one stage), or a step's optimizer update
+// (micro_batch -1). With the collectives' spans these make the app's timeline; the gaps between
+// them are idle time.
+struct PhaseEvent {
   int32_t stage = 0;
   int32_t micro_batch = 0;
-  bool backward = false;
+  Phase phase = Phase::forward;
   double start = 0, end = 0;  // epoch seconds
+};
+
+// One evaluation on the held-out data (every rank reports the same, global figures).
+struct EvalEvent {
+  int64_t step = 0;  // optimizer steps done when it ran
+  double loss = 0;
+  double accuracy = 0;  // fraction of output rows whose argmax is the target
+  int64_t samples = 0;
 };
 
 struct HeartbeatEvent {};
@@ -67,8 +82,8 @@ struct JobStateEvent {
   std::string reason;  // why it failed (empty otherwise)
 };
 
-using Payload = std::variant<StepEvent, MemoryEvent, CollectiveEvent, PipelinePhaseEvent,
-                             HeartbeatEvent, LogLineEvent, JobStateEvent>;
+using Payload = std::variant<StepEvent, MemoryEvent, CollectiveEvent, PhaseEvent, HeartbeatEvent,
+                             LogLineEvent, JobStateEvent, EvalEvent>;
 
 struct Event {
   int32_t rank = 0;  // world rank

@@ -21,6 +21,16 @@ void add_step_telemetry(TrainerCallbacks& callbacks, telemetry::TelemetrySink* s
                     info.total_steps, info.epoch, info.loss, info.lr, info.grad_norm)};
     sink->publish(std::move(e));
   };
+  // Every evaluation: the same global figures on every rank.
+  auto eval_before = std::move(callbacks.on_eval);
+  callbacks.on_eval = [eval_before = std::move(eval_before), sink, rank](const EvalResult& r) {
+    if (eval_before) eval_before(r);
+    telemetry::Event e;
+    e.rank = rank;
+    e.time = telemetry::now_seconds();
+    e.payload = telemetry::EvalEvent{r.step, r.loss, r.accuracy, r.samples};
+    sink->publish(std::move(e));
+  };
   auto before = std::move(callbacks.on_step);
   callbacks.on_step = [before = std::move(before), sink, rank, tokens,
                        ledger](const StepInfo& info) {
@@ -49,6 +59,16 @@ void add_step_telemetry(TrainerCallbacks& callbacks, telemetry::TelemetrySink* s
     e.payload = mem;
     sink->publish(std::move(e));
   };
+}
+
+void publish_phase(telemetry::TelemetrySink* sink, int rank, int stage, int micro_batch,
+                   telemetry::Phase phase, double start, double end) {
+  if (!sink) return;
+  telemetry::Event e;
+  e.rank = rank;
+  e.time = end;
+  e.payload = telemetry::PhaseEvent{stage, micro_batch, phase, start, end};
+  sink->publish(std::move(e));
 }
 
 }  // namespace shardlab

@@ -2,8 +2,9 @@
 // (over train.accumulation_steps micro-batches whose gradients add up), clips the gradients by
 // their global norm when train.clip_grad_norm is set, steps the base optimizer over the whole flat
 // parameter buffer at the scheduled learning rate, evaluates on held-out data, and stops after N
-// steps/epochs or early when the evaluation loss stops improving. Sharded strategies reuse the same
-// pieces with their own step.
+// steps/epochs, early when the evaluation loss stops improving, or between steps when
+// TrainerCallbacks::should_stop asks. Sharded strategies reuse the same pieces with their own
+// step.
 #pragma once
 
 #include <cstdint>
@@ -38,8 +39,10 @@ struct EvalResult {
 };
 
 struct TrainResult {
-  std::vector<double> losses;     // training loss of every step
-  std::vector<EvalResult> evals;  // every evaluation, the final one last
+  std::vector<double> losses;  // training loss of every step
+  // Every evaluation, the final one last. A run stopped by should_stop (or paused) has no final
+  // evaluation: the last may be older than `steps`, or there may be none.
+  std::vector<EvalResult> evals;
   int64_t steps = 0;
   bool stopped_early = false;
   std::string stop_reason;   // why the run ended
@@ -48,14 +51,20 @@ struct TrainResult {
   double samples_per_second = 0;
   double tokens_per_second = 0;
   std::vector<float> params;  // the final parameters (a copy of the model's flat buffer)
-  const EvalResult& final_eval() const { return evals.back(); }
+  const EvalResult& final_eval() const { return evals.back(); }  // evals must not be empty
 };
 
 struct TrainerCallbacks {
-  std::function<void(const StepInfo&)> on_log;     // every train.log_every steps and at the end
+  std::function<void(const StepInfo&)> on_log;  // every train.log_every steps and at the end
   // After every step, with that step's own figures (its loss, time and throughput).
   std::function<void(const StepInfo&)> on_step;
   std::function<void(const EvalResult&)> on_eval;  // after each evaluation
+  // Before every step, with the number of steps done. True stops the run there: no further step
+  // and no final evaluation (the run is not complete); the result says stopped_early with
+  // "stopped at the user's request after N steps". In a sharded job every rank asks, so every
+  // rank's answer must agree for the same steps_done (a StopRequest's should_stop does:
+  // engine/train/stop_request.h). Null: never stop.
+  std::function<bool(int64_t steps_done)> should_stop;
 };
 
 class Trainer {

@@ -45,8 +45,34 @@ TrainResult run_training_loop(const LoopSpec& spec, EarlyStopState& early,
   double window_loss = 0, window_seconds = 0;
   int64_t window_steps = 0, window_samples = 0, window_rows = 0;
   int64_t total_samples = 0, total_rows = 0;
+  double last_lr = 0, last_grad_norm = 0;
   int64_t done = spec.first_step;
+  // One progress line over the steps since the previous one (none when there are none).
+  auto log_window = [&] {
+    if (!callbacks.on_log || window_steps == 0) return;
+    StepInfo info;
+    info.step = done;
+    info.total_steps = spec.total_steps;
+    info.epoch = spec.epoch();
+    info.loss = window_loss / static_cast<double>(window_steps);
+    info.lr = last_lr;
+    info.grad_norm = last_grad_norm;
+    if (window_seconds > 0) {
+      info.samples_per_second = static_cast<double>(window_samples) / window_seconds;
+      info.tokens_per_second = static_cast<double>(window_rows) / window_seconds;
+    }
+    callbacks.on_log(info);
+    window_loss = window_seconds = 0;
+    window_steps = window_samples = window_rows = 0;
+  };
+  bool user_stop = false;
   while (done < spec.stop_at && !early.stop) {
+    // Asked before every step with the same `done` on every rank, so a sharded job's ranks all
+    // stop at the same point when their answers agree (StopRequest).
+    if (callbacks.should_stop && callbacks.should_stop(done)) {
+      user_stop = true;
+      break;
+    }
     const double lr = schedule.at(done);
     Stopwatch sw;
     const StepOutcome s = spec.step(done, lr);
@@ -61,6 +87,8 @@ TrainResult run_training_loop(const LoopSpec& spec, EarlyStopState& early,
     window_samples += s.samples;
     window_rows += s.rows;
     ++window_steps;
+    last_lr = lr;
+    last_grad_norm = s.grad_norm;
     const bool last = done == spec.total_steps;
     if (callbacks.on_step) {
       StepInfo info;
@@ -77,22 +105,7 @@ TrainResult run_training_loop(const LoopSpec& spec, EarlyStopState& early,
       }
       callbacks.on_step(info);
     }
-    if (callbacks.on_log && (done % t.log_every == 0 || last || done == spec.stop_at)) {
-      StepInfo info;
-      info.step = done;
-      info.total_steps = spec.total_steps;
-      info.epoch = spec.epoch();
-      info.loss = window_loss / static_cast<double>(window_steps);
-      info.lr = lr;
-      info.grad_norm = s.grad_norm;
-      if (window_seconds > 0) {
-        info.samples_per_second = static_cast<double>(window_samples) / window_seconds;
-        info.tokens_per_second = static_cast<double>(window_rows) / window_seconds;
-      }
-      callbacks.on_log(info);
-      window_loss = window_seconds = 0;
-      window_steps = window_samples = window_rows = 0;
-    }
+    if (done % t.log_every == 0 || last || done == spec.stop_at) log_window();
     if (!last && t.eval_every > 0 && done % t.eval_every == 0) {
       run_eval(done);
       if (early.stop) {
@@ -104,7 +117,13 @@ TrainResult run_training_loop(const LoopSpec& spec, EarlyStopState& early,
     }
   }
   result.steps = done;
-  const bool finished = done == spec.total_steps || early.stop;
+  if (user_stop) {
+    // The steps since the last progress line still get their end-of-run line.
+    log_window();
+    result.stopped_early = true;
+    result.stop_reason = fmt::format("stopped at the user's request after {} steps", done);
+  }
+  const bool finished = !user_stop && (done == spec.total_steps || early.stop);
   if (!result.stopped_early)
     result.stop_reason = finished
                              ? fmt::format("completed {} steps", done)
@@ -133,8 +152,14 @@ MicroBatchOutcome run_micro_batches(Model& model, const Dataset& data,
       data.gather(indices, batch);
     else
       data.gather(micro_batch(indices, count, m), batch);
+    const bool timed = static_cast<bool>(hooks.phase);
+    double start = timed ? telemetry::now_seconds() : 0.0;
     const Tensor& logits = model.forward(batch.input, hooks.blocks);
     const double loss = loss_fn.forward(logits, batch.targets);
+    if (timed) {
+      hooks.phase(telemetry::Phase::forward, m, start, telemetry::now_seconds());
+      start = telemetry::now_seconds();
+    }
     SL_ENFORCE(!hooks.check_finite || std::isfinite(loss),
                "training diverged: loss is {} at step {} (try a lower optimizer.lr)", loss,
                step + 1);
@@ -147,6 +172,7 @@ MicroBatchOutcome run_micro_batches(Model& model, const Dataset& data,
     if (count > 1)
       for (float& g : dlogits.span()) g *= scale;
     model.backward(dlogits, hooks.blocks);
+    if (timed) hooks.phase(telemetry::Phase::backward, m, start, telemetry::now_seconds());
     if (hooks.end) hooks.end(m);
   }
   out.loss = loss_sum / static_cast<double>(count);

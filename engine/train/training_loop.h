@@ -11,6 +11,7 @@
 #include "engine/data/batch.h"
 #include "engine/data/dataset.h"
 #include "engine/model/model.h"
+#include "engine/telemetry/events.h"
 #include "engine/train/train_config.h"
 #include "engine/train/trainer.h"
 
@@ -48,7 +49,10 @@ struct LoopSpec {
 
 // Runs steps first_step .. stop_at-1, logging through callbacks.on_log every train.log_every
 // steps and at the end, evaluating every train.eval_every steps and, when the run is complete,
-// once more at the end, stopping early per train.early_stopping. `result.params` is left empty.
+// once more at the end, stopping early per train.early_stopping. Before every step it asks
+// callbacks.should_stop (when set); true ends the run there with stopped_early and "stopped at
+// the user's request after N steps", a last progress line for the steps not yet logged, and no
+// final evaluation. `result.params` is left empty.
 TrainResult run_training_loop(const LoopSpec& spec, EarlyStopState& early,
                               const TrainerCallbacks& callbacks);
 
@@ -78,6 +82,10 @@ struct MicroBatchHooks {
   BlockHooks* blocks = nullptr;          // around every block's forward and backward
   std::function<void(int64_t m)> begin;  // before micro-batch m's forward
   std::function<void(int64_t m)> end;    // after micro-batch m's backward
+  // After micro-batch m's forward (its loss included) and after its backward (before `end`), with
+  // the span's start and end in telemetry::now_seconds() (epoch seconds): the strategy's phase
+  // telemetry. Null: no clock is read.
+  std::function<void(telemetry::Phase phase, int64_t m, double start, double end)> phase;
   // Throw at once when a loss is not finite; a sharded step turns it off and checks the combined
   // loss instead, so that every rank stops together.
   bool check_finite = true;

@@ -1,13 +1,66 @@
 // The app's job editor, offscreen: example jobs validate, the engine's messages appear for bad
-// fields and bad JSON, and files round-trip through open and save.
+// fields and bad JSON, and files round-trip through open and save. The form tab: every example job
+// round-trips through it, the engine's messages appear beside the fields they name, the parallel
+// layouts set pp x tp x dp, and the JSON text and the form stay in step.
 #include <QtTest>
 
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDir>
 #include <QLabel>
+#include <QLineEdit>
+#include <QSpinBox>
 #include <QTemporaryDir>
 
+#include "engine/job/job_spec.h"
+#include "gui/job_form.h"
 #include "gui/main_window.h"
 
 using namespace shardlab::gui;
+using shardlab::check_job_json;
+using shardlab::FieldError;
+using shardlab::job_from_json;
+using shardlab::JobSpec;
+using shardlab::parse_job_json;
+
+namespace {
+
+QString jobPath(const QString& name) {
+  return QString(SHARDLAB_SOURCE_DIR) + "/resources/jobs/" + name;
+}
+
+QString readJob(const QString& name) {
+  QFile f(jobPath(name));
+  if (!f.open(QIODevice::ReadOnly)) return {};
+  return QString::fromUtf8(f.readAll());
+}
+
+template <class W>
+W* widget(JobForm* form, const char* path) {
+  return qobject_cast<W*>(form->fieldWidget(path));
+}
+
+// The engine's own message for `path` in `doc` (what the form must show beside that field).
+QString engineMessage(const nlohmann::json& doc, const std::string& path) {
+  for (const FieldError& e : check_job_json(doc))
+    if (e.field == path) return QString::fromStdString(e.message);
+  return {};
+}
+
+bool errorShown(JobForm* form, const QString& path) {
+  auto* label = form->findChild<QLabel*>("error:" + path);
+  return label && label->isVisibleTo(form);
+}
+
+// The job a document reads as, with its problems (when the build cannot run it, e.g. no MPI).
+std::pair<JobSpec, std::vector<std::string>> readAs(const nlohmann::json& doc) {
+  JobSpec job;
+  std::vector<std::string> problems;
+  for (const FieldError& e : check_job_json(doc, &job)) problems.push_back(e.to_string());
+  return {job, problems};
+}
+
+}  // namespace
 
 class TestJobEditor : public QObject {
   Q_OBJECT
@@ -78,6 +131,277 @@ class TestJobEditor : public QObject {
     QVERIFY(!w2.openFile(dir.filePath("missing.json")));
     QCOMPARE(w2.currentFile(), path);  // a failed open keeps the current file
     QVERIFY(!w.saveFile(dir.filePath("no/such/dir/job.json")));
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // The form.
+
+  // Every example job reads into the form and back to the same job, also after the model kind
+  // and the optimizer are switched away and back (the fields they hide come back).
+  void formRoundTripsEveryExampleJob() {
+    const QStringList files = QDir(QString(SHARDLAB_SOURCE_DIR) + "/resources/jobs")
+                                  .entryList({"*.json"}, QDir::Files, QDir::Name);
+    QVERIFY(files.size() >= 5);
+    for (const QString& name : files) {
+      const QString text = readJob(name);
+      const nlohmann::json file = parse_job_json(text.toStdString(), name.toStdString());
+      JobEditor e;
+      e.setText(text);
+      JobForm* form = e.form();
+      const auto expected = readAs(file);
+      const auto check = [&](const char* when) {
+        const nlohmann::json doc = form->document();
+        if (expected.second.empty()) {
+          QVERIFY2(job_from_json(doc) == job_from_json(file), qPrintable(name + " " + when));
+        } else {
+          const auto got = readAs(doc);
+          QVERIFY2(got.first == expected.first && got.second == expected.second,
+                   qPrintable(name + " " + when));
+        }
+      };
+      check("as loaded");
+      QVERIFY(form->fieldError("").isEmpty() || !expected.second.empty());
+
+      auto* kind = widget<QComboBox>(form, "model.kind");
+      auto* optimizer = widget<QComboBox>(form, "optimizer.name");
+      const QString kind0 = kind->currentText(), optimizer0 = optimizer->currentText();
+      kind->setCurrentText(kind0 == "mlp" ? "gpt" : "mlp");
+      optimizer->setCurrentText(optimizer0 == "sgd" ? "adagrad" : "sgd");
+      kind->setCurrentText(kind0);
+      optimizer->setCurrentText(optimizer0);
+      check("after switching kinds");
+      // The JSON tab holds the form's document.
+      QCOMPARE(parse_job_json(e.text().toStdString()), form->document());
+      QCOMPARE(e.isValid(), expected.second.empty());
+    }
+  }
+
+  void layoutIsReadFromTheJob() {
+    const std::pair<const char*, ParallelLayout> cases[] = {
+        {"fashion_mlp.json", ParallelLayout::zero2},
+        {"fashion_mlp_fsdp_mpi.json", ParallelLayout::fsdp},
+        {"chars_gpt.json", ParallelLayout::single},
+        {"gpt-3d.json", ParallelLayout::hybrid}};
+    for (const auto& [name, layout] : cases) {
+      JobEditor e;
+      e.setText(readJob(name));
+      QVERIFY2(e.form()->parallelLayout() == layout, name);
+    }
+    JobEditor e;
+    e.setText(R"({"model": {"kind": "gpt"}, "data": {"dataset": "chars"}, "train": {"steps": 5},
+                  "parallel": {"strategy": "ddp", "world_size": 4, "tp": 4}})");
+    QVERIFY(e.form()->parallelLayout() == ParallelLayout::tensor);
+    e.setText(R"({"parallel": {"strategy": "ddp", "world_size": 4, "pp": 2}})");
+    QVERIFY(e.form()->parallelLayout() == ParallelLayout::hybrid);  // dp = 4 / 2
+  }
+
+  // Setting tp to 3 on gpt-3d (4 heads): the engine's message beside tp; back to 2: gone.
+  void spinBoxErrorAppearsBesideItsField() {
+    JobEditor e;
+    e.setText(readJob("gpt-3d.json"));
+    QVERIFY2(e.isValid(), qPrintable(e.problem()));
+    JobForm* form = e.form();
+    QSignalSpy changed(form, &JobForm::documentChanged);
+    auto* tp = widget<QSpinBox>(form, "parallel.tp");
+    QVERIFY(tp && tp->isEnabled());
+    QVERIFY(!errorShown(form, "parallel.tp"));
+    tp->setValue(3);
+    QCOMPARE(changed.count(), 1);
+    const nlohmann::json doc = form->document();
+    QCOMPARE(doc["parallel"]["tp"], 3);
+    QCOMPARE(doc["parallel"]["world_size"], 12);  // pp x tp x dp
+    const QString engine = engineMessage(doc, "parallel.tp");
+    QVERIFY(!engine.isEmpty());
+    QVERIFY2(form->fieldError("parallel.tp").contains(engine),
+             qPrintable(form->fieldError("parallel.tp")));
+    QVERIFY(errorShown(form, "parallel.tp"));
+    QVERIFY(!e.isValid());  // the JSON text follows the form
+    QVERIFY(e.text().contains("\"tp\": 3"));
+    QVERIFY(e.problem().contains("parallel.tp"));
+
+    tp->setValue(2);
+    QVERIFY(form->fieldError("parallel.tp").isEmpty());
+    QVERIFY(!errorShown(form, "parallel.tp"));
+    QVERIFY2(e.isValid(), qPrintable(e.problem()));
+    QCOMPARE(e.job().parallel.world_size, 8);
+  }
+
+  void negativeLearningRateShowsBesideLr() {
+    JobEditor e;
+    e.setText(readJob("fashion_mlp.json"));
+    JobForm* form = e.form();
+    auto* lr = widget<QLineEdit>(form, "optimizer.lr");
+    QCOMPARE(lr->text(), "0.001");
+    lr->setText("-1");
+    const QString engine = engineMessage(form->document(), "optimizer.lr");
+    QVERIFY(!engine.isEmpty());
+    QVERIFY2(form->fieldError("optimizer.lr").contains(engine),
+             qPrintable(form->fieldError("optimizer.lr")));
+    QVERIFY(errorShown(form, "optimizer.lr"));
+    QVERIFY(e.problem().startsWith("optimizer.lr"));
+    lr->setText("abc");  // not a number: the engine says so, beside the field
+    QVERIFY(
+        form->fieldError("optimizer.lr").contains(engineMessage(form->document(), "optimizer.lr")));
+    lr->setText("0.01");
+    QVERIFY(!errorShown(form, "optimizer.lr"));
+    QVERIFY(e.isValid());
+    QCOMPARE(e.job().optimizer.lr, 0.01);
+  }
+
+  // Hybrid 3D with pp = tp = dp = 2: world 8, a valid job.
+  void hybridLayoutMultipliesTheWorld() {
+    JobEditor e;
+    e.setText(readJob("chars_gpt.json"));
+    JobForm* form = e.form();
+    QVERIFY(form->parallelLayout() == ParallelLayout::single);
+    QVERIFY(!widget<QSpinBox>(form, "parallel.pp")->isEnabled());
+    widget<QComboBox>(form, "parallel")->setCurrentIndex(int(ParallelLayout::hybrid));
+    QVERIFY(form->parallelLayout() == ParallelLayout::hybrid);
+    for (const char* path : {"parallel.pp", "parallel.tp", "parallel.dp"}) {
+      auto* spin = widget<QSpinBox>(form, path);
+      QVERIFY2(spin->isEnabled(), path);
+      spin->setValue(2);
+    }
+    QCOMPARE(widget<QSpinBox>(form, "parallel.world_size")->value(), 8);
+    QVERIFY(!widget<QSpinBox>(form, "parallel.world_size")->isEnabled());
+    QVERIFY(widget<QComboBox>(form, "parallel.strategy")->isEnabled());
+    QVERIFY2(e.isValid(), qPrintable(e.problem()));
+    const auto& p = e.job().parallel;
+    QCOMPARE(p.world_size, 8);
+    QCOMPARE(p.pp, 2);
+    QCOMPARE(p.tp, 2);
+    QCOMPARE(p.dp, 2);
+    QVERIFY(p.strategy == "ddp" || p.strategy == "zero1" || p.strategy == "zero2");
+    QVERIFY(widget<QSpinBox>(form, "parallel.micro_batches")->isEnabled());
+  }
+
+  void pipelineLayoutSetsTpToOne() {
+    JobEditor e;
+    e.setText(readJob("gpt-3d.json"));
+    JobForm* form = e.form();
+    widget<QComboBox>(form, "parallel")->setCurrentIndex(int(ParallelLayout::pipeline));
+    auto* tp = widget<QSpinBox>(form, "parallel.tp");
+    QCOMPARE(tp->value(), 1);
+    QVERIFY(!tp->isEnabled());
+    QCOMPARE(form->document()["parallel"]["tp"], 1);
+    QCOMPARE(form->document()["parallel"]["dp"], 1);
+    const int pp = widget<QSpinBox>(form, "parallel.pp")->value();
+    QVERIFY(pp > 1);
+    QCOMPARE(widget<QSpinBox>(form, "parallel.world_size")->value(), pp);
+    QVERIFY2(e.isValid(), qPrintable(e.problem()));
+
+    // DDP: pp = tp = 1 and the pipeline fields leave the document (they would be refused).
+    widget<QComboBox>(form, "parallel")->setCurrentIndex(int(ParallelLayout::ddp));
+    QCOMPARE(e.job().parallel.strategy, "ddp");
+    QVERIFY(!form->document()["parallel"].contains("micro_batches"));
+    QVERIFY(!widget<QSpinBox>(form, "parallel.micro_batches")->isEnabled());
+    QVERIFY(!widget<QComboBox>(form, "parallel.schedule")->isEnabled());
+  }
+
+  // Switching the optimizer hides (and takes out) what it does not use, and brings it back.
+  void optimizerFieldsFollowTheOptimizer() {
+    JobEditor e;
+    e.setText(readJob("fashion_mlp_sgd.json"));
+    JobForm* form = e.form();
+    auto* momentum = form->fieldWidget("optimizer.momentum");
+    QVERIFY(momentum->isVisibleTo(form));
+    QVERIFY(!form->fieldWidget("optimizer.beta1")->isVisibleTo(form));
+    widget<QComboBox>(form, "optimizer.name")->setCurrentText("adam");
+    QVERIFY(!momentum->isVisibleTo(form));
+    QVERIFY(form->fieldWidget("optimizer.beta1")->isVisibleTo(form));
+    QVERIFY(!form->document()["optimizer"].contains("momentum"));
+    QVERIFY2(e.isValid(), qPrintable(e.problem()));
+    widget<QComboBox>(form, "optimizer.name")->setCurrentText("sgd");
+    QCOMPARE(form->document()["optimizer"]["momentum"], 0.9);
+    QVERIFY(widget<QCheckBox>(form, "optimizer.nesterov")->isChecked());
+    QVERIFY(e.isValid());
+  }
+
+  // Keys the form has no field for stay in the document through form edits; their errors land in
+  // the section (or at the top).
+  void unknownKeysSurviveFormEdits() {
+    JobEditor e;
+    e.setText(R"({"name": "x", "extra": {"keep": [1, 2]},
+                  "optimizer": {"name": "adam", "lrr": 0.1}, "train": {"steps": 10}})");
+    QVERIFY(!e.isValid());
+    JobForm* form = e.form();
+    QVERIFY2(form->fieldError("").contains("extra"), qPrintable(form->fieldError("")));
+    QVERIFY2(form->fieldError("optimizer").contains("lrr"),
+             qPrintable(form->fieldError("optimizer")));
+    widget<QSpinBox>(form, "train.steps")->setValue(20);
+    const nlohmann::json doc = parse_job_json(e.text().toStdString());
+    QCOMPARE(doc["train"]["steps"], 20);
+    QCOMPARE(doc["extra"], nlohmann::json::parse(R"({"keep": [1, 2]})"));
+    QCOMPARE(doc["optimizer"]["lrr"], 0.1);
+    QVERIFY(e.problem().contains("lrr") || e.problem().contains("extra"));
+    // The text keeps its key order: "name" first, "extra" second.
+    QVERIFY(e.text().indexOf("\"name\"") < e.text().indexOf("\"extra\""));
+    QVERIFY(e.text().indexOf("\"extra\"") < e.text().indexOf("\"optimizer\""));
+  }
+
+  void jsonEditsUpdateTheForm() {
+    JobEditor e;
+    e.setText(readJob("fashion_mlp.json"));
+    JobForm* form = e.form();
+    QSignalSpy changed(form, &JobForm::documentChanged);
+    auto* edit = e.findChild<QPlainTextEdit*>("jobText");
+    edit->setPlainText(QString(e.text()).replace("\"lr\": 0.001", "\"lr\": 0.25"));
+    QTRY_COMPARE_WITH_TIMEOUT(widget<QLineEdit>(form, "optimizer.lr")->text(), "0.25", 3000);
+    QCOMPARE(changed.count(), 0);  // filling from the text is no user edit
+  }
+
+  // Text that is not JSON: the form shows the parse error and keeps its fields (locked).
+  void invalidJsonLeavesTheFormAlone() {
+    JobEditor e;
+    e.setText(readJob("gpt-3d.json"));
+    JobForm* form = e.form();
+    const nlohmann::json before = form->document();
+    auto* lr = widget<QLineEdit>(form, "optimizer.lr");
+    const QString lr_text = lr->text();
+    e.setText("{\"name\": ");
+    QVERIFY(!e.isValid());
+    QVERIFY2(form->fieldError("").contains("invalid JSON"), qPrintable(form->fieldError("")));
+    QCOMPARE(form->fieldError(""), e.problem());
+    QCOMPARE(form->document(), before);
+    QCOMPARE(lr->text(), lr_text);
+    QCOMPARE(widget<QSpinBox>(form, "parallel.tp")->value(), 2);
+    QVERIFY(!lr->isEnabled());
+    e.setText(readJob("fashion_mlp.json"));
+    QVERIFY(form->fieldError("").isEmpty());
+    QVERIFY(lr->isEnabled());
+    QVERIFY(form->parallelLayout() == ParallelLayout::zero2);
+  }
+
+  // A narrow pane gets one column of sections, a wide one two.
+  void sectionsFitThePane() {
+    JobForm form;
+    form.fitWidth(300);
+    QCOMPARE(form.columns(), 1);
+    form.fitWidth(4000);
+    QCOMPARE(form.columns(), 2);
+  }
+
+  void remoteWorkersRunMpiRanks() {
+    JobEditor e;
+    e.setText(readJob("fashion_mlp.json"));
+    JobForm* form = e.form();
+    QVERIFY(e.launchChoice() == LaunchChoice::threads);
+    auto* listen = form->findChild<QLineEdit*>("listenAddress");
+    QVERIFY(!listen->isEnabled());
+    widget<QComboBox>(form, "parallel.backend")->setCurrentIndex(int(LaunchChoice::remote));
+    QCOMPARE(form->document()["parallel"]["backend"], "mpi");
+    QVERIFY(e.launchChoice() == LaunchChoice::remote);
+    QCOMPARE(e.listenAddress(), "0.0.0.0:0");
+    QVERIFY(listen->isEnabled());
+    QVERIFY(e.text().contains("\"backend\": \"mpi\""));
+    // Re-reading the text keeps "remote" (the document only says mpi).
+    e.setText(e.text());
+    QVERIFY(e.launchChoice() == LaunchChoice::remote);
+    widget<QComboBox>(form, "parallel.backend")->setCurrentIndex(int(LaunchChoice::mpirun));
+    QVERIFY(e.launchChoice() == LaunchChoice::mpirun);
+    widget<QComboBox>(form, "parallel.backend")->setCurrentIndex(int(LaunchChoice::threads));
+    QCOMPARE(form->document()["parallel"]["backend"], "threads");
+    QVERIFY(e.launchChoice() == LaunchChoice::threads);
   }
 };
 

@@ -40,8 +40,8 @@ int main(int argc, char** argv) {
   collective.op = "all_reduce";
   collective.group = "world";
   collective.bytes = 4096;
-  tel::PipelinePhaseEvent phase;
-  phase.backward = true;
+  tel::PhaseEvent phase;
+  phase.phase = tel::Phase::backward;
   const std::vector<Message> messages = {
       hello,
       Challenge{},
@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
       event(tel::HeartbeatEvent{}),
       event(tel::LogLineEvent{"loss 2.5"}),
       event(tel::JobStateEvent{tel::JobState::failed, "timeout"}),
+      event(tel::EvalEvent{100, 2.68, 0.263, 512}),
   };
   std::vector<uint8_t> stream;
   auto write = [&](const std::string& name, const std::vector<uint8_t>& bytes) {

@@ -254,10 +254,10 @@ class TestCollector : public QObject {
     coll.bytes = 4096;
     coll.seq = 42;
     add(coll);
-    telemetry::PipelinePhaseEvent phase;
+    telemetry::PhaseEvent phase;
     phase.stage = 1;
     phase.micro_batch = 2;
-    phase.backward = true;
+    phase.phase = telemetry::Phase::backward;
     add(phase);
     add(telemetry::HeartbeatEvent{});
     add(telemetry::LogLineEvent{"hello from rank 3"});
@@ -286,7 +286,7 @@ class TestCollector : public QObject {
     QVERIFY(std::get<telemetry::StepEvent>(events[0].payload).tokens);
     QCOMPARE(std::get<telemetry::MemoryEvent>(events[1].payload).peak[0], int64_t(456));
     QCOMPARE(std::get<telemetry::CollectiveEvent>(events[2].payload).group, std::string("tp[1]"));
-    QCOMPARE(std::get<telemetry::PipelinePhaseEvent>(events[3].payload).micro_batch, 2);
+    QCOMPARE(std::get<telemetry::PhaseEvent>(events[3].payload).micro_batch, 2);
     QCOMPARE(std::get<telemetry::LogLineEvent>(events[5].payload).text,
              std::string("hello from rank 3"));
     QCOMPARE(std::get<telemetry::JobStateEvent>(events[6].payload).reason,

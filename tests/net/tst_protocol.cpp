@@ -128,13 +128,26 @@ std::vector<Message> samples() {
   col.ok = false;
   out.push_back(make_event(col));
 
-  tel::PipelinePhaseEvent p;
+  tel::PhaseEvent p;
   p.stage = 3;
   p.micro_batch = -2;
-  p.backward = true;
+  p.phase = tel::Phase::backward;
   p.start = 10.5;
   p.end = -std::numeric_limits<double>::infinity();
   out.push_back(make_event(p));
+  tel::PhaseEvent opt;
+  opt.micro_batch = -1;
+  opt.phase = tel::Phase::optimizer;
+  opt.start = 1.7e9;
+  opt.end = 1.7e9 + 0.003;
+  out.push_back(make_event(opt));
+
+  tel::EvalEvent ev;
+  ev.step = 0x7FFF'FFFF'FFFFLL;
+  ev.loss = 2.6875;
+  ev.accuracy = 0.2625;
+  ev.samples = -7;
+  out.push_back(make_event(ev));
 
   out.push_back(make_event(tel::HeartbeatEvent{}));
   out.push_back(make_event(tel::LogLineEvent{"rank 37: loss 2.71 \xe2\x9c\x93"}));
@@ -152,7 +165,7 @@ MessageType type_of(const Message& m) {
   if (std::holds_alternative<AuthOk>(m)) return MessageType::auth_ok;
   static constexpr MessageType kEvents[] = {
       MessageType::step,      MessageType::memory, MessageType::collective, MessageType::phase,
-      MessageType::heartbeat, MessageType::log,    MessageType::job_state};
+      MessageType::heartbeat, MessageType::log,    MessageType::job_state,  MessageType::eval};
   return kEvents[std::get<tel::Event>(m).payload.index()];
 }
 
@@ -210,11 +223,11 @@ void compare(const Message& got, const Message& want) {
       QCOMPARE(bits(g.busbw), bits(w->busbw));
       QCOMPARE(g.seq, w->seq);
       QCOMPARE(g.ok, w->ok);
-    } else if (const auto* w = std::get_if<tel::PipelinePhaseEvent>(&we.payload)) {
-      const auto& g = std::get<tel::PipelinePhaseEvent>(ge.payload);
+    } else if (const auto* w = std::get_if<tel::PhaseEvent>(&we.payload)) {
+      const auto& g = std::get<tel::PhaseEvent>(ge.payload);
       QCOMPARE(g.stage, w->stage);
       QCOMPARE(g.micro_batch, w->micro_batch);
-      QCOMPARE(g.backward, w->backward);
+      QCOMPARE(g.phase, w->phase);
       QCOMPARE(bits(g.start), bits(w->start));
       QCOMPARE(bits(g.end), bits(w->end));
     } else if (const auto* w = std::get_if<tel::LogLineEvent>(&we.payload)) {
@@ -223,6 +236,12 @@ void compare(const Message& got, const Message& want) {
       const auto& g = std::get<tel::JobStateEvent>(ge.payload);
       QCOMPARE(g.state, w->state);
       QCOMPARE(g.reason, w->reason);
+    } else if (const auto* w = std::get_if<tel::EvalEvent>(&we.payload)) {
+      const auto& g = std::get<tel::EvalEvent>(ge.payload);
+      QCOMPARE(g.step, w->step);
+      QCOMPARE(bits(g.loss), bits(w->loss));
+      QCOMPARE(bits(g.accuracy), bits(w->accuracy));
+      QCOMPARE(g.samples, w->samples);
     }
   }
 }
@@ -415,7 +434,7 @@ class TestProtocol : public QObject {
     bad[5] = 1;
     expect_error(std::vector<uint8_t>(bad.begin(), bad.begin() + 6), {"version 256"});
 
-    for (uint16_t type : {0, 5, 15, 23, 0xFFFF}) {
+    for (uint16_t type : {0, 5, 15, 24, 0xFFFF}) {
       bad = good;
       bad[6] = static_cast<uint8_t>(type);
       bad[7] = static_cast<uint8_t>(type >> 8);
@@ -500,10 +519,15 @@ class TestProtocol : public QObject {
     tel::CollectiveEvent c_bad;
     c_bad.ok = false;
     bad_bool(make_event(c), make_event(c_bad), "ok");
-    tel::PipelinePhaseEvent p;
-    tel::PipelinePhaseEvent p_back;
-    p_back.backward = true;
-    bad_bool(make_event(p), make_event(p_back), "backward");
+    // A phase outside the enum (3 is the first value past optimizer).
+    tel::PhaseEvent p;
+    tel::PhaseEvent p_back;
+    p_back.phase = tel::Phase::backward;
+    frame = encode(make_event(p));
+    const size_t phase_at = differing_byte(frame, encode(make_event(p_back)));
+    QVERIFY(phase_at < frame.size());
+    frame[phase_at] = 3;
+    expect_error(frame, {"phase 3", "out of range"});
 
     // A job state outside the enum.
     frame = encode(make_event(tel::JobStateEvent{tel::JobState::running, "r"}));
@@ -524,7 +548,7 @@ class TestProtocol : public QObject {
     int insane = 0;
     // Pure noise mostly dies at the magic; half the inputs get a valid header prefix (random type
     // among the real ones and a small length) so the payload parsers are exercised too.
-    static constexpr uint16_t kTypes[] = {1, 2, 3, 4, 16, 17, 18, 19, 20, 21, 22};
+    static constexpr uint16_t kTypes[] = {1, 2, 3, 4, 16, 17, 18, 19, 20, 21, 22, 23};
     for (int i = 0; i < 100000; ++i) {
       buf.resize(static_cast<size_t>(len(rng)));
       for (auto& b : buf) b = static_cast<uint8_t>(byte(rng));

@@ -59,7 +59,8 @@ std::vector<Message> make_messages(int n) {
                                 i % 3 != 0};
         break;
       case 3:
-        e.payload = tl::PipelinePhaseEvent{1, i % 5, i % 2 == 1, e.time - 0.02, e.time};
+        e.payload = tl::PhaseEvent{1, i % 5, i % 2 == 1 ? tl::Phase::backward : tl::Phase::forward,
+                                   e.time - 0.02, e.time};
         break;
       case 4:
         e.payload = tl::HeartbeatEvent{};

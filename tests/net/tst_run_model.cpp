@@ -82,9 +82,9 @@ std::vector<Message> trace_messages() {
     for (int r = 0; r < 4; ++r) {
       const double t = kT0 + i;
       out.emplace_back(
-          make_event(r, t - 0.5, tl::PipelinePhaseEvent{r / 2, i, false, t - 0.9, t - 0.6}));
+          make_event(r, t - 0.5, tl::PhaseEvent{r / 2, i, tl::Phase::forward, t - 0.9, t - 0.6}));
       out.emplace_back(
-          make_event(r, t - 0.4, tl::PipelinePhaseEvent{r / 2, i, true, t - 0.6, t - 0.45}));
+          make_event(r, t - 0.4, tl::PhaseEvent{r / 2, i, tl::Phase::backward, t - 0.6, t - 0.45}));
       out.emplace_back(make_event(
           r, t - 0.1,
           tl::CollectiveEvent{"all_reduce", "tp[" + std::to_string(r / 2) + "]", 4096 * (r + 1),
@@ -153,6 +153,18 @@ class TestRunModel : public QObject {
 
     m = model_of(run(30));
     for (int r = 0; r < 4; ++r) QVERIFY(!m.straggler(r));
+
+    // Every rank's latest step slow at once (an evaluation, a busy machine): nobody straggles.
+    {
+      RunModel all = model_of(run(30));
+      for (int r = 0; r < 4; ++r) {
+        tl::StepEvent slow;
+        slow.step = 31;
+        slow.step_seconds = 5.0;
+        all.add(Message{make_event(r, 1000.0 + r, slow)});
+      }
+      for (int r = 0; r < 4; ++r) QVERIFY(!all.straggler(r));
+    }
 
     // 1.4x is within tolerance.
     m = model_of(run(30, 1, 1.4));
@@ -251,6 +263,68 @@ class TestRunModel : public QObject {
     // Shortly after the last events nobody is silent.
     const std::string fresh = m.table(kT0 + 2);
     QVERIFY(!QString::fromStdString(fresh).contains("SILENT"));
+  }
+
+  void evalsCommAndTimeline() {
+    RunModel m;
+    for (int r = 0; r < 2; ++r) m.add(hello(r));
+    for (int r = 0; r < 2; ++r) {
+      m.add(make_event(r, kT0 + 0.2, tl::PhaseEvent{0, 0, tl::Phase::forward, kT0, kT0 + 0.2}));
+      m.add(make_event(
+          r, kT0 + 0.5,
+          tl::CollectiveEvent{"all_reduce", "dp[0]", 4096, kT0 + 0.25, 0.25, 1, 2, 1, r == 1}));
+      m.add(make_event(r, kT0 + 1, step(1, 2.0, 1.0)));
+      m.add(make_event(
+          r, kT0 + 1.5,
+          tl::CollectiveEvent{"all_gather", "tp[0]", 1024, kT0 + 1, 0.5, 1, 4, 2, true}));
+    }
+    QVERIFY(!QString::fromStdString(m.table(kT0 + 2)).contains("eval"));  // none yet
+    m.add(make_event(0, kT0 + 2, tl::EvalEvent{1, 1.5, 0.25, 512}));
+    m.add(make_event(1, kT0 + 2, tl::EvalEvent{1, 1.5, 0.25, 512}));
+    m.add(make_event(0, kT0 + 3, tl::EvalEvent{2, 1.25, 0.875, 512}));
+
+    const auto& e0 = m.ranks().at(0).evals;
+    QCOMPARE(e0.size(), size_t{2});
+    QCOMPARE(e0[0].step, int64_t{1});
+    QCOMPARE(e0[1].loss, 1.25);
+    QCOMPARE(e0[1].accuracy, 0.875);
+    QCOMPARE(e0[1].samples, int64_t{512});
+    QCOMPARE(m.ranks().at(1).evals.size(), size_t{1});
+
+    // The communication view: step 1 holds the all_reduce, step 2 the all_gather.
+    const CommStats& c = m.comm();
+    QCOMPARE(c.ranks(), 2);
+    QCOMPARE(c.last_step(), int64_t{2});
+    QCOMPARE(c.step_seconds(0, 1), 0.25);
+    QCOMPARE(c.step_seconds(1, 2), 0.5);
+    QCOMPARE(c.by_key().at(CommKey{"all_reduce", "dp[0]"}).count, int64_t{2});
+    QCOMPARE(c.by_key().at(CommKey{"all_reduce", "dp[0]"}).failed, int64_t{1});
+    QCOMPARE(c.by_group_kind().at("tp").bytes, int64_t{2048});
+    QCOMPARE(c.last_group(), std::string("tp[0]"));
+    QCOMPARE(c.last_end(), kT0 + 1.5);
+
+    // The timeline: forward, all_reduce, all_gather per rank, and the step mark.
+    const Timeline& t = m.timeline();
+    QCOMPARE(t.ranks(), 2);
+    for (int r = 0; r < 2; ++r) {
+      const auto& sp = t.spans(r);
+      QCOMPARE(sp.size(), size_t{3});
+      QCOMPARE(sp[0].kind, SpanKind::forward);
+      QCOMPARE(sp[1].kind, SpanKind::collective);
+      QCOMPARE(t.labels()[sp[1].label], std::string("all_reduce dp[0]"));
+      QCOMPARE(sp[1].ok, r == 1);
+      QCOMPARE(t.labels()[sp[2].label], std::string("all_gather tp[0]"));
+      QCOMPARE(t.steps(r).size(), size_t{1});
+      QCOMPARE(t.steps(r)[0].start, kT0);
+      // Epoch times carry ~1e-7 s of rounding.
+      QVERIFY(std::abs(t.busy_seconds(r, kT0, kT0 + 2) - (0.2 + 0.25 + 0.5)) < 1e-6);
+    }
+
+    // The table: one line under the rows with the newest evaluation.
+    const QStringList lines =
+        QString::fromStdString(m.table(kT0 + 3)).split('\n', Qt::SkipEmptyParts);
+    QCOMPARE(lines.size(), 1 + 2 + 1);
+    QCOMPARE(lines.back(), QString("eval at step 2: loss 1.25, accuracy 87.5% (512 samples)"));
   }
 
   void chromeTrace() {

@@ -1,0 +1,194 @@
+// The whole app as a user drives it, offscreen: open the 2x2x2 job (resources/jobs/gpt-3d.json),
+// start it, and watch every view fill from the live run — loss, measured memory beside the plan,
+// the communication heat map and table, the timeline — then replay its recording into the same
+// views, take the README's screenshots, and see a failed rank marked in the grid with its reason.
+#include <QtTest>
+
+#include <QDir>
+#include <QImage>
+#include <QLineSeries>
+#include <QScatterSeries>
+#include <QSignalSpy>
+#include <QTabWidget>
+#include <QTemporaryDir>
+
+#include "engine/telemetry/events.h"
+#include "gui/main_window.h"
+#include "net/recording.h"
+
+using namespace shardlab;
+using namespace shardlab::gui;
+
+namespace {
+
+// gpt-3d.json shortened so the test runs in seconds; everything else (2x2x2, ZeRO-1 over dp,
+// 4 micro-batches, 1F1B) as shipped.
+QString short_3d_job() {
+  QFile f(SHARDLAB_SOURCE_DIR "/resources/jobs/gpt-3d.json");
+  if (!f.open(QIODevice::ReadOnly)) return {};
+  QString text = QString::fromUtf8(f.readAll());
+  text.replace(QStringLiteral("\"steps\": 200"), QStringLiteral("\"steps\": 12"));
+  text.replace(QStringLiteral("\"eval_every\": 100"), QStringLiteral("\"eval_every\": 6"));
+  text.replace(QStringLiteral("\"eval_batches\": 20"), QStringLiteral("\"eval_batches\": 2"));
+  return text;
+}
+
+net::Message make_event(int rank, double time, telemetry::Payload payload) {
+  telemetry::Event e;
+  e.rank = rank;
+  e.time = time;
+  e.payload = std::move(payload);
+  return e;
+}
+
+}  // namespace
+
+class TestMainWindow : public QObject {
+  Q_OBJECT
+ private:
+  QTemporaryDir tmp_;
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(tmp_.isValid());
+    qputenv("SHARDLAB_RUNS_DIR", tmp_.filePath("runs").toLocal8Bit());
+  }
+
+  void configureLaunchAndWatchA3dRun() {
+    MainWindow w;
+    w.show();
+    const QString text = short_3d_job();
+    QVERIFY(text.contains("\"steps\": 12"));
+    w.editor()->setText(text);
+    QVERIFY2(w.editor()->validateNow(), qPrintable(w.editor()->problem()));
+    // The grid draws the edited job's topology before anything runs.
+    QCOMPARE(w.rankGrid()->world(), 8);
+    QCOMPARE(w.rankGrid()->topology().pp(), 2);
+    QCOMPARE(w.rankGrid()->topology().tp(), 2);
+    QCOMPARE(w.memoryView()->model().ranks(), 8);
+    QVERIFY(w.memoryView()->model().hasPrediction());
+
+    QSignalSpy finished(w.runController(), &RunController::finished);
+    QVERIFY(w.startRun());
+    QVERIFY(!w.startRun());  // one run at a time
+    // Live: loss points appear while the run is still going.
+    QTRY_VERIFY_WITH_TIMEOUT(w.lossChart()->series()->count() > 0 || !finished.isEmpty(), 120000);
+    QTRY_VERIFY_WITH_TIMEOUT(!finished.isEmpty(), 300000);
+    QVERIFY2(finished.front().at(0).toBool(), qPrintable(finished.front().at(1).toString()));
+
+    // Loss (rank 0's 12 steps) and the evaluations at steps 6 and 12.
+    QCOMPARE(w.lossChart()->series()->count(), 12);
+    QCOMPARE(w.lossChart()->evalLossSeries()->count(), 2);
+    // Memory measured on all 8 ranks, beside the plan.
+    for (int r = 0; r < 8; ++r)
+      QVERIFY2(w.memoryView()->model().measured(r, MemCategory::params).value_or(0) > 0,
+               qPrintable(QString::number(r)));
+    // Communication: every rank in the heat map, 12 steps plus the column after the last step
+    // (the final evaluation and the end-of-run report gather); tp, pp and dp groups in the table.
+    QCOMPARE(w.heatMap()->ranks(), 8);
+    QCOMPARE(w.heatMap()->firstStep(), int64_t{1});
+    QCOMPARE(w.heatMap()->lastStep(), int64_t{13});
+    QVERIFY(w.commTable()->rowCount() > 0);
+    const QString table = w.commTable()->csv();
+    for (const char* group : {"tp[", "pp[", "dp["}) QVERIFY2(table.contains(group), group);
+    // Timeline: a lane per rank over a real window, with busy and idle time.
+    QCOMPARE(w.timeline()->ranks(), 8);
+    const auto [t0, t1] = w.timeline()->window();
+    QVERIFY(t1 > t0);
+    QVERIFY(w.timeline()->idleFraction(0) < 1.0);
+    // Nothing failed, nobody silent at the end.
+    for (int r = 0; r < 8; ++r) QCOMPARE(w.rankGrid()->rankFlag(r), RankGrid::Flag::None);
+    QVERIFY(w.logText().contains("Recorded to"));
+
+    // The recording replays into the same views: same loss points, same heat map.
+    const QString rec = w.runController()->recordingPath();
+    const int points = w.lossChart()->series()->count();
+    const QString heat = w.heatMap()->csv();
+    QVERIFY(w.openRecording(rec));
+    QVERIFY(w.replaying());
+    QCOMPARE(w.rankGrid()->world(), 8);  // from the workers' HELLOs
+    QCOMPARE(w.lossChart()->series()->count(), points);
+    QCOMPARE(w.heatMap()->csv(), heat);
+    // Scrubbing to the start empties the views; back to the end restores them.
+    w.replayController()->seek(w.replayController()->startTime() - 1);
+    QCOMPARE(w.lossChart()->series()->count(), 0);
+    w.replayController()->seek(w.replayController()->endTime());
+    QCOMPARE(w.lossChart()->series()->count(), points);
+
+    // Screenshots: one PNG of the window per tab.
+    QString error;
+    const QString shots = tmp_.filePath("shots");
+    QVERIFY2(w.saveScreenshots(shots, &error), qPrintable(error));
+    for (const char* name : {"overview", "communication", "timeline", "log"}) {
+      const QImage image(QDir(shots).filePath(QString::fromLatin1(name) + ".png"));
+      QVERIFY2(!image.isNull(), name);
+      QCOMPARE(image.size(), w.size());
+    }
+    QVERIFY(!w.saveScreenshots("/proc/no-such-dir/shots", &error));
+    QVERIFY2(error.contains("/proc/no-such-dir/shots"), qPrintable(error));
+  }
+
+  void stopEndsALiveRunEarly() {
+    MainWindow w;
+    QString text = short_3d_job();
+    text.replace(QStringLiteral("\"steps\": 12"), QStringLiteral("\"steps\": 100000"));
+    w.editor()->setText(text);
+    QVERIFY(w.editor()->validateNow());
+    QSignalSpy finished(w.runController(), &RunController::finished);
+    QVERIFY(w.startRun());
+    QTRY_VERIFY_WITH_TIMEOUT(w.lossChart()->series()->count() >= 2, 120000);
+    w.stopRun();
+    QTRY_VERIFY_WITH_TIMEOUT(!finished.isEmpty(), 60000);
+    QVERIFY(finished.front().at(0).toBool());
+    const int steps = w.lossChart()->series()->count();
+    QVERIFY2(steps < 1000, qPrintable(QString::number(steps)));
+    // Every rank stopped after the same step.
+    for (const auto& [rank, state] : w.runController()->model().ranks())
+      QCOMPARE(state.step, static_cast<int64_t>(steps));
+  }
+
+  void failedAndSilentRanksAreMarkedWithTheReason() {
+    // A recording (as a collector writes it) of a 4-rank run in which rank 2 failed and rank 3
+    // went quiet while the others carried on.
+    const QString path = tmp_.filePath("failed.slrec");
+    {
+      net::RecordingWriter writer(path.toStdString());
+      for (int r = 0; r < 4; ++r) {
+        net::Hello h;
+        h.rank = r;
+        h.world = 4;
+        h.dp = 4;
+        h.dp_i = r;
+        writer.append(h);
+      }
+      const double t = 1.7e9;
+      for (int r = 0; r < 4; ++r)
+        writer.append(make_event(r, t, telemetry::JobStateEvent{telemetry::JobState::running, ""}));
+      writer.append(make_event(
+          2, t + 1,
+          telemetry::JobStateEvent{telemetry::JobState::failed, "all_reduce on world timed out"}));
+      for (int i = 0; i < 20; ++i)
+        for (int r : {0, 1}) writer.append(make_event(r, t + 1 + i, telemetry::HeartbeatEvent{}));
+    }
+    MainWindow w;
+    QVERIFY(w.openRecording(path));
+    QCOMPARE(w.rankGrid()->world(), 4);
+    QCOMPARE(w.rankGrid()->rankFlag(0), RankGrid::Flag::None);
+    QCOMPARE(w.rankGrid()->rankFlag(2), RankGrid::Flag::Failed);
+    QVERIFY(w.rankGrid()->rankToolTip(2).contains("all_reduce on world timed out"));
+    QCOMPARE(w.rankGrid()->rankFlag(3), RankGrid::Flag::Silent);
+    QVERIFY(w.rankGrid()->rankToolTip(3).contains("nothing heard"));
+
+    // Garbage is refused with the file named, and the app carries on.
+    const QString junk = tmp_.filePath("junk.slrec");
+    QFile f(junk);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("not a recording at all");
+    f.close();
+    QVERIFY(!w.openRecording(junk));
+    QVERIFY(w.logText().contains("junk.slrec"));
+  }
+};
+
+QTEST_MAIN(TestMainWindow)
+#include "tst_main_window.moc"

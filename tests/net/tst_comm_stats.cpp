@@ -1,0 +1,275 @@
+// CommStats: step attribution per rank, the heat-map window, aggregates by (op, group) and by
+// group kind, the last group to communicate, sparse ranks and a 1,024-rank volume case. Expected
+// figures are worked out here by hand (durations are binary fractions, so sums are exact).
+#include <QtTest>
+
+#include <cstdint>
+#include <string>
+
+#include "net/comm_stats.h"
+
+using namespace shardlab;
+using namespace shardlab::net;
+namespace tl = shardlab::telemetry;
+
+namespace {
+
+constexpr double kT0 = 1.7e9;
+
+tl::Event make_event(int rank, tl::Payload payload) {
+  tl::Event e;
+  e.rank = rank;
+  e.time = kT0;
+  e.payload = std::move(payload);
+  return e;
+}
+
+tl::Event coll(int rank, std::string op, std::string group, double duration, int64_t bytes = 0,
+               double busbw = 0, bool ok = true, double start = kT0) {
+  tl::CollectiveEvent c;
+  c.op = std::move(op);
+  c.group = std::move(group);
+  c.bytes = bytes;
+  c.start = start;
+  c.duration = duration;
+  c.busbw = busbw;
+  c.ok = ok;
+  return make_event(rank, c);
+}
+
+tl::Event ar(int rank, double duration) {
+  return coll(rank, "all_reduce", "dp[0]", duration);
+}
+
+tl::Event step(int rank, int64_t n) {
+  tl::StepEvent s;
+  s.step = n;
+  s.step_seconds = 0.1;
+  return make_event(rank, s);
+}
+
+}  // namespace
+
+class TestCommStats : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void empty() {
+    CommStats c;
+    QCOMPARE(c.ranks(), 0);
+    QCOMPARE(c.first_step(), int64_t{0});
+    QCOMPARE(c.last_step(), int64_t{0});
+    QCOMPARE(c.last_group(), std::string());
+    QCOMPARE(c.last_end(), 0.0);
+    QVERIFY(c.by_key().empty());
+    QVERIFY(c.by_group_kind().empty());
+    QCOMPARE(c.step_seconds(0, 1), 0.0);
+    // Events it does not take, and negative ranks, leave it empty.
+    c.add(make_event(3, tl::HeartbeatEvent{}));
+    c.add(make_event(2, tl::EvalEvent{}));
+    c.add(ar(-1, 1.0));
+    c.add(step(-4, 2));
+    QCOMPARE(c.ranks(), 0);
+    QVERIFY(c.by_key().empty());
+    QCOMPARE(c.last_step(), int64_t{0});
+  }
+
+  void stepAttributionAcrossInterleavedRanks() {
+    CommStats c;
+    c.add(ar(0, 0.5));   // rank 0, step 1
+    c.add(ar(1, 0.25));  // rank 1, step 1
+    c.add(step(0, 1));
+    c.add(ar(0, 1.0));    // rank 0, step 2
+    c.add(ar(1, 0.125));  // rank 1 is still in step 1
+    c.add(step(1, 1));
+    c.add(ar(1, 2.0));  // rank 1, step 2
+    c.add(step(0, 2));
+    c.add(ar(0, 4.0));  // rank 0, step 3
+    c.add(ar(0, 0.5));  // rank 0, step 3
+
+    QCOMPARE(c.ranks(), 2);
+    QCOMPARE(c.last_step(), int64_t{3});
+    QCOMPARE(c.first_step(), int64_t{1});
+    QCOMPARE(c.step_seconds(0, 1), 0.5);
+    QCOMPARE(c.step_seconds(0, 2), 1.0);
+    QCOMPARE(c.step_seconds(0, 3), 4.5);
+    QCOMPARE(c.step_seconds(1, 1), 0.375);
+    QCOMPARE(c.step_seconds(1, 2), 2.0);
+    QCOMPARE(c.step_seconds(1, 3), 0.0);
+    QCOMPARE(c.step_seconds(0, 4), 0.0);   // after the newest step
+    QCOMPARE(c.step_seconds(0, 0), 0.0);   // steps are 1-based
+    QCOMPARE(c.step_seconds(5, 1), 0.0);   // unknown rank
+    QCOMPARE(c.step_seconds(-1, 1), 0.0);  // negative rank
+
+    // A jump in the reported steps moves the current step with it.
+    c.add(step(1, 10));
+    c.add(ar(1, 0.75));
+    QCOMPARE(c.last_step(), int64_t{11});
+    QCOMPARE(c.step_seconds(1, 11), 0.75);
+    QCOMPARE(c.step_seconds(0, 11), 0.0);
+    // A STEP alone makes the rank known without any collective.
+    c.add(step(6, 1));
+    QCOMPARE(c.ranks(), 7);
+    QCOMPARE(c.step_seconds(6, 1), 0.0);
+  }
+
+  void ringWindowEviction() {
+    // One rank, 600 steps; step s spends (s % 7 + 1) / 4 s communicating, in two collectives.
+    auto seconds_of = [](int64_t s) { return static_cast<double>(s % 7 + 1) / 4.0; };
+    CommStats c;
+    for (int64_t s = 1; s <= 600; ++s) {
+      c.add(ar(0, seconds_of(s) / 2));
+      c.add(ar(0, seconds_of(s) / 2));
+      if (s == 5) c.add(ar(1, 3.0));  // rank 1 communicated only in its step 1
+      c.add(step(0, s));
+    }
+    QCOMPARE(c.last_step(), int64_t{600});
+    QCOMPARE(c.first_step(), int64_t{600 - 512 + 1});  // 89
+    QCOMPARE(c.step_seconds(0, 88), 0.0);              // left the window
+    QCOMPARE(c.step_seconds(0, 1), 0.0);
+    for (int64_t s : {89, 90, 300, 512, 513, 599, 600})
+      QCOMPARE(c.step_seconds(0, s), seconds_of(s));
+    QCOMPARE(c.step_seconds(1, 1), 0.0);  // outside the window, though its slot is untouched
+
+    // A rank that reports an old step again: the slot holds a newer step, nothing is recorded.
+    c.add(step(0, 87));  // current step 88, slot 88 holds step 600
+    c.add(ar(0, 100.0));
+    QCOMPARE(c.step_seconds(0, 600), seconds_of(600));
+    QCOMPARE(c.step_seconds(0, 88), 0.0);
+    QCOMPARE(c.last_step(), int64_t{600});
+
+    // Writing a newer step into a used slot resets it: step 513 shares step 1's slot.
+    CommStats d;
+    d.add(ar(0, 0.5));  // step 1
+    d.add(step(0, 512));
+    d.add(ar(0, 0.25));  // step 513
+    QCOMPARE(d.last_step(), int64_t{513});
+    QCOMPARE(d.first_step(), int64_t{2});
+    QCOMPARE(d.step_seconds(0, 513), 0.25);
+    QCOMPARE(d.step_seconds(0, 1), 0.0);
+  }
+
+  void aggregates() {
+    CommStats c;
+    // op, group, duration, bytes, busbw, ok, start
+    c.add(coll(0, "all_reduce", "dp[0]", 0.5, 1000, 10, true, kT0));
+    c.add(coll(1, "all_reduce", "dp[1]", 1.5, 2000, 20, true, kT0 + 1));
+    c.add(coll(0, "all_reduce", "dp[0]", 1.0, 1000, 4, false, kT0 + 2));
+    c.add(coll(2, "send", "pp[0]", 0.25, 300, 8, true, kT0 + 10));
+    c.add(coll(3, "all_gather", "world", 2.0, 400, 1, false, kT0 + 9));  // ends last: kT0 + 11
+    c.add(coll(2, "all_reduce", "tp[0]", 0.0, 50, 99, true, kT0 + 10.5));
+    c.add(coll(2, "all_reduce", "tp[0]", -1.0, 50, 99, true, kT0 + 10.75));  // clock trouble
+
+    QCOMPARE(c.ranks(), 4);
+    const auto& k = c.by_key();
+    QCOMPARE(k.size(), size_t{5});
+    const CommAggregate& dp0 = k.at(CommKey{"all_reduce", "dp[0]"});
+    QCOMPARE(dp0.count, int64_t{2});
+    QCOMPARE(dp0.failed, int64_t{1});
+    QCOMPARE(dp0.bytes, int64_t{2000});
+    QCOMPARE(dp0.seconds, 1.5);
+    QCOMPARE(dp0.max_seconds, 1.0);
+    QCOMPARE(dp0.busbw_seconds, 10 * 0.5 + 4 * 1.0);
+    QCOMPARE(dp0.mean_busbw(), 9.0 / 1.5);
+    QCOMPARE(dp0.mean_seconds(), 0.75);
+    const CommAggregate& dp1 = k.at(CommKey{"all_reduce", "dp[1]"});
+    QCOMPARE(dp1.count, int64_t{1});
+    QCOMPARE(dp1.failed, int64_t{0});
+    QCOMPARE(dp1.mean_busbw(), 20.0);
+    const CommAggregate& tp0 = k.at(CommKey{"all_reduce", "tp[0]"});
+    QCOMPARE(tp0.count, int64_t{2});
+    QCOMPARE(tp0.bytes, int64_t{100});
+    QCOMPARE(tp0.seconds, 0.0);       // the negative duration counts as none
+    QCOMPARE(tp0.mean_busbw(), 0.0);  // no time spent
+    QCOMPARE(tp0.mean_seconds(), 0.0);
+    QCOMPARE(k.at(CommKey{"send", "pp[0]"}).count, int64_t{1});
+    QCOMPARE(k.at(CommKey{"all_gather", "world"}).failed, int64_t{1});
+
+    const auto g = c.by_group_kind();
+    QCOMPARE(g.size(), size_t{4});
+    QVERIFY(g.count("dp") && g.count("tp") && g.count("pp") && g.count("world"));
+    const CommAggregate& dp = g.at("dp");
+    QCOMPARE(dp.count, int64_t{3});
+    QCOMPARE(dp.failed, int64_t{1});
+    QCOMPARE(dp.bytes, int64_t{4000});
+    QCOMPARE(dp.seconds, 3.0);
+    QCOMPARE(dp.max_seconds, 1.5);
+    QCOMPARE(dp.busbw_seconds, 5.0 + 30.0 + 4.0);
+    QCOMPARE(dp.mean_busbw(), 39.0 / 3.0);  // time-weighted, not (10 + 20 + 4) / 3
+    QCOMPARE(g.at("pp").mean_busbw(), 8.0);
+    QCOMPARE(g.at("pp").bytes, int64_t{300});
+    QCOMPARE(g.at("world").count, int64_t{1});
+    QCOMPARE(g.at("world").failed, int64_t{1});
+    QCOMPARE(g.at("world").mean_busbw(), 1.0);
+    QCOMPARE(g.at("tp").count, int64_t{2});
+
+    QCOMPARE(c.last_group(), std::string("world"));
+    QCOMPARE(c.last_end(), kT0 + 11);
+    // A later end from any rank takes over.
+    c.add(coll(1, "all_reduce", "dp[1]", 0.5, 1, 1, true, kT0 + 11));
+    QCOMPARE(c.last_group(), std::string("dp[1]"));
+    QCOMPARE(c.last_end(), kT0 + 11.5);
+    // An earlier one (arriving late) does not.
+    c.add(coll(3, "send", "pp[1]", 0.5, 1, 1, true, kT0 + 3));
+    QCOMPARE(c.last_group(), std::string("dp[1]"));
+  }
+
+  void sparseHighRanks() {
+    CommStats c;
+    c.add(ar(1023, 0.5));
+    QCOMPARE(c.ranks(), 1024);
+    QCOMPARE(c.step_seconds(1023, 1), 0.5);
+    QCOMPARE(c.step_seconds(500, 1), 0.0);
+    c.add(ar(CommStats::kMaxRanks, 1.0));  // beyond any real run: ignored
+    QCOMPARE(c.ranks(), 1024);
+    QCOMPARE(c.by_key().at(CommKey{"all_reduce", "dp[0]"}).count, int64_t{1});
+  }
+
+  // 1,024 ranks x 100 steps x (16 collectives + a STEP), ranks interleaved step by step.
+  void volume1024Ranks() {
+    constexpr int kRanks = 1024, kSteps = 100, kColl = 16;
+    // Collective k of rank r in step s lasts ((r + s + k) % 4 + 1) / 4096 s, on dp[r / 128]
+    // (k < 8, all_reduce, busbw 2) or tp[r % 8] (k >= 8, all_gather, busbw 6); 1 KiB each.
+    auto dur = [](int r, int s, int k) { return ((r + s + k) % 4 + 1) / 4096.0; };
+    CommStats c;
+    for (int s = 1; s <= kSteps; ++s)
+      for (int r = 0; r < kRanks; ++r) {
+        for (int k = 0; k < kColl; ++k) {
+          const bool dp = k < 8;
+          c.add(
+              coll(r, dp ? "all_reduce" : "all_gather",
+                   dp ? "dp[" + std::to_string(r / 128) + "]" : "tp[" + std::to_string(r % 8) + "]",
+                   dur(r, s, k), 1024, dp ? 2.0 : 6.0, true, kT0 + s + k * 0.01));
+        }
+        c.add(step(r, s));
+      }
+    QCOMPARE(c.ranks(), kRanks);
+    QCOMPARE(c.last_step(), int64_t{kSteps});
+    QCOMPARE(c.first_step(), int64_t{1});
+    // Over 16 consecutive k, (r + s + k) % 4 takes each value 4 times: 4 * (1+2+3+4) / 4096.
+    const double per_step = 40.0 / 4096.0;
+    for (int r : {0, 1, 511, 1023})
+      for (int s : {1, 50, 100}) QCOMPARE(c.step_seconds(r, s), per_step);
+    QCOMPARE(c.by_key().size(), size_t{8 + 8});
+    // dp[g]: 128 ranks x 100 steps x 8 collectives; k < 8 covers each residue twice: 20 / 4096.
+    const CommAggregate& dp3 = c.by_key().at(CommKey{"all_reduce", "dp[3]"});
+    QCOMPARE(dp3.count, int64_t{128 * kSteps * 8});
+    QCOMPARE(dp3.bytes, int64_t{128} * kSteps * 8 * 1024);
+    QCOMPARE(dp3.failed, int64_t{0});
+    QVERIFY(std::abs(dp3.seconds - 128.0 * kSteps * 20.0 / 4096.0) < 1e-9);
+    QCOMPARE(dp3.max_seconds, 4.0 / 4096.0);
+    const auto g = c.by_group_kind();
+    QCOMPARE(g.size(), size_t{2});
+    QCOMPARE(g.at("dp").count, int64_t{kRanks} * kSteps * 8);
+    QCOMPARE(g.at("tp").count, int64_t{kRanks} * kSteps * 8);
+    QVERIFY(std::abs(g.at("dp").mean_busbw() - 2.0) < 1e-9);
+    QVERIFY(std::abs(g.at("tp").mean_busbw() - 6.0) < 1e-9);
+    // The latest end: step 100, k = 15 (start kT0 + 100.15), the longest of rank r with
+    // (r + 100 + 15) % 4 == 3, i.e. r % 4 == 0; the first such rank (0) sets it, ties keep it.
+    QCOMPARE(c.last_group(), std::string("tp[0]"));
+    QCOMPARE(c.last_end(), kT0 + 100 + 15 * 0.01 + 4.0 / 4096.0);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCommStats)
+#include "tst_comm_stats.moc"
