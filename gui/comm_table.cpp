@@ -146,15 +146,6 @@ QTableView* makeView(QAbstractItemModel* model, QWidget* parent) {
   return v;
 }
 
-void add(net::CommAggregate& into, const net::CommAggregate& a) {
-  into.count += a.count;
-  into.failed += a.failed;
-  into.bytes += a.bytes;
-  into.seconds += a.seconds;
-  into.max_seconds = std::max(into.max_seconds, a.max_seconds);
-  into.busbw_seconds += a.busbw_seconds;
-}
-
 }  // namespace
 
 CommTable::CommTable(QWidget* parent) : QWidget(parent) {
@@ -198,7 +189,7 @@ void CommTable::update(const net::RunModel& run) {
   int order = 0;
   auto emit_kind = [&](const std::string& kind, const net::CommAggregate& a) {
     summary.push_back(makeRow(QStringLiteral("all"), kind, order++, a));
-    add(total, a);
+    total.merge(a);
   };
   static const std::array<const char*, 4> kKnown = {"tp", "pp", "dp", "world"};
   for (const char* k : kKnown)

@@ -12,6 +12,7 @@
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSaveFile>
+#include <QSignalBlocker>
 #include <QSlider>
 #include <QSpinBox>
 #include <QSplitter>
@@ -23,7 +24,7 @@
 #include <algorithm>
 
 #include "engine/job/job_spec.h"
-#include "engine/launch/hello.h"
+#include "engine/launch/job_topology.h"
 #include "engine/parallel/topology.h"
 #include "engine/telemetry/events.h"
 #include "gui/export.h"
@@ -87,16 +88,29 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   buildMenus();
   setRunning(false);
 
-  connect(editor_, &JobEditor::jobChanged, this, &MainWindow::showJob);
+  // While a run goes, the grid and the memory plan stay those of the job that runs.
+  connect(editor_, &JobEditor::jobChanged, this, [this] {
+    if (!run_->running()) showJob();
+  });
   connect(run_, &RunController::updated, this,
-          [this] { showRun(run_->model(), telemetry::now_seconds()); });
+          [this] { showRun(run_->model(), telemetry::now_seconds(), false); });
+  // Silence shows without any traffic (a hung rank sends nothing): re-judge every second.
+  flags_timer_.setInterval(1000);
+  connect(&flags_timer_, &QTimer::timeout, this,
+          [this] { markRanks(run_->model(), telemetry::now_seconds()); });
+  connect(views_, &QTabWidget::currentChanged, this, [this] {
+    if (replaying_)
+      showRun(replay_->model(), replay_->position(), true);
+    else
+      showRun(run_->model(), telemetry::now_seconds(), true);
+  });
   connect(run_, &RunController::logLine, this, &MainWindow::appendLog);
   connect(run_, &RunController::workerConnected, this, [this](int rank) {
     ++connected_;
     statusBar()->showMessage(tr("Rank %1 connected (%2 so far)").arg(rank).arg(connected_));
   });
   connect(run_, &RunController::finished, this, [this](bool ok, const QString& message) {
-    showRun(run_->model(), telemetry::now_seconds());
+    showRun(run_->model(), telemetry::now_seconds(), true);
     setRunning(false);
     const QString text = ok ? tr("Run %1").arg(message) : tr("Run failed: %1").arg(message);
     appendLog(text);
@@ -105,7 +119,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     statusBar()->showMessage(text);
   });
   connect(replay_, &ReplayController::updated, this, [this] {
-    showRun(replay_->model(), replay_->position());
+    showRun(replay_->model(), replay_->position(), false);
     updateReplayBar();
   });
   connect(replay_, &ReplayController::finished, this, [this] { play_->setText(tr("Play")); });
@@ -154,8 +168,9 @@ void MainWindow::buildViews() {
   auto* remote_layout = new QVBoxLayout(remote_box_);
   remote_layout->setContentsMargins(0, 0, 0, 0);
   remote_layout->addWidget(new QLabel(
-      tr("<b>Remote workers</b>: copy the token file to the cluster (same path, mode 0600), then "
-         "run one of these there; workers appear as they connect.")));
+      tr("<b>Remote workers</b>: copy the job file and the token file named in the command to "
+         "the cluster (same paths; keep the token file mode 0600), then run one of these there; "
+         "workers appear as they connect.")));
   remote_mpirun_ = new QLineEdit;
   remote_srun_ = new QLineEdit;
   for (QLineEdit* e : {remote_mpirun_, remote_srun_}) {
@@ -192,7 +207,10 @@ void MainWindow::buildViews() {
       play_->setText(tr("Pause"));
     }
   });
-  connect(scrub_, &QSlider::sliderMoved, this, [this](int v) {
+  // Seeks on release (and on clicks and keys), not at every pixel of a drag: going back rebuilds
+  // the model from the start of the recording.
+  scrub_->setTracking(false);
+  connect(scrub_, &QSlider::valueChanged, this, [this](int v) {
     const double span = replay_->endTime() - replay_->startTime();
     replay_->seek(replay_->startTime() + span * v / kScrubSteps);
   });
@@ -270,6 +288,10 @@ QString MainWindow::remoteSrunCommand() const {
 void MainWindow::setRunning(bool running) {
   start_action_->setEnabled(!running);
   stop_action_->setEnabled(running);
+  if (running)
+    flags_timer_.start();
+  else
+    flags_timer_.stop();
 }
 
 void MainWindow::appendLog(const QString& line) {
@@ -303,7 +325,7 @@ bool MainWindow::startRun() {
   connected_ = 0;
   log_->clear();
   memory_->setMeasured(run_->model());
-  showRun(run_->model(), telemetry::now_seconds());  // empty: the previous run's figures go
+  showRun(run_->model(), telemetry::now_seconds(), true);  // empty: the previous run's figures go
   setRunning(true);
   if (options.mode == LaunchMode::remote) {
     remote_mpirun_->setText(run_->remoteCommand(false));
@@ -340,12 +362,17 @@ void MainWindow::showJob() {
   }
 }
 
-void MainWindow::showRun(const net::RunModel& run, double now) {
-  loss_->update(run);
-  memory_->setMeasured(run);
-  heat_->update(run);
-  table_->update(run);
-  timeline_->update(run);
+void MainWindow::showRun(const net::RunModel& run, double now, bool all) {
+  const int tab = views_->currentIndex();
+  if (all || tab == kOverview) {
+    loss_->update(run);
+    memory_->setMeasured(run);
+  }
+  if (all || tab == kCommunication) {
+    heat_->update(run);
+    table_->update(run);
+  }
+  if (all || tab == kTimeline) timeline_->update(run);
   markRanks(run, now);
 }
 
@@ -424,7 +451,7 @@ bool MainWindow::openRecording(const QString& path) {
     break;
   }
   memory_->setMeasured(replay_->model());
-  showRun(replay_->model(), replay_->position());
+  showRun(replay_->model(), replay_->position(), true);
   replay_bar_->show();
   play_->setText(tr("Play"));
   updateReplayBar();
@@ -439,8 +466,10 @@ bool MainWindow::openRecording(const QString& path) {
 void MainWindow::updateReplayBar() {
   const double span = replay_->endTime() - replay_->startTime();
   const double at = replay_->position() - replay_->startTime();
-  if (!scrub_->isSliderDown())
+  if (!scrub_->isSliderDown()) {
+    const QSignalBlocker quiet(scrub_);  // showing the position is not a seek
     scrub_->setValue(span > 0 ? static_cast<int>(at / span * kScrubSteps) : 0);
+  }
   replay_label_->setText(tr("%1 / %2 s").arg(at, 0, 'f', 1).arg(span, 0, 'f', 1));
 }
 

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <QMainWindow>
+#include <QTimer>
 
 #include "gui/comm_heat_map.h"
 #include "gui/comm_table.h"
@@ -87,8 +88,10 @@ class MainWindow : public QMainWindow {
   void buildMenus();
   // The edited job changed and is valid: redraw the grid and the memory plan.
   void showJob();
-  // Redraw every view from `run` (the live run's model or the replay's); `now` judges silence.
-  void showRun(const net::RunModel& run, double now);
+  // Redraw from `run` (the live run's model or the replay's): the grid's flags and the views of
+  // the visible tab, or every view when `all` (a tab change, a run's end, a new recording); `now`
+  // judges silence.
+  void showRun(const net::RunModel& run, double now, bool all);
   void markRanks(const net::RunModel& run, double now);
   void appendLog(const QString& line);
   void setRunning(bool running);
@@ -117,6 +120,7 @@ class MainWindow : public QMainWindow {
   RunController* run_;
   ReplayController* replay_;
   QString file_;
+  QTimer flags_timer_;  // re-judges silent ranks while a run goes
   bool replaying_ = false;
   int connected_ = 0;
 };

@@ -19,13 +19,13 @@
 
 #include "engine/core/error.h"
 #include "engine/job/job_spec.h"
-#include "engine/launch/hello.h"
 #include "engine/launch/mpirun.h"
 #include "engine/parallel/rank_runner.h"
 #include "engine/parallel/topology.h"
 #include "engine/train/build.h"
 #include "net/auth.h"
 #include "net/consumers.h"
+#include "net/job_hello.h"
 #include "net/local_sinks.h"
 #include "net/publisher.h"
 
@@ -308,7 +308,7 @@ bool RunController::start_threads(const JobSpec& job, const LaunchOptions& optio
     recording_sink_ = std::make_unique<net::RecordingSink>(recording_path_.toStdString());
   }
   for (int r = 0; r < world; ++r) {
-    const net::Hello hello = launch::hello_for(job, r);
+    const net::Hello hello = net::hello_for(job, r);
     if (recording_sink_) recording_sink_->add_hello(hello);
     model_.add(net::Message{hello});
     std::vector<telemetry::TelemetrySink*> to;
@@ -613,8 +613,29 @@ void RunController::finish(bool ok, const QString& message) {
   recording_sink_.reset();
   shutdown_process();
   running_ = false;
-  if (more) emit updated();
+  // A local mpirun that failed or was stopped took its ranks with it: a rank that never said it
+  // finished or failed (killed, crashed) is marked failed with the reason, for the grid and log.
+  const bool marked = mode_ == LaunchMode::mpirun && !ok && mark_unfinished_failed(text);
+  if (more || marked) emit updated();
   emit finished(ok, text);
+}
+
+bool RunController::mark_unfinished_failed(const QString& reason) {
+  std::vector<int> unfinished;
+  for (const auto& [rank, state] : model_.ranks())
+    if (state.state != telemetry::JobState::finished && state.state != telemetry::JobState::failed)
+      unfinished.push_back(rank);
+  for (int rank : unfinished) {
+    const double now = telemetry::now_seconds();
+    telemetry::Event e;
+    e.rank = rank;
+    e.time = now;
+    e.payload = telemetry::JobStateEvent{
+        telemetry::JobState::failed, tr("ended without finishing: %1").arg(reason).toStdString()};
+    model_.add(net::Message{std::move(e)}, now);
+    emit logLine(tr("rank %1 ended without finishing (%2)").arg(rank).arg(reason));
+  }
+  return !unfinished.empty();
 }
 
 void RunController::kill_process_group() {

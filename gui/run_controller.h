@@ -27,7 +27,8 @@
 //
 // Runs dir: $SHARDLAB_RUNS_DIR when set, else "runs" in the current directory (as `shardlab run`).
 //
-// The destructor never hangs: it stops a threads run through its StopRequest and joins it, and
+// The destructor stops a threads run through its StopRequest and joins it (the ranks stop at their
+// next step boundary; a step's collectives are bounded by the communication timeout), and
 // terminates a running mpirun (SIGKILL to its process group after a bounded wait).
 #pragma once
 
@@ -148,6 +149,9 @@ class RunController : public QObject {
   void kill_process_group();
   // Stops the collector and drops the recording and fan-out sinks (after the ranks are done).
   void release_sinks();
+  // Adds a failed JOB_STATE with `reason` for every rank in the model that has neither finished
+  // nor failed; true when there was one.
+  bool mark_unfinished_failed(const QString& reason);
   void shutdown_process();
 
   LaunchMode mode_ = LaunchMode::threads;

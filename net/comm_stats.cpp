@@ -67,17 +67,18 @@ void CommStats::add(const telemetry::Event& event) {
   }
 }
 
+void CommAggregate::merge(const CommAggregate& other) {
+  count += other.count;
+  failed += other.failed;
+  bytes += other.bytes;
+  seconds += other.seconds;
+  max_seconds = std::max(max_seconds, other.max_seconds);
+  busbw_seconds += other.busbw_seconds;
+}
+
 std::map<std::string, CommAggregate> CommStats::by_group_kind() const {
   std::map<std::string, CommAggregate> out;
-  for (const auto& [key, a] : by_key_) {
-    CommAggregate& o = out[key.group.substr(0, key.group.find('['))];
-    o.count += a.count;
-    o.failed += a.failed;
-    o.bytes += a.bytes;
-    o.seconds += a.seconds;
-    o.max_seconds = std::max(o.max_seconds, a.max_seconds);
-    o.busbw_seconds += a.busbw_seconds;
-  }
+  for (const auto& [key, a] : by_key_) out[key.group.substr(0, key.group.find('['))].merge(a);
   return out;
 }
 

@@ -32,6 +32,8 @@ struct CommAggregate {
   // Time-weighted mean bus bandwidth in GB/s (0 when no time was spent).
   double mean_busbw() const { return seconds > 0 ? busbw_seconds / seconds : 0.0; }
   double mean_seconds() const { return count > 0 ? seconds / static_cast<double>(count) : 0.0; }
+  // Adds `other`'s operations to these (sums; the larger max).
+  void merge(const CommAggregate& other);
 };
 
 class CommStats {

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "engine/core/error.h"
+#include "engine/core/paths.h"
 #include "engine/launch/mpirun.h"
 
 extern char** environ;
@@ -17,10 +18,9 @@ extern char** environ;
 namespace shardlab::cli {
 
 std::string self_executable() {
-  std::error_code ec;
-  const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  SL_ENFORCE_T(IoError, !ec, "cannot find this program's path (/proc/self/exe): {}", ec.message());
-  return p.string();
+  std::string path = shardlab::self_executable();
+  SL_ENFORCE_T(IoError, !path.empty(), "cannot find this program's path (/proc/self/exe)");
+  return path;
 }
 
 int run_mpirun(int ranks, const std::vector<std::string>& args) {

@@ -6,7 +6,7 @@
 
 namespace shardlab::cli {
 
-// The path of the running executable (/proc/self/exe).
+// The path of the running executable (engine/core/paths.h); IoError when it cannot be read.
 std::string self_executable();
 
 // Runs `mpirun -np ranks [--allow-run-as-root when root] --oversubscribe <args...>`, inheriting

@@ -9,10 +9,10 @@
 
 #include <fmt/format.h>
 
-#include "engine/launch/hello.h"
 #include "engine/parallel/parallel_config.h"
 #include "engine/parallel/topology.h"
 #include "net/auth.h"
+#include "net/job_hello.h"
 #include "net/local_sinks.h"
 #include "net/publisher.h"
 
@@ -54,7 +54,7 @@ RunTelemetry::RunTelemetry(const Args& args, const JobSpec& job, const std::vect
     base.token = net::find_token(token_file);
     for (int r : ranks) {
       net::PublisherOptions o = base;
-      o.hello = launch::hello_for(job, r);
+      o.hello = net::hello_for(job, r);
       impl_->publishers[r] = std::make_unique<net::Publisher>(std::move(o));
     }
   } else if (args.has("--token-file")) {
@@ -67,7 +67,7 @@ RunTelemetry::RunTelemetry(const Args& args, const JobSpec& job, const std::vect
     std::error_code ec;
     if (!dir.empty()) std::filesystem::create_directories(dir, ec);
     impl_->recording = std::make_unique<net::RecordingSink>(impl_->recording_path);
-    for (int r : ranks) impl_->recording->add_hello(launch::hello_for(job, r));
+    for (int r : ranks) impl_->recording->add_hello(net::hello_for(job, r));
   }
   for (int r : ranks) {
     std::vector<telemetry::TelemetrySink*> to;

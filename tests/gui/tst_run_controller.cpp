@@ -17,6 +17,7 @@
 #include <QStandardPaths>
 #include <QTemporaryDir>
 
+#include <csignal>
 #include <memory>
 #include <set>
 
@@ -286,6 +287,49 @@ class TestRunController : public QObject {
     QVERIFY(!run.running());
     QTRY_VERIFY2_WITH_TIMEOUT(workers_of(o.job_file).isEmpty(),
                               qPrintable(workers_of(o.job_file).join("\n")), 3000);
+    // The ranks the stop took away are marked failed with the reason (the grid shows it).
+    QVERIFY(!run.model().ranks().empty());
+    for (const auto& [rank, state] : run.model().ranks()) {
+      QCOMPARE(state.state, telemetry::JobState::failed);
+      QVERIFY2(QString::fromStdString(state.reason).contains("stopped by the user"),
+               state.reason.c_str());
+    }
+  }
+
+  // A worker killed from outside (as the OOM killer would): mpirun ends the job, the run fails
+  // with mpirun's status, and every rank that did not finish is marked failed with that reason.
+  void aKilledWorkerFailsTheRunAndMarksItsRanks() {
+    if (!have_mpirun()) QSKIP("mpirun not found (apt-get install openmpi-bin)");
+    const JobSpec job = short_job({"parallel.backend=mpi"}, 100000);
+    RunController run;
+    QSignalSpy finished(&run, &RunController::finished);
+    LaunchOptions o;
+    o.mode = LaunchMode::mpirun;
+    o.shardlab_path = SHARDLAB_CLI;
+    o.record_path = "-";
+    o.job_file = tmp_.filePath("kill-one.json");
+    bool stepping = false;
+    connect(&run, &RunController::updated, this, [&] {
+      for (const auto& [rank, state] : run.model().ranks())
+        if (state.step > 0) stepping = true;
+    });
+    QVERIFY2(run.start(job, o), qPrintable(run.lastError()));
+    QTRY_VERIFY_WITH_TIMEOUT(stepping || !finished.isEmpty(), 180000);
+    if (!finished.isEmpty()) QFAIL(qPrintable(finished.first().at(1).toString()));
+    const QStringList workers = workers_of(o.job_file);
+    QVERIFY(!workers.isEmpty());
+    const qint64 victim = workers.front().section(' ', 0, 0).toLongLong();
+    QVERIFY(victim > 0);
+    QCOMPARE(::kill(static_cast<pid_t>(victim), SIGKILL), 0);
+    QVERIFY(finished.wait(120000));
+    QVERIFY(!finished.front().at(0).toBool());
+    const QString why = finished.front().at(1).toString();
+    QVERIFY2(why.contains("mpirun"), qPrintable(why));
+    QCOMPARE(run.model().ranks().size(), size_t{4});
+    for (const auto& [rank, state] : run.model().ranks())
+      QCOMPARE(state.state, telemetry::JobState::failed);
+    QTRY_VERIFY2_WITH_TIMEOUT(workers_of(o.job_file).isEmpty(),
+                              qPrintable(workers_of(o.job_file).join("\n")), 10000);
   }
 
   // The destructor never hangs: a threads run is stopped and joined, mpirun and its ranks end.

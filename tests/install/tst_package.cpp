@@ -66,6 +66,17 @@ class TestPackage : public QObject {
     v = run(gui, {"--version"}, 60000);
     QVERIFY2(v.exit_code == 0, qPrintable(v.err));
     QVERIFY2(v.out.contains(SHARDLAB_VERSION), qPrintable(v.out));
+    // The packaged app starts (platform plugin, icon, every view), opens a packaged job and
+    // draws its window.
+    const QString shots = root + "/shots";
+    v = run(gui,
+            {root + "/share/shardlab/jobs/gpt-3d.json", "--screenshots", shots,
+             "--screenshot-after", "0"},
+            120000, QDir::tempPath());
+    QVERIFY2(v.exit_code == 0, qPrintable(v.err));
+    QFile png(shots + "/overview.png");
+    QVERIFY2(png.open(QIODevice::ReadOnly), qPrintable(png.fileName()));
+    QVERIFY(png.read(8) == QByteArray("\x89PNG\r\n\x1a\n", 8));
 
     // Run from elsewhere so the source tree's resources cannot be what it finds.
     const Outcome info = run(cli, {"info"}, 60000, QDir::tempPath());
