@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 
 #include "net/run_model.h"
 
@@ -114,7 +115,41 @@ void CommHeatMap::update(const net::RunModel& run) {
     }
   }
   layout_dirty_ = true;  // the axis and legend labels changed
+  display_dirty_ = true;
   QWidget::update();
+}
+
+void CommHeatMap::ensureDisplay() const {
+  const int rows = plot_.height();
+  if (!display_dirty_ && (display_.isNull() || display_.height() == std::min(rows, ranks_))) return;
+  display_dirty_ = false;
+  const int n = steps();
+  if (image_.isNull() || rows <= 0 || rows >= ranks_) {
+    display_ = image_;
+    return;
+  }
+  // Pixel row y covers ranks [y * ranks / rows, (y + 1) * ranks / rows): keep each step's
+  // coldest, so a straggler's row survives the downscaling.
+  display_ = QImage(n, rows, QImage::Format_RGB32);
+  const auto& table = lut();
+  const double to_index = scale_ > 0 ? 255.0 / scale_ : 0.0;
+  std::vector<float> coldest(static_cast<size_t>(n));
+  for (int y = 0; y < rows; ++y) {
+    const int r0 = static_cast<int>(static_cast<int64_t>(y) * ranks_ / rows);
+    const int r1 = std::max(r0 + 1, static_cast<int>(static_cast<int64_t>(y + 1) * ranks_ / rows));
+    std::fill(coldest.begin(), coldest.end(), std::numeric_limits<float>::max());
+    for (int r = r0; r < r1 && r < ranks_; ++r) {
+      const float* row = seconds_.data() + static_cast<size_t>(r) * static_cast<size_t>(n);
+      for (int s = 0; s < n; ++s)
+        coldest[static_cast<size_t>(s)] = std::min(coldest[static_cast<size_t>(s)], row[s]);
+    }
+    auto* px = reinterpret_cast<QRgb*>(display_.scanLine(y));
+    for (int s = 0; s < n; ++s) {
+      const double i =
+          std::min(255.0, static_cast<double>(coldest[static_cast<size_t>(s)]) * to_index);
+      px[s] = table[static_cast<size_t>(i + 0.5)];
+    }
+  }
 }
 
 double CommHeatMap::cellSeconds(int rank, int64_t step) const {
@@ -232,7 +267,8 @@ void CommHeatMap::paintEvent(QPaintEvent* event) {
   ensureLayout();
   QPainter p(this);
   p.fillRect(event->rect(), backgroundColor());
-  if (!image_.isNull() && !plot_.isNull()) p.drawImage(QRectF(plot_), image_);
+  ensureDisplay();
+  if (!display_.isNull() && !plot_.isNull()) p.drawImage(QRectF(plot_), display_);
   if (!legend_.isNull()) p.drawImage(QRectF(legend_), legend_image_);
   p.setPen(palette().color(QPalette::WindowText));
   for (const Label& l : labels_) p.drawStaticText(l.at, l.text);

@@ -76,12 +76,18 @@ class CommHeatMap : public QWidget {
 
  private:
   void ensureLayout() const;
+  void ensureDisplay() const;
 
   int ranks_ = 0;
   int64_t first_ = 0, last_ = 0;
   double scale_ = 0;
   std::vector<float> seconds_;  // ranks_ x steps(), rank-major
   QImage image_;                // steps() x ranks_, one pixel per cell
+  // What is drawn: image_, or with more ranks than the plot has pixel rows, one row per pixel row
+  // holding each step's coldest covered rank (a straggler's dark cell must not be skipped by the
+  // scaling). Rebuilt lazily when the data or the plot's height changed.
+  mutable QImage display_;
+  mutable bool display_dirty_ = true;
 
   // Layout cache, rebuilt lazily when the size or the content's labels change.
   mutable bool layout_dirty_ = true;

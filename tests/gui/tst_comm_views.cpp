@@ -264,6 +264,42 @@ class TestCommViews : public QObject {
     }
   }
 
+  // 1,024 ranks drawn into far fewer pixel rows: the one straggler (rank 613, never waiting)
+  // still shows as a dark line across the drawn plot, wherever its row falls.
+  void stragglerSurvivesDownscaling() {
+    net::RunModel model;
+    Feeder f(model);
+    constexpr int kRanks = 1024, kStraggler = 613;
+    for (int s = 1; s <= 30; ++s) {
+      const double t = kT0 + s * 0.2;
+      for (int r = 0; r < kRanks; ++r) {
+        const double d = r == kStraggler ? 0.001 : 0.050;
+        f.collective(r, "all_reduce", "world", 1 << 20, t + 0.1 - d, d, 20.0);
+        f.step(r, s, t + 0.11, 0.2);
+      }
+    }
+    CommHeatMap map;
+    map.resize(600, 400);
+    map.show();
+    map.update(model);
+    const QImage drawn = map.grab().toImage();
+    const QRect plot = map.plotRect();
+    QVERIFY(plot.height() < kRanks / 2);  // many ranks per pixel row
+    const int y =
+        plot.top() + static_cast<int>(static_cast<double>(kStraggler) * plot.height() / kRanks);
+    int dark = 0, hot = 0;
+    for (int x = plot.left() + 2; x < plot.right() - 2; x += 3) {
+      bool any_dark = false;
+      for (int dy = -1; dy <= 1; ++dy)  // the row, give or take the rounding of the scaling
+        any_dark = any_dark || luma(drawn.pixelColor(x, y + dy)) < 0.1;
+      dark += any_dark ? 1 : 0;
+      hot += luma(drawn.pixelColor(x, plot.top() + plot.height() / 4)) > 0.6 ? 1 : 0;
+    }
+    const int columns = (plot.width() - 4) / 3;
+    QVERIFY2(dark > columns * 9 / 10, qPrintable(QString("%1 of %2").arg(dark).arg(columns)));
+    QVERIFY2(hot > columns * 9 / 10, qPrintable(QString("%1 of %2").arg(hot).arg(columns)));
+  }
+
   void tableHasOneRowPerOpAndGroup() {
     net::RunModel model;
     Feeder f(model);

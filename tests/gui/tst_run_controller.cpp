@@ -58,6 +58,26 @@ class TestRunController : public QObject {
  private:
   QTemporaryDir tmp_;
 
+  // Starts a long 4-rank mpi job (job file `name` in the temp dir) in mpirun mode and returns once
+  // a rank has reported a step (a failed start fails the calling test).
+  void startLongMpirunJob(RunController& run, QSignalSpy& finished, LaunchOptions& o,
+                          const char* name) {
+    const JobSpec job = short_job({"parallel.backend=mpi"}, 100000);
+    o.mode = LaunchMode::mpirun;
+    o.shardlab_path = SHARDLAB_CLI;
+    o.record_path = "-";
+    o.job_file = tmp_.filePath(name);
+    bool stepping = false;
+    const auto watch = connect(&run, &RunController::updated, this, [&] {
+      for (const auto& [rank, state] : run.model().ranks())
+        if (state.step > 0) stepping = true;
+    });
+    QVERIFY2(run.start(job, o), qPrintable(run.lastError()));
+    QTRY_VERIFY_WITH_TIMEOUT(stepping || !finished.isEmpty(), 180000);
+    disconnect(watch);
+    if (!finished.isEmpty()) QFAIL(qPrintable(finished.first().at(1).toString()));
+  }
+
  private slots:
   void initTestCase() {
     QVERIFY(tmp_.isValid());
@@ -258,22 +278,11 @@ class TestRunController : public QObject {
 
   void stopInMpirunModeLeavesNoWorker() {
     if (!have_mpirun()) QSKIP("mpirun not found (apt-get install openmpi-bin)");
-    const JobSpec job = short_job({"parallel.backend=mpi"}, 100000);
     RunController run;
     QSignalSpy finished(&run, &RunController::finished);
     LaunchOptions o;
-    o.mode = LaunchMode::mpirun;
-    o.shardlab_path = SHARDLAB_CLI;
-    o.record_path = "-";
-    o.job_file = tmp_.filePath("stop-me.json");
-    bool stepping = false;
-    connect(&run, &RunController::updated, this, [&] {
-      for (const auto& [rank, state] : run.model().ranks())
-        if (state.step > 0) stepping = true;
-    });
-    QVERIFY2(run.start(job, o), qPrintable(run.lastError()));
-    QTRY_VERIFY_WITH_TIMEOUT(stepping || !finished.isEmpty(), 180000);
-    if (!finished.isEmpty()) QFAIL(qPrintable(finished.first().at(1).toString()));
+    startLongMpirunJob(run, finished, o, "stop-me.json");
+    if (QTest::currentTestFailed()) return;
     QVERIFY(!workers_of(o.job_file).isEmpty());  // the check below can fail
     QElapsedTimer clock;
     clock.start();
@@ -300,22 +309,11 @@ class TestRunController : public QObject {
   // with mpirun's status, and every rank that did not finish is marked failed with that reason.
   void aKilledWorkerFailsTheRunAndMarksItsRanks() {
     if (!have_mpirun()) QSKIP("mpirun not found (apt-get install openmpi-bin)");
-    const JobSpec job = short_job({"parallel.backend=mpi"}, 100000);
     RunController run;
     QSignalSpy finished(&run, &RunController::finished);
     LaunchOptions o;
-    o.mode = LaunchMode::mpirun;
-    o.shardlab_path = SHARDLAB_CLI;
-    o.record_path = "-";
-    o.job_file = tmp_.filePath("kill-one.json");
-    bool stepping = false;
-    connect(&run, &RunController::updated, this, [&] {
-      for (const auto& [rank, state] : run.model().ranks())
-        if (state.step > 0) stepping = true;
-    });
-    QVERIFY2(run.start(job, o), qPrintable(run.lastError()));
-    QTRY_VERIFY_WITH_TIMEOUT(stepping || !finished.isEmpty(), 180000);
-    if (!finished.isEmpty()) QFAIL(qPrintable(finished.first().at(1).toString()));
+    startLongMpirunJob(run, finished, o, "kill-one.json");
+    if (QTest::currentTestFailed()) return;
     const QStringList workers = workers_of(o.job_file);
     QVERIFY(!workers.isEmpty());
     const qint64 victim = workers.front().section(' ', 0, 0).toLongLong();
