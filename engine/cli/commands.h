@@ -13,10 +13,11 @@ int bench_comm_command(const std::vector<std::string>& args);     // shardlab be
 int bench_sharded_command(const std::vector<std::string>& args);  // shardlab bench sharded [...]
 int bench_hybrid_command(const std::vector<std::string>& args);   // shardlab bench hybrid [...]
 int worker_command(const std::vector<std::string>& args);         // shardlab worker JOB.json (mpi)
-int info_command(const std::vector<std::string>& args);
-int monitor_command(const std::vector<std::string>& args);  // shardlab monitor --listen A:P
-int replay_command(const std::vector<std::string>& args);   // shardlab replay RUN.slrec
-int export_command(const std::vector<std::string>& args);   // shardlab export RUN.slrec ...           // shardlab info
+int checkpoint_command(const std::vector<std::string>& args);     // shardlab checkpoint inspect DIR
+int info_command(const std::vector<std::string>& args);           // shardlab info
+int monitor_command(const std::vector<std::string>& args);        // shardlab monitor --listen A:P
+int replay_command(const std::vector<std::string>& args);         // shardlab replay RUN.slrec
+int export_command(const std::vector<std::string>& args);         // shardlab export RUN.slrec ...
 // shardlab bench telemetry [...]
 int bench_telemetry_command(const std::vector<std::string>& args);
 

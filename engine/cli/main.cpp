@@ -26,9 +26,12 @@ constexpr const char* kUsage =
     "                                                --verify compares with one process\n"
     "      [--telemetry HOST:PORT] [--token-file F]  stream to a collector; records to\n"
     "      [--record RUN.slrec | --no-record]        runs/<time>-<job>.slrec unless --no-record\n"
+    "      [--resume DIR]                            continue from a checkpoint directory\n"
+    "                                                (its latest step) or one step-* of it\n"
     "  worker JOB.json [--set key=value]... [--quiet] one rank of a sharded job, under "
     "mpirun/srun\n"
-    "      [--telemetry HOST:PORT] [--token-file F] [--record RUN.slrec]\n"
+    "      [--telemetry HOST:PORT] [--token-file F] [--record RUN.slrec] [--resume DIR]\n"
+    "  checkpoint inspect DIR                         show a checkpoint, verify its shards\n"
     "  monitor --listen ADDR:PORT [--record RUN.slrec] a headless collector: live per-rank table\n"
     "      [--token-file F] [--until-done] [--duration S] [--interval S]\n"
     "  replay RUN.slrec                               the per-rank table from a recording\n"
@@ -85,6 +88,7 @@ int main(int argc, char** argv) {
     keep_freed_memory_for_reuse();
     if (cmd == "run") return shardlab::cli::run_command(args);
     if (cmd == "worker") return shardlab::cli::worker_command(args);
+    if (cmd == "checkpoint") return shardlab::cli::checkpoint_command(args);
     if (cmd == "bench") return shardlab::cli::bench_command(args);
     if (cmd == "info") return shardlab::cli::info_command(args);
     if (cmd == "monitor") return shardlab::cli::monitor_command(args);

@@ -75,6 +75,8 @@ int run_threads(JobSpec job, bool quiet, const Args& args, double tolerance, Sto
   RankRunOptions opts;
   opts.callbacks = progress_printer(job.model.kind == "gpt", quiet);
   opts.telemetry = tel.sink_of();
+  opts.on_checkpoint = checkpoint_printer(quiet);
+  opts.resume_from = args.get("--resume");
   const ParallelRunResult run = run_threads_job(job, data, opts);
   print_sharded_summary(job, run, total.seconds());
   tel.close();
@@ -100,6 +102,10 @@ int run_mpi(const JobSpec& job, const std::string& path, bool quiet, const Args&
     worker.push_back(s);
   }
   if (quiet) worker.push_back("--quiet");
+  if (args.has("--resume")) {
+    worker.push_back("--resume");
+    worker.push_back(args.get("--resume"));
+  }
   // The workers stream to the collector given; otherwise, unless --no-record, to a collector in
   // this process on loopback that records the run (its fresh token reaches the workers through
   // the environment, which mpirun's local ranks inherit).
@@ -170,7 +176,7 @@ int run_mpi(const JobSpec& job, const std::string& path, bool quiet, const Args&
 }  // namespace
 
 int run_command(const std::vector<std::string>& argv) {
-  Args args(argv, {{"--set", "--tolerance", "--telemetry", "--token-file", "--record"},
+  Args args(argv, {{"--set", "--tolerance", "--telemetry", "--token-file", "--record", "--resume"},
                    {"--quiet", "--verify", "--no-record"}});
   if (args.positional().size() != 1)
     SL_THROW(UsageError,
@@ -182,6 +188,12 @@ int run_command(const std::vector<std::string>& argv) {
   Stopwatch total;
   const std::string path = args.positional()[0];
   const JobSpec job = load_job(path, args.all("--set"));
+  if (args.has("--resume")) {
+    // Before starting mpi workers, every shard too: one line here rather than one per rank.
+    const bool mpi = job.parallel.backend == "mpi";
+    const std::string line = check_resume(job, args.get("--resume"), mpi);
+    if (!quiet && !mpi) fmt::print("{}\n", line);  // (mpi workers print it, rank 0 once)
+  }
   if (job.parallel.strategy == "none") {
     if (args.has("--verify"))
       SL_THROW(UsageError,

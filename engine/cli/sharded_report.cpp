@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "engine/checkpoint/checkpoint_store.h"
 #include "engine/core/error.h"
 #include "engine/parallel/pipeline_schedule.h"
 
@@ -141,6 +142,25 @@ void print_sharded_summary(const JobSpec& job, const ParallelRunResult& run, dou
              all_match ? "matches" : "DIFFERS FROM");
   if (job.parallel.pp > 1) print_bubble(job, run);
   std::fflush(stdout);
+}
+
+std::function<void(const std::string&, int64_t)> checkpoint_printer(bool quiet) {
+  if (quiet) return {};
+  return [](const std::string& dir, int64_t step) {
+    fmt::print("checkpoint: step {} saved to {}\n", step, dir);
+    std::fflush(stdout);
+  };
+}
+
+std::string check_resume(const JobSpec& job, const std::string& dir, bool verify_shards) {
+  SL_ENFORCE(job.parallel.strategy != "none",
+             "--resume: checkpoints hold the ranks' sharded state, but this job's "
+             "parallel.strategy is none (resume with the strategy the checkpoint was written by)");
+  const std::string step_dir = find_checkpoint(dir);
+  const CheckpointManifest m = read_manifest(step_dir);
+  if (verify_shards) verify(step_dir);
+  return fmt::format("resume: step {} of {} ({} on {} ranks)", m.step, step_dir, m.strategy,
+                     m.world_size);
 }
 
 }  // namespace shardlab::cli

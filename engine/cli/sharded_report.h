@@ -2,6 +2,8 @@
 // for a sharded run the summary with the per-rank memory table (measured beside planned).
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,4 +21,11 @@ void print_job_header(const JobSpec& job, const std::string& data_description, i
 void print_summary_line(const JobSpec& job, const TrainResult& result, double total_seconds);
 // The summary line and the per-rank memory table.
 void print_sharded_summary(const JobSpec& job, const ParallelRunResult& run, double total_seconds);
+// RankRunOptions::on_checkpoint printing "checkpoint: step N saved to DIR" (nothing when quiet).
+std::function<void(const std::string&, int64_t)> checkpoint_printer(bool quiet);
+// --resume DIR: checks up front that the job can resume and DIR holds a complete checkpoint
+// (one clear error otherwise: a sharded strategy, the manifest readable and, with
+// `verify_shards`, every shard's size and checksum) and returns the line
+// "resume: step N of <step dir> (...)" to print.
+std::string check_resume(const JobSpec& job, const std::string& dir, bool verify_shards = false);
 }  // namespace shardlab::cli

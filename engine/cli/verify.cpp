@@ -37,6 +37,10 @@ bool verify_against_single_process(const JobSpec& job, std::span<const float> sh
                                    double tolerance) {
   JobSpec single = job;
   single.parallel = ParallelConfig{};
+  // The reference saves no checkpoints (one process cannot).
+  single.train.checkpoint_dir.clear();
+  single.train.checkpoint_every = TrainConfig{}.checkpoint_every;
+  single.train.keep_checkpoints = TrainConfig{}.keep_checkpoints;
   fmt::print("verify: running the same job in one process without sharding...\n");
   std::fflush(stdout);
   TrainingSetup setup = build_training(single);

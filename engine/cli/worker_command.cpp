@@ -21,8 +21,8 @@
 namespace shardlab::cli {
 
 int worker_command(const std::vector<std::string>& argv) {
-  Args args(argv,
-            {{"--set", "--save-model", "--telemetry", "--token-file", "--record"}, {"--quiet"}});
+  Args args(argv, {{"--set", "--save-model", "--telemetry", "--token-file", "--record", "--resume"},
+                   {"--quiet"}});
   if (args.positional().size() != 1)
     SL_THROW(UsageError,
              "worker needs exactly one job file, e.g. mpirun -np 4 shardlab worker "
@@ -63,6 +63,13 @@ int worker_command(const std::vector<std::string>& argv) {
   opts.comm_totals = totals;
   opts.save_model_path = args.get("--save-model");
   opts.telemetry = tel.sink_of();
+  opts.resume_from = args.get("--resume");
+  if (root) opts.on_checkpoint = checkpoint_printer(args.has("--quiet"));
+  if (!opts.resume_from.empty()) {
+    // Every rank checks, so a missing checkpoint fails them all alike before any collective.
+    const std::string line = check_resume(job, opts.resume_from);
+    if (root && !args.has("--quiet")) fmt::print("{}\n", line);
+  }
   const ParallelRunResult run = run_rank(job, *world, data, opts);
   if (root) print_sharded_summary(job, run, total.seconds());
   tel.close();

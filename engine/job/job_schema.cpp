@@ -78,6 +78,9 @@ void visit_job(V& v, Job& job) {
     v.field("seed", t.seed);
     v.field("accumulation_steps", t.accumulation_steps);
     v.field("clip_grad_norm", t.clip_grad_norm);
+    v.field("checkpoint_dir", t.checkpoint_dir);
+    v.field("checkpoint_every", t.checkpoint_every);
+    v.field("keep_checkpoints", t.keep_checkpoints);
     v.section("schedule", [&] {
       v.field("kind", t.schedule.kind);
       v.field("warmup_steps", t.schedule.warmup_steps);

@@ -324,8 +324,7 @@ void check_model_parallel(Checker& c, const JobSpec& job, bool world_ok) {
 // nothing is resolved here.
 void check_telemetry(Checker& c, const TelemetryConfig& t) {
   if (t.address.empty()) {
-    if (!t.token_file.empty())
-      c.fail("telemetry.token_file", "only used with telemetry.address");
+    if (!t.token_file.empty()) c.fail("telemetry.token_file", "only used with telemetry.address");
     return;
   }
   const size_t colon = t.address.rfind(':');
@@ -408,6 +407,22 @@ void check_parallel(Checker& c, const JobSpec& job) {
   }
 }
 
+// Checkpoints are the ranks' sharded training state, so they need a sharded strategy.
+void check_checkpoints(Checker& c, const JobSpec& job) {
+  const TrainConfig& t = job.train;
+  c.at_least<int64_t>("train.checkpoint_every", t.checkpoint_every, 0);
+  c.at_least<int64_t>("train.keep_checkpoints", t.keep_checkpoints, 1);
+  if (t.checkpoint_dir.empty()) {
+    const std::string why = "only used with train.checkpoint_dir";
+    if (t.checkpoint_every >= 0) c.unused_field("train.checkpoint_every", why);
+    if (t.keep_checkpoints >= 1) c.unused_field("train.keep_checkpoints", why);
+  } else if (job.parallel.strategy == "none") {
+    c.fail("train.checkpoint_dir",
+           "checkpoints hold the ranks' sharded state: they need parallel.strategy ddp, zero1, "
+           "zero2 or fsdp (strategy none does not save them)");
+  }
+}
+
 }  // namespace
 
 std::vector<FieldError> validate(const JobSpec& job) {
@@ -418,6 +433,7 @@ std::vector<FieldError> validate(const JobSpec& job) {
   check_optimizer(c, job.optimizer);
   check_train(c, job.train);
   check_parallel(c, job);
+  check_checkpoints(c, job);
   check_telemetry(c, job.telemetry);
   return c.take();
 }

@@ -257,6 +257,7 @@ TrainResult HybridShardedOptimizer::optimize(const OptimizeInput& input) {
   spec.first_step = steps_done_;
   spec.stop_at = input.max_steps > 0 ? std::min(im.total_steps, steps_done_ + input.max_steps)
                                      : im.total_steps;
+  spec.after_step = input.after_step;
   spec.epoch = [&im] { return im.sampler->epoch(); };
   if (input.eval)
     spec.evaluate = [this, &input](int64_t max_samples) {

@@ -7,10 +7,13 @@
 #include <map>
 #include <mutex>
 
+#include <fmt/format.h>
+
 #include "engine/comm/threads/world.h"
 #include "engine/core/error.h"
 #include "engine/parallel/comm_telemetry.h"
 #include "engine/parallel/hybrid_optimizer.h"
+#include "engine/parallel/rank_checkpoint.h"
 #include "engine/parallel/sharded_optimizer.h"
 #include "engine/parallel/strategies.h"
 #include "engine/train/step_telemetry.h"
@@ -101,13 +104,65 @@ std::vector<RankReport> gather_reports(Communicator& comm, const RankReport& min
   return reports;
 }
 
+// The layout a checkpoint of `opt` is written on and must be resumed on.
+std::string fingerprint_hex(const ParamLayout& layout) {
+  return fmt::format("{:08x}", parallel_detail::layout_fingerprint(layout));
+}
+
+CheckpointLayout checkpoint_layout(ShardedOptimizer& opt) {
+  CheckpointLayout l;
+  l.strategy = opt.sharding_configuration().strategy;
+  l.world_size = opt.world_size();
+  l.dp = opt.world_size();
+  const ParamLayout& p = opt.model().layout();
+  l.layout = {{"model", opt.options().model.kind},
+              {"params", p.size()},
+              {"param_fingerprint", fingerprint_hex(p)}};
+  return l;
+}
+
+CheckpointLayout checkpoint_layout(const HybridShardedOptimizer& opt) {
+  CheckpointLayout l;
+  l.strategy = opt.sharding_configuration().strategy;
+  l.world_size = opt.world_size();
+  l.pp = opt.topology().pp();
+  l.tp = opt.topology().tp();
+  l.dp = opt.topology().dp();
+  const ParamLayout& p = opt.full_layout();
+  l.layout = {{"model", opt.options().model.kind},
+              {"params", p.size()},
+              {"param_fingerprint", fingerprint_hex(p)}};
+  return l;
+}
+
+// Every rank loads its shard of `from` into `opt`; all or none.
+template <class Opt>
+void resume_rank(Opt& opt, Communicator& comm, const std::string& from) {
+  const std::vector<uint8_t> state = load_rank_checkpoint(comm, from, checkpoint_layout(opt));
+  agree_or_throw(comm, [&] { opt.deserialize(state); });
+}
+
 // Trains `opt` (ShardedOptimizer or HybridShardedOptimizer: the same members) and fills in
 // what this rank held.
 template <class Opt>
-TrainResult train_rank(Opt& opt, const Datasets& data, const RankRunOptions& options,
-                       const MemoryLedger& ledger, RankReport& mine,
+TrainResult train_rank(Opt& opt, Communicator& comm, const Datasets& data,
+                       const RankRunOptions& options, const MemoryLedger& ledger, RankReport& mine,
                        telemetry::TelemetrySink* sink) {
   OptimizeInput in;
+  const TrainConfig& t = opt.options().train;
+  int64_t last_saved = -1;
+  if (!t.checkpoint_dir.empty())
+    in.after_step = [&](int64_t done, bool last) {
+      if (done == last_saved ||
+          !(last || (t.checkpoint_every > 0 && done % t.checkpoint_every == 0)))
+        return;
+      const std::vector<uint8_t> state = opt.serialize();
+      const std::string dir =
+          save_rank_checkpoint(comm, t.checkpoint_dir, done, checkpoint_layout(opt), state,
+                               static_cast<int>(t.keep_checkpoints));
+      last_saved = done;
+      if (opt.rank() == 0 && options.on_checkpoint) options.on_checkpoint(dir, done);
+    };
   in.train = data.train.get();
   in.eval = data.eval.get();
   if (opt.rank() == 0) in.callbacks = options.callbacks;
@@ -156,8 +211,9 @@ ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Dataset
     LedgerScope bind(&ledger);
     if (uses_model_parallelism(job.parallel)) {
       auto opt = HybridShardedOptimizer::create(comm, sharded_options(job));
+      if (!options.resume_from.empty()) resume_rank(*opt, comm, options.resume_from);
       publish_state(sink, comm.rank(), telemetry::JobState::running);
-      out.result = train_rank(*opt, data, options, ledger, mine, sink);
+      out.result = train_rank(*opt, comm, data, options, ledger, mine, sink);
       mine.stage = opt->coord().pp;
       mine.pipeline_busy = opt->pipeline_times().busy;
       mine.pipeline_idle = opt->pipeline_times().idle;
@@ -173,8 +229,9 @@ ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Dataset
       };
     } else {
       auto opt = ShardedOptimizer::create(comm, sharded_options(job));
+      if (!options.resume_from.empty()) resume_rank(*opt, comm, options.resume_from);
       publish_state(sink, comm.rank(), telemetry::JobState::running);
-      out.result = train_rank(*opt, data, options, ledger, mine, sink);
+      out.result = train_rank(*opt, comm, data, options, ledger, mine, sink);
       const MemoryPlan plan =
           plan_memory(opt->model().layout(), job.optimizer, job.parallel, comm.size());
       plan_of = [plan](int) { return plan; };  // the same formula for every rank

@@ -87,12 +87,24 @@ struct RankRunOptions {
   // ranks of a threads job; must outlive the run. (Ranks in separate processes would each need
   // their own, agreeing, answers.)
   StopRequest* stop = nullptr;
+  // When set, every rank resumes from this checkpoint before training (a checkpoint directory:
+  // its latest complete step; or one step directory): the manifest must name this job's strategy,
+  // world size, pp x tp x dp and model layout (InvalidArgument naming what differs otherwise:
+  // resharding is not supported yet), every rank reads its own shard (checked against the
+  // manifest's size and CRC-32) and deserializes it, then training continues to train.steps. Any
+  // problem on any rank fails every rank with the same error, before any step.
+  std::string resume_from;
+  // Called on rank 0 once a checkpoint is complete (job.train.checkpoint_dir), with its step
+  // directory and step.
+  std::function<void(const std::string& step_dir, int64_t step)> on_checkpoint;
 };
 
 // One rank: binds a fresh MemoryLedger to this thread, builds the sharded optimizer from `job`
 // (job.parallel.strategy must not be "none"; HybridShardedOptimizer when the job uses pp or tp,
-// ShardedOptimizer otherwise), runs it on `data` and returns this rank's
-// result with every rank's report (gathered over `comm`). Collective.
+// ShardedOptimizer otherwise), resumes it (options.resume_from), runs it on `data` and returns
+// this rank's result with every rank's report (gathered over `comm`). With
+// job.train.checkpoint_dir set, every rank saves its state there (rank_checkpoint.h) after every
+// train.checkpoint_every steps and after the run's last step. Collective.
 ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Datasets& data,
                            const RankRunOptions& options = {});
 

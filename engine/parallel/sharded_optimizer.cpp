@@ -276,6 +276,7 @@ TrainResult ShardedOptimizer::optimize(const OptimizeInput& input) {
   spec.first_step = steps_done_;
   spec.stop_at =
       input.max_steps > 0 ? std::min(total_steps_, steps_done_ + input.max_steps) : total_steps_;
+  spec.after_step = input.after_step;
   spec.epoch = [this] { return sampler_->epoch(); };
   if (input.eval)
     spec.evaluate = [this, &input](int64_t max_samples) {

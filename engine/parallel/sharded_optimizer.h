@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -76,6 +77,9 @@ struct OptimizeInput {
   // of any phase (its collectives publish their own events). Step, memory, evaluation and
   // collective events are published by the caller (rank_runner.h, step_telemetry.h).
   telemetry::TelemetrySink* telemetry = nullptr;
+  // Called on every rank after each step (LoopSpec::after_step: done, last), at the same point on
+  // every rank, so it may be collective: rank_runner.h saves checkpoints there. May be null.
+  std::function<void(int64_t done, bool last)> after_step;
 };
 
 class ShardedOptimizer : protected BlockHooks {

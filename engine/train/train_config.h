@@ -31,6 +31,13 @@ struct TrainConfig {
   // Clip by the global gradient norm (over all parameters, across all shards) to at most this
   // value before the update, as torch.nn.utils.clip_grad_norm_; 0 disables clipping.
   double clip_grad_norm = 0.0;
+  // Sharded checkpoints (engine/checkpoint/checkpoint_store.h) of a sharded job: every rank's
+  // training state under checkpoint_dir ("": none) after every checkpoint_every steps (0: none
+  // along the way) and always after the run's last step; the newest keep_checkpoints (>= 1)
+  // complete ones are kept. Strategy "none" does not save checkpoints.
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  int64_t keep_checkpoints = 3;
   ScheduleConfig schedule;
   EarlyStoppingConfig early_stopping;
 };

@@ -115,8 +115,10 @@ TrainResult run_training_loop(const LoopSpec& spec, EarlyStopState& early,
             done, t.early_stopping.min_delta, t.early_stopping.patience);
       }
     }
+    if (spec.after_step) spec.after_step(done, done == spec.stop_at || early.stop);
   }
   result.steps = done;
+  if (user_stop && spec.after_step && done > spec.first_step) spec.after_step(done, true);
   if (user_stop) {
     // The steps since the last progress line still get their end-of-run line.
     log_window();

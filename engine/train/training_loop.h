@@ -45,6 +45,11 @@ struct LoopSpec {
   std::function<EvalResult(int64_t max_samples)> evaluate;
   // The data epoch of the last batch.
   std::function<int64_t()> epoch;
+  // Called after each step once its progress line and evaluation are done, with the steps done so
+  // far; `last` is true for the last step this run does (stop_at reached or early stopping
+  // fired), and after a stop at the user's request it is called once more with the steps done
+  // and last = true (unless no step ran). Where a sharded job saves its checkpoints; may be null.
+  std::function<void(int64_t done, bool last)> after_step;
 };
 
 // Runs steps first_step .. stop_at-1, logging through callbacks.on_log every train.log_every

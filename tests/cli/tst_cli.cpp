@@ -94,6 +94,21 @@ class TestCli : public QObject {
     QTest::newRow("missing dataset")
         << QStringList{"run", kMlpJob, "--set", "data.path=/nonexistent/fmnist"} << 1
         << "apt-get install dataset-fashion-mnist";
+    QTest::newRow("checkpoint without inspect")
+        << QStringList{"checkpoint"} << 2 << "checkpoint needs 'inspect DIR'";
+    QTest::newRow("checkpoint inspect missing dir")
+        << QStringList{"checkpoint", "inspect", "/nonexistent/ckpt"} << 1
+        << "/nonexistent/ckpt: no such checkpoint directory";
+    QTest::newRow("resume missing dir")
+        << QStringList{"run", kMlpJob, "--resume", "/nonexistent/ckpt"} << 1
+        << "/nonexistent/ckpt: no such checkpoint directory";
+    QTest::newRow("resume with strategy none")
+        << QStringList{"run",      kMlpJob,
+                       "--set",    "parallel.strategy=none",
+                       "--set",    "parallel.world_size=1",
+                       "--set",    "parallel.backend=threads",
+                       "--resume", "/nonexistent/ckpt"}
+        << 1 << "--resume: checkpoints hold the ranks' sharded state";
     QTest::newRow("bench without target") << QStringList{"bench"} << 2 << "bench needs a target";
     QTest::newRow("bench bad integer") << QStringList{"bench", "optimizer", "--params", "lots"} << 2
                                        << "needs an integer, got 'lots'";
@@ -442,6 +457,107 @@ class TestCli : public QObject {
             R"(median train seconds: off \d+\.\d{3}, on \d+\.\d{3}; telemetry overhead [+-]\d+\.\d%)")),
         qPrintable(o.out));
     QVERIFY2(o.out.contains("0 sent but not received"), qPrintable(o.out));
+  }
+
+  // Checkpoints end to end: a sharded run saves them, `checkpoint inspect` shows the step and
+  // every shard, a run resumes from one, and a damaged shard is one line naming the file.
+  void checkpointsSaveInspectResume() {
+    const QString dir = tmp_.filePath("ck");
+    const QStringList job{kMlpJob,
+                          "--set",
+                          "parallel.world_size=2",
+                          "--set",
+                          "train.steps=4",
+                          "--set",
+                          "train.log_every=2",
+                          "--set",
+                          "train.eval_every=0",
+                          "--set",
+                          "train.eval_batches=1",
+                          "--no-record"};
+    Outcome o = run_cli(
+        QStringList{"run"} + job +
+        QStringList{"--set", "train.checkpoint_dir=" + dir, "--set", "train.checkpoint_every=2"});
+    QVERIFY2(o.exit_code == 0, qPrintable(o.out + o.err));
+    QVERIFY2(o.out.contains("checkpoint: step 2 saved to " + dir + "/step-00000002"),
+             qPrintable(o.out));
+    QVERIFY2(o.out.contains("checkpoint: step 4 saved to"), qPrintable(o.out));
+
+    o = run_cli({"checkpoint", "inspect", dir});
+    QVERIFY2(o.exit_code == 0, qPrintable(o.out + o.err));
+    QVERIFY2(o.out.contains("checkpoint step 4"), qPrintable(o.out));
+    QVERIFY2(o.out.contains("strategy: zero2"), qPrintable(o.out));
+    QVERIFY2(o.out.contains("shard-00000.bin") && o.out.contains("shard-00001.bin"),
+             qPrintable(o.out));
+    QVERIFY2(o.out.contains("verified: 2 shards"), qPrintable(o.out));
+
+    o = run_cli(QStringList{"run"} + job + QStringList{"--resume", dir + "/step-00000002"});
+    QVERIFY2(o.exit_code == 0, qPrintable(o.out + o.err));
+    QVERIFY2(o.out.contains("resume: step 2 of " + dir + "/step-00000002"), qPrintable(o.out));
+    QVERIFY2(o.out.contains("step      4/4") && !o.out.contains("step      2/4"),
+             qPrintable(o.out));
+    QVERIFY2(o.out.contains("summary: completed 4 steps"), qPrintable(o.out));
+
+    const QString shard = dir + "/step-00000004/shard-00001.bin";
+    {
+      QFile f(shard);
+      QVERIFY(f.open(QIODevice::ReadWrite));
+      f.seek(64);
+      char c = 0;
+      f.getChar(&c);
+      f.seek(64);
+      f.putChar(static_cast<char>(c ^ 1));
+    }
+    o = run_cli({"checkpoint", "inspect", dir});
+    QCOMPARE(o.exit_code, 1);
+    QVERIFY2(o.err.startsWith("shardlab: error: " + shard + ": checksum mismatch"),
+             qPrintable(o.err));
+    QCOMPARE(o.err.count('\n'), 1);
+    o = run_cli(QStringList{"run"} + job + QStringList{"--resume", dir});
+    QCOMPARE(o.exit_code, 1);
+    QVERIFY2(o.err.startsWith("shardlab: error: " + shard + ": checksum mismatch"),
+             qPrintable(o.err));
+    QCOMPARE(o.err.count('\n'), 1);
+    QVERIFY2(!o.out.contains("step      3/4"), qPrintable(o.out));
+
+    o = run_cli(QStringList{"run"} + job + QStringList{"--resume", tmp_.filePath("none")});
+    QCOMPARE(o.exit_code, 1);
+    QCOMPARE(o.err,
+             "shardlab: error: " + tmp_.filePath("none") + ": no such checkpoint directory\n");
+  }
+
+  // The same with 2 mpi ranks (`shardlab run` starting workers with --resume): the resumed run
+  // ends with the straight run's evaluation, digit for digit.
+  void checkpointsMpiResume() {
+    if (QStandardPaths::findExecutable("mpirun").isEmpty())
+      QSKIP("mpirun not found (apt-get install openmpi-bin)");
+    const QString dir = tmp_.filePath("ck-mpi");
+    const QStringList job{kMlpJob,
+                          "--set",
+                          "parallel.strategy=fsdp",
+                          "--set",
+                          "parallel.world_size=2",
+                          "--set",
+                          "parallel.backend=mpi",
+                          "--set",
+                          "train.steps=4",
+                          "--set",
+                          "train.eval_every=0",
+                          "--set",
+                          "train.eval_batches=1",
+                          "--no-record"};
+    Outcome a = run_cli(
+        QStringList{"run"} + job +
+        QStringList{"--set", "train.checkpoint_dir=" + dir, "--set", "train.checkpoint_every=2"});
+    QVERIFY2(a.exit_code == 0, qPrintable(a.out + a.err));
+    QVERIFY2(a.out.contains("checkpoint: step 2 saved to " + dir + "/step-00000002"),
+             qPrintable(a.out));
+    Outcome b = run_cli(QStringList{"run"} + job + QStringList{"--resume", dir + "/step-00000002"});
+    QVERIFY2(b.exit_code == 0, qPrintable(b.out + b.err));
+    QCOMPARE(b.out.count("resume: step 2 of "), 1);  // rank 0 prints it
+    const QRegularExpression eval("eval loss [0-9.]+");
+    const QString ea = eval.match(a.out).captured(0), eb = eval.match(b.out).captured(0);
+    QVERIFY2(!ea.isEmpty() && ea == eb, qPrintable(a.out + "\n---\n" + b.out));
   }
 
   void infoReportsBuild() {

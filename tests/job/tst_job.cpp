@@ -263,6 +263,22 @@ class TestJob : public QObject {
         "must be a finite number >= 0 (0: no clipping), got -1");
     row("clip type", R"({"train": {"clip_grad_norm": "1"}})", "train.clip_grad_norm",
         "expected a number");
+    row("checkpoint_every negative",
+        R"({"train": {"checkpoint_dir": "ck", "checkpoint_every": -1},
+            "parallel": {"strategy": "ddp"}})",
+        "train.checkpoint_every", "must be >= 0, got -1");
+    row("keep_checkpoints zero",
+        R"({"train": {"checkpoint_dir": "ck", "keep_checkpoints": 0},
+            "parallel": {"strategy": "ddp"}})",
+        "train.keep_checkpoints", "must be >= 1, got 0");
+    row("checkpoint_dir type", R"({"train": {"checkpoint_dir": 3}})", "train.checkpoint_dir",
+        "expected a string");
+    row("checkpoint_every without dir", R"({"train": {"checkpoint_every": 5}})",
+        "train.checkpoint_every", "only used with train.checkpoint_dir");
+    row("keep_checkpoints without dir", R"({"train": {"keep_checkpoints": 5}})",
+        "train.keep_checkpoints", "only used with train.checkpoint_dir");
+    row("checkpoints with strategy none", R"({"train": {"checkpoint_dir": "ck"}})",
+        "train.checkpoint_dir", "need parallel.strategy ddp, zero1, zero2 or fsdp");
     row("batch not divisible by accumulation", R"({"train": {"accumulation_steps": 3}})",
         "train.batch_size",
         "must be divisible by parallel.world_size x train.accumulation_steps = 3, got 8");
@@ -447,6 +463,10 @@ class TestJob : public QObject {
     row("accumulation", R"({"train": {"accumulation_steps": 8}})");
     row("accumulation max", R"({"train": {"accumulation_steps": 1024, "batch_size": 1024}})");
     row("clip", R"({"train": {"clip_grad_norm": 1.0}})");
+    row("checkpoints", R"({"train": {"checkpoint_dir": "ck", "checkpoint_every": 0,
+        "keep_checkpoints": 1}, "parallel": {"strategy": "zero2", "world_size": 2}})");
+    row("checkpoint keys at their defaults", R"({"train": {"checkpoint_dir": "",
+        "checkpoint_every": 0, "keep_checkpoints": 3}})");
     row("parallel defaults", R"({"parallel": {"strategy": "none", "world_size": 1,
         "backend": "threads", "bucket_mb": 4, "overlap": true, "fsdp_keep_params": false,
         "timeout_s": 60, "pp": 1, "tp": 1, "dp": -1, "micro_batches": 1, "schedule": "1f1b",
@@ -657,6 +677,44 @@ class TestJob : public QObject {
     QCOMPARE(got[1], QString("parallel.timeout_s: must be in (0, 86400] seconds, got -1"));
     QCOMPARE(got[2], QString("train.batch_size: must be divisible by parallel.world_size x "
                              "train.accumulation_steps = 3, got 8"));
+  }
+
+  // The checkpoint keys: written, read back, set with --set, and refused when out of range.
+  void checkpointKeys() {
+    JobSpec job = job_from_json(json::parse(kBase));
+    job.parallel.strategy = "zero1";
+    job.parallel.world_size = 2;
+    job.train.checkpoint_dir = "runs/ck";
+    job.train.checkpoint_every = 25;
+    job.train.keep_checkpoints = 1;
+    QVERIFY(validate(job).empty());
+    const json doc = job_to_json(job);
+    QCOMPARE(doc["train"]["checkpoint_dir"], json("runs/ck"));
+    QCOMPARE(doc["train"]["checkpoint_every"], json(25));
+    QCOMPARE(doc["train"]["keep_checkpoints"], json(1));
+    QVERIFY(job_from_json(json::parse(doc.dump())) == job);
+
+    const JobSpec plain = job_from_json(json::parse(kBase));
+    QCOMPARE(plain.train.checkpoint_dir, std::string());
+    QCOMPARE(plain.train.checkpoint_every, int64_t(0));
+    QCOMPARE(plain.train.keep_checkpoints, int64_t(3));
+
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("ck.json").toStdString();
+    write_file(QString::fromStdString(path), kBase);
+    const JobSpec set = load_job(
+        path, {"parallel.strategy=ddp", "parallel.world_size=2", "train.checkpoint_dir=/tmp/ck dir",
+               "train.checkpoint_every=4", "train.keep_checkpoints=2"});
+    QCOMPARE(set.train.checkpoint_dir, std::string("/tmp/ck dir"));
+    QCOMPARE(set.train.checkpoint_every, int64_t(4));
+    QCOMPARE(set.train.keep_checkpoints, int64_t(2));
+    try {
+      (void)load_job(
+          path, {"parallel.strategy=ddp", "train.checkpoint_dir=ck", "train.keep_checkpoints=0"});
+      QFAIL("keep_checkpoints 0 accepted");
+    } catch (const InvalidArgument& e) {
+      QVERIFY2(QString(e.what()).startsWith("train.keep_checkpoints: must be >= 1"), e.what());
+    }
   }
 
   void roundTripModelParallel() {
