@@ -38,7 +38,8 @@ struct CommRecord {
   // moment the operation finished; for mpi send/recv and nccl the moment wait(), done() or a
   // later call noticed it, so an overlapped operation's time includes the overlap.
   Clock::time_point end;
-  bool ok = true;  // false when it failed or timed out
+  bool ok = true;          // false when it failed or timed out
+  uint64_t flight_id = 0;  // its entry in options().flight_recorder; 0 when not recorded
   double seconds() const;
   double algbw_gbs() const;  // GB/s (1e9 bytes)
   double busbw_gbs() const;

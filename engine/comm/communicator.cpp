@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "engine/comm/flight_recorder.h"
+
 namespace shardlab {
 
 IndexRange chunk_range(int64_t total, int parts, int index) {
@@ -36,13 +38,96 @@ Communicator::Call Communicator::make_call(CommOp op, int64_t bytes, int peer, i
   c.record.peer = peer;
   c.record.tag = tag;
   c.record.start = Clock::now();
+  if (options_.flight_recorder) c.record.flight_id = options_.flight_recorder->issued(c.record);
   return c;
+}
+
+template <typename F>
+WorkHandle Communicator::issue(const Call& call, F&& f) {
+  if (!options_.flight_recorder) return f();
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    // Refused before it got under way (bad arguments, a broken communicator); if the backend
+    // already reported the failure, this only adds its message.
+    options_.flight_recorder->failed(call.record.flight_id, FlightRecorder::State::Failed,
+                                     e.what());
+    throw;
+  }
 }
 
 void Communicator::report(CommRecord record, bool ok) const {
   record.end = Clock::now();
   record.ok = ok;
+  if (options_.flight_recorder) {
+    if (ok)
+      options_.flight_recorder->completed(record.flight_id, record.end);
+    else
+      options_.flight_recorder->failed(record.flight_id, FlightRecorder::State::Failed, {},
+                                       record.end);
+  }
   if (options_.sink) options_.sink->on_record(record);
+}
+
+namespace {
+
+// The same kind of error with `suffix` appended to its message (TimeoutError and CommError only;
+// anything else is returned as it is).
+std::exception_ptr with_suffix(const std::exception_ptr& error, const std::string& suffix) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const TimeoutError& e) {
+    return std::make_exception_ptr(TimeoutError(e.what() + suffix, e.where()));
+  } catch (const CommError& e) {
+    return std::make_exception_ptr(CommError(e.what() + suffix, e.where()));
+  } catch (...) {
+  }
+  return error;
+}
+
+}  // namespace
+
+std::exception_ptr Communicator::report_failure(CommRecord record,
+                                                std::exception_ptr error) const noexcept {
+  record.end = Clock::now();
+  record.ok = false;
+  try {
+    if (options_.flight_recorder && error) {
+      FlightRecorder& fr = *options_.flight_recorder;
+      std::string what = "an unknown exception";
+      bool timeout = false, comm = false;
+      try {
+        std::rethrow_exception(error);
+      } catch (const TimeoutError& e) {
+        what = e.what(), timeout = true;
+      } catch (const CommError& e) {
+        what = e.what(), comm = true;
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      fr.failed(record.flight_id,
+                timeout ? FlightRecorder::State::TimedOut : FlightRecorder::State::Failed, what,
+                record.end);
+      if ((timeout || comm) && !options_.flight_dir.empty()) {
+        std::string suffix;
+        try {
+          const std::string path = fr.dump(options_.flight_dir);
+          suffix = fmt::format("; flight record (last {} operations of rank {}) written to {}",
+                               std::min<uint64_t>(fr.total(), fr.capacity()), fr.rank(), path);
+        } catch (const std::exception& e) {
+          suffix = fmt::format("; the flight record could not be written: {}", e.what());
+        }
+        error = with_suffix(error, suffix);
+      }
+    }
+  } catch (...) {  // out of memory while describing the failure: the error itself still stands
+  }
+  try {
+    if (options_.sink) options_.sink->on_record(record);
+  } catch (...) {  // the operation has failed already; its error is the one to throw
+  }
+  return error;
 }
 
 namespace {
@@ -61,7 +146,7 @@ bool overlap(std::span<const float> a, std::span<const float> b) {
 WorkHandle Communicator::all_reduce_async(std::span<float> data, ReduceOp op) {
   Call c = make_call(CommOp::AllReduce, static_cast<int64_t>(data.size()) * kF, -1, 0);
   c.reduce = op;
-  return do_all_reduce(data, c);
+  return issue(c, [&] { return do_all_reduce(data, c); });
 }
 
 WorkHandle Communicator::reduce_scatter_async(std::span<const float> input, std::span<float> output,
@@ -76,7 +161,7 @@ WorkHandle Communicator::reduce_scatter_async(std::span<const float> input, std:
              "reduce_scatter on group {}: input and output overlap; pass separate buffers", name_);
   Call c = make_call(CommOp::ReduceScatter, total * kF, -1, 0);
   c.reduce = op;
-  return do_reduce_scatter(input, output, c);
+  return issue(c, [&] { return do_reduce_scatter(input, output, c); });
 }
 
 WorkHandle Communicator::all_gather_async(std::span<const float> input, std::span<float> output) {
@@ -88,7 +173,8 @@ WorkHandle Communicator::all_gather_async(std::span<const float> input, std::spa
              name_, rank_, mine.size(), total, input.size());
   SL_ENFORCE(!overlap(input, output),
              "all_gather on group {}: input and output overlap; pass separate buffers", name_);
-  return do_all_gather(input, output, make_call(CommOp::AllGather, total * kF, -1, 0));
+  const Call c = make_call(CommOp::AllGather, total * kF, -1, 0);
+  return issue(c, [&] { return do_all_gather(input, output, c); });
 }
 
 WorkHandle Communicator::broadcast_async(std::span<float> data, int root) {
@@ -96,25 +182,28 @@ WorkHandle Communicator::broadcast_async(std::span<float> data, int root) {
              "broadcast on group {}: root {} is not a rank of a group of {}", name_, root, size_);
   Call c = make_call(CommOp::Broadcast, static_cast<int64_t>(data.size()) * kF, root, 0);
   c.root = root;
-  return do_broadcast(data, c);
+  return issue(c, [&] { return do_broadcast(data, c); });
 }
 
 WorkHandle Communicator::barrier_async() {
-  return do_barrier(make_call(CommOp::Barrier, 0, -1, 0));
+  const Call c = make_call(CommOp::Barrier, 0, -1, 0);
+  return issue(c, [&] { return do_barrier(c); });
 }
 
 WorkHandle Communicator::send_async(std::span<const float> data, int peer, int tag) {
   SL_ENFORCE(peer >= 0 && peer < size_ && peer != rank_,
              "send on group {}: peer {} is not another rank of a group of {}", name_, peer, size_);
   SL_ENFORCE(tag >= 0, "send on group {}: tag must be >= 0, got {}", name_, tag);
-  return do_send(data, make_call(CommOp::Send, static_cast<int64_t>(data.size()) * kF, peer, tag));
+  const Call c = make_call(CommOp::Send, static_cast<int64_t>(data.size()) * kF, peer, tag);
+  return issue(c, [&] { return do_send(data, c); });
 }
 
 WorkHandle Communicator::recv_async(std::span<float> data, int peer, int tag) {
   SL_ENFORCE(peer >= 0 && peer < size_ && peer != rank_,
              "recv on group {}: peer {} is not another rank of a group of {}", name_, peer, size_);
   SL_ENFORCE(tag >= 0, "recv on group {}: tag must be >= 0, got {}", name_, tag);
-  return do_recv(data, make_call(CommOp::Recv, static_cast<int64_t>(data.size()) * kF, peer, tag));
+  const Call c = make_call(CommOp::Recv, static_cast<int64_t>(data.size()) * kF, peer, tag);
+  return issue(c, [&] { return do_recv(data, c); });
 }
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key, const std::string& name) {

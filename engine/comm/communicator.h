@@ -31,9 +31,16 @@
 //
 // Records. Every operation, completed or failed, produces a CommRecord (op, group, bytes, start,
 // end, algbw, busbw) that goes to options().sink.
+//
+// Flight recorder (flight_recorder.h). When options().flight_recorder is set, every operation is
+// also entered in that ring when issued and marked when it completes or fails on this rank; with
+// options().flight_dir set, a TimeoutError or CommError that a wait() will throw first makes the
+// rank write its ring to DIR/flight-rank<world rank>.txt (and .json), and the message ends with
+// "; flight record (last N operations of rank R) written to DIR/flight-rank<R>.txt".
 #pragma once
 
 #include <chrono>
+#include <exception>
 #include <memory>
 #include <span>
 #include <string>
@@ -50,9 +57,21 @@ class CommError : public Error {
   using Error::Error;
 };
 
+class FlightRecorder;  // flight_recorder.h
+
 struct CommOptions {
   std::chrono::milliseconds timeout{60000};  // bound on every wait
   std::shared_ptr<CommSink> sink;            // receives a record per operation; may be null
+
+  // The ring this rank records its operations in (see above); split() passes it on, so a rank's
+  // groups share one. May be null (nothing recorded). The world makers (make_thread_world,
+  // run_threads, make_mpi_world) create one per rank of flight_capacity entries when it is null
+  // and flight_capacity > 0; a recorder given to make_thread_world can only serve a world of one.
+  std::shared_ptr<FlightRecorder> flight_recorder;
+  size_t flight_capacity = 256;  // for the world makers; 0: no recorder
+  // Where a rank writes its flight record when a wait fails (created if missing); empty: never
+  // written. The job layer picks it (e.g. the run's or the checkpoint's folder).
+  std::string flight_dir;
 };
 
 class Work {
@@ -136,11 +155,20 @@ class Communicator {
   virtual std::unique_ptr<Communicator> do_split(int color, int key, const std::string& name) = 0;
 
   // Backends call this once per operation when it completes (ok) or fails on this rank: stamps
-  // the end time and hands the record to the sink.
+  // the end time, marks the flight recorder's entry and hands the record to the sink.
   void report(CommRecord record, bool ok) const;
+  // report(record, false) for a failure whose error is known: the flight recorder's entry gets
+  // the error's message (TimedOut for a TimeoutError), the ring is written out when flight_dir is
+  // set and `error` is a TimeoutError or CommError, and the error to throw is returned: the same
+  // one, or one of the same type whose message says where the ring went. Never throws (a sink
+  // that throws is ignored: the operation has failed already).
+  std::exception_ptr report_failure(CommRecord record, std::exception_ptr error) const noexcept;
 
  private:
   Call make_call(CommOp op, int64_t bytes, int peer, int tag);
+  // Runs a backend's do_*: an exception thrown before it returns a handle fails the entry.
+  template <typename F>
+  WorkHandle issue(const Call& call, F&& f);
 
   int rank_;
   int size_;

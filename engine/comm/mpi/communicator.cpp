@@ -336,6 +336,13 @@ class Channel : public std::enable_shared_from_this<Channel> {
     std::lock_guard lock(owner_mu_);
     if (owner_) owner_->report(op.record, ok);
   }
+  // report(op, false) for a failure with a known error (Communicator::report_failure): returns
+  // the error to throw, which may now say where the flight record went.
+  std::exception_ptr report_failure(Op& op, std::exception_ptr error) {
+    if (!op.has_record) return error;
+    std::lock_guard lock(owner_mu_);
+    return owner_ ? owner_->report_failure(op.record, std::move(error)) : error;
+  }
   // Waits (up to the timeout) for the queue to drain, then stops the thread; abandons what is
   // stuck.
   void shutdown();
@@ -567,7 +574,12 @@ class P2pWork final : public Work {
     finish(false);
   }
   void finish(bool ok) {
-    if (op_->claim()) ch_->report(*op_, ok);
+    if (op_->claim()) {
+      if (ok)
+        ch_->report(*op_, true);
+      else
+        error_ = ch_->report_failure(*op_, error_);
+    }
     finished_.store(true, std::memory_order_release);
   }
 
@@ -623,9 +635,12 @@ void Channel::ensure_usable(Op& op) {
 }
 
 void Channel::reject(Op& op, const std::string& why) {
-  if (op.claim()) report(op, false);
-  SL_THROW(CommError, "{}: this communicator is unusable since {}; the process should end", op.what,
-           why);
+  std::exception_ptr error = std::make_exception_ptr(
+      CommError(fmt::format("{}: this communicator is unusable since {}; the process should end",
+                            op.what, why),
+                detail::where(__FILE__, __LINE__, nullptr)));
+  if (op.claim()) error = report_failure(op, std::move(error));
+  std::rethrow_exception(error);
 }
 
 Channel::Outcome Channel::execute(Op& op, const Clock::time_point* deadline) {
@@ -664,7 +679,12 @@ Channel::Outcome Channel::execute(Op& op, const Clock::time_point* deadline) {
     op.broke = true;
   }
   // The record first, so that it is in the sink when wait() returns.
-  if (op.claim()) report(op, ok);
+  if (op.claim()) {
+    if (ok)
+      report(op, true);
+    else
+      op.error = report_failure(op, op.error);
+  }
   return Outcome::Done;
 }
 
@@ -738,13 +758,18 @@ void Channel::time_out(std::unique_lock<std::mutex>& lock, Op& op, const Op* blo
     if (q.get() != &op && q->claim()) failed.push_back(q);
   }
   lock.unlock();
-  report(op, false);
+  // The timed-out operation's record first (then the queued ones', as they were queued); its
+  // flight record therefore shows those still issued, behind it.
+  std::exception_ptr error = report_failure(
+      op, std::make_exception_ptr(TimeoutError(
+              fmt::format("{} timed out after {} ms on rank {} of {}{}: the mpi backend cannot "
+                          "tell which ranks had not arrived (look for a rank that is late, has "
+                          "failed or never issued this collective); this communicator is now "
+                          "unusable and the process should end",
+                          op.what, timeout_.count(), rank_, size_, behind),
+              detail::where(__FILE__, __LINE__, nullptr))));
   for (auto& q : failed) report(*q, false);
-  SL_THROW(TimeoutError,
-           "{} timed out after {} ms on rank {} of {}{}: the mpi backend cannot tell which ranks "
-           "had not arrived (look for a rank that is late, has failed or never issued this "
-           "collective); this communicator is now unusable and the process should end",
-           op.what, timeout_.count(), rank_, size_, behind);
+  std::rethrow_exception(error);
 }
 
 void Channel::run() {

@@ -3,6 +3,7 @@
 #include <exception>
 #include <thread>
 
+#include "engine/comm/flight_recorder.h"
 #include "engine/comm/mpi/mpi_util.h"
 
 namespace shardlab {
@@ -109,7 +110,14 @@ std::unique_ptr<Communicator> make_mpi_world(const CommOptions& options) {
              "arrived); the process should end",
              options.timeout.count(), rank);
   }
-  return mpi_detail::adopt(dup[0], dup[1], "world", options);
+  CommOptions mine = options;
+  if (mine.flight_recorder) {
+    if (mine.flight_recorder->rank() < 0) mine.flight_recorder->set_rank(rank);
+  } else if (mine.flight_capacity > 0) {
+    mine.flight_recorder = std::make_shared<FlightRecorder>(
+        FlightRecorderOptions{.capacity = mine.flight_capacity, .rank = rank});
+  }
+  return mpi_detail::adopt(dup[0], dup[1], "world", std::move(mine));
 }
 
 }  // namespace shardlab

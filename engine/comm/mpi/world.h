@@ -41,7 +41,9 @@ class MpiSession {
 
 // The world as a Communicator named "world", over a duplicate of MPI_COMM_WORLD (so its traffic
 // never mixes with other users of MPI_COMM_WORLD). Collective: every rank calls it; bounded by
-// options.timeout. Needs a live MpiSession.
+// options.timeout. Needs a live MpiSession. Flight recorder: options.flight_recorder if set (its
+// rank set to the world rank if it had none), else one of options.flight_capacity entries (none
+// for 0); the world's split() groups share it (see communicator.h).
 std::unique_ptr<Communicator> make_mpi_world(const CommOptions& options);
 
 }  // namespace shardlab

@@ -303,12 +303,7 @@ void ThreadsCommunicator::abandon(Executor& ex, const std::shared_ptr<Op>& op) {
         CommError(fmt::format("{} on rank {}: its handle was destroyed before it ran", op->what(),
                               comm->rank()),
                   detail::where(__FILE__, __LINE__, nullptr)));
-    if (op->kind != Kind::Split) {
-      try {
-        comm->report(op->call.record, false);
-      } catch (...) {
-      }
-    }
+    if (op->kind != Kind::Split) op->error = comm->report_failure(op->call.record, op->error);
     op->state.store(2, std::memory_order_release);
     ex.done_cv.notify_all();
     return;
@@ -353,11 +348,13 @@ void ThreadsCommunicator::RecvWork::finish(const WaitResult& r, std::vector<floa
   } catch (...) {
     rv.error = std::current_exception();
   }
-  if (comm) {
+  if (comm && rv.error) {
+    rv.error = comm->report_failure(rv.call.record, rv.error);
+  } else if (comm) {
     try {
-      comm->report(rv.call.record, !rv.error);
+      comm->report(rv.call.record, true);
     } catch (...) {
-      if (!rv.error) rv.error = std::current_exception();
+      rv.error = std::current_exception();
     }
   }
   rv.state.store(rv.error ? 2 : 1, std::memory_order_release);
@@ -407,12 +404,7 @@ ThreadsCommunicator::~ThreadsCommunicator() {
                               "operation ran",
                               op->what(), rank()),
                   detail::where(__FILE__, __LINE__, nullptr)));
-    if (op->kind != Kind::Split) {
-      try {
-        report(op->call.record, false);
-      } catch (...) {  // a sink that throws must not escape a destructor
-      }
-    }
+    if (op->kind != Kind::Split) op->error = report_failure(op->call.record, op->error);
     std::lock_guard lock(ex.mu);
     op->state.store(2, std::memory_order_release);
     ex.done_cv.notify_all();
@@ -427,10 +419,7 @@ ThreadsCommunicator::~ThreadsCommunicator() {
                               "was received",
                               rv->call.describe(), rank()),
                   detail::where(__FILE__, __LINE__, nullptr)));
-    try {
-      report(rv->call.record, false);
-    } catch (...) {
-    }
+    rv->error = report_failure(rv->call.record, rv->error);
     rv->state.store(2, std::memory_order_release);
   }
   ex.recvs.clear();
@@ -522,10 +511,14 @@ WorkHandle ThreadsCommunicator::do_send(std::span<const float> data, const Call&
   } catch (...) {
     error = std::current_exception();
   }
-  try {
-    report(call.record, !error);
-  } catch (...) {
-    if (!error) error = std::current_exception();
+  if (error) {
+    error = report_failure(call.record, error);
+  } else {
+    try {
+      report(call.record, true);
+    } catch (...) {
+      error = std::current_exception();
+    }
   }
   return std::make_shared<DoneWork>(std::move(error));
 }
@@ -574,10 +567,14 @@ void ThreadsCommunicator::execute(Op& op) {
     op.error = std::current_exception();
   }
   if (op.kind == Kind::Split) return;  // not a CommOp: no record
+  if (op.error) {
+    op.error = report_failure(op.call.record, op.error);
+    return;
+  }
   try {
-    report(op.call.record, !op.error);
+    report(op.call.record, true);
   } catch (...) {
-    if (!op.error) op.error = std::current_exception();
+    op.error = std::current_exception();
   }
 }
 

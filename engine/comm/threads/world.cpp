@@ -5,6 +5,7 @@
 #include <mutex>
 #include <thread>
 
+#include "engine/comm/flight_recorder.h"
 #include "engine/comm/threads/communicator.h"
 #include "engine/comm/threads/group.h"
 
@@ -25,11 +26,24 @@ std::string message_of(const std::exception_ptr& e) {
 
 std::vector<std::unique_ptr<Communicator>> make_thread_world(int n, const CommOptions& options) {
   SL_ENFORCE(n >= 1, "a thread world needs at least one rank, got {}", n);
+  SL_ENFORCE(!options.flight_recorder || n == 1,
+             "a flight recorder is one rank's ring, but this thread world has {} ranks: leave "
+             "CommOptions::flight_recorder empty and each rank gets its own (flight_capacity "
+             "entries)",
+             n);
   auto group = std::make_shared<threads_detail::Group>("world", n);
   std::vector<std::unique_ptr<Communicator>> world;
   world.reserve(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r)
-    world.push_back(std::make_unique<ThreadsCommunicator>(group, r, "world", options));
+  for (int r = 0; r < n; ++r) {
+    CommOptions mine = options;
+    if (mine.flight_recorder) {
+      if (mine.flight_recorder->rank() < 0) mine.flight_recorder->set_rank(r);
+    } else if (mine.flight_capacity > 0) {
+      mine.flight_recorder = std::make_shared<FlightRecorder>(
+          FlightRecorderOptions{.capacity = mine.flight_capacity, .rank = r});
+    }
+    world.push_back(std::make_unique<ThreadsCommunicator>(group, r, "world", std::move(mine)));
+  }
   return world;
 }
 

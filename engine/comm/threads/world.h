@@ -19,6 +19,11 @@ void run_threads(int n, const CommOptions& options, const std::function<void(Com
 
 // Lower level: a world of n communicators (ThreadsCommunicator, rank i at index i) for callers
 // that drive their own threads, one thread per communicator.
+//
+// Flight recorder: unless options.flight_capacity is 0, each rank gets a FlightRecorder of its own
+// (rank r's: comm.options().flight_recorder, with rank() == r); a recorder passed in
+// options.flight_recorder is accepted only for a world of one rank (InvalidArgument otherwise).
+// Both functions behave the same here.
 std::vector<std::unique_ptr<Communicator>> make_thread_world(int n, const CommOptions& options);
 
 }  // namespace shardlab
