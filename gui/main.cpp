@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
     const QString& f = files.front();
     const bool opened = f.endsWith(".slrec") ? w.openRecording(f) : w.openFile(f);
     if (!opened && parser.isSet(shots)) {
-      std::fprintf(stderr, "shardlab-gui: cannot open %s\n", qPrintable(f));
+      std::fprintf(stderr, "shardlab-gui: %s\n", qPrintable(w.lastProblem()));
       return 1;
     }
   }

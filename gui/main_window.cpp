@@ -405,7 +405,8 @@ void MainWindow::markRanks(const net::RunModel& run, double now) {
 bool MainWindow::openFile(const QString& path) {
   QFile f(path);
   if (!f.open(QIODevice::ReadOnly | QIODevice::Text)) {
-    statusBar()->showMessage(tr("Cannot open %1: %2").arg(path, f.errorString()));
+    problem_ = tr("cannot open %1: %2").arg(path, f.errorString());
+    statusBar()->showMessage(problem_);
     return false;
   }
   editor_->setText(QString::fromUtf8(f.readAll()));
@@ -433,7 +434,8 @@ bool MainWindow::openRecording(const QString& path) {
     return false;
   }
   if (!replay_->open(path)) {
-    statusBar()->showMessage(tr("Cannot open the recording: %1").arg(replay_->lastError()));
+    problem_ = tr("cannot open the recording: %1").arg(replay_->lastError());
+    statusBar()->showMessage(problem_);
     appendLog(replay_->lastError());
     return false;
   }

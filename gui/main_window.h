@@ -75,6 +75,8 @@ class MainWindow : public QMainWindow {
   bool openFile(const QString& path);
   bool saveFile(const QString& path);
   QString currentFile() const { return file_; }
+  // Why the last openFile() or openRecording() failed.
+  QString lastProblem() const { return problem_; }
   // Opens a recording for replay (refused while a run is going); false and the reason shown when
   // it cannot be read.
   bool openRecording(const QString& path);
@@ -120,6 +122,7 @@ class MainWindow : public QMainWindow {
   RunController* run_;
   ReplayController* replay_;
   QString file_;
+  QString problem_;
   QTimer flags_timer_;  // re-judges silent ranks while a run goes
   bool replaying_ = false;
   int connected_ = 0;
