@@ -9,7 +9,7 @@
 #include <optional>
 #include <system_error>
 
-#include "engine/checkpoint/atomic_file.h"
+#include "engine/core/atomic_file.h"
 #include "engine/core/bytes.h"
 #include "engine/core/error.h"
 

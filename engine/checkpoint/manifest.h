@@ -1,8 +1,8 @@
 // The manifest of a sharded checkpoint (manifest.json in a step directory): what was saved, by
 // which strategy on which topology, and one entry per rank's shard file with its size and CRC-32.
 //
-// On disk (format 1):
-//   {"format_version": 1, "step": 100, "strategy": "zero2", "world_size": 4,
+// On disk (format 2; shards in shard_file.h format 2):
+//   {"format_version": 2, "step": 100, "strategy": "zero2", "world_size": 4,
 //    "pp": 1, "tp": 1, "dp": 4, "layout": {...}, "checksum": "crc32",
 //    "shards": [{"rank": 0, "file": "shard-00000.bin", "bytes": 8192, "crc32": "cbf43926"}, ...]}
 // Unknown keys are ignored; every known key is required and type-checked.
@@ -26,7 +26,7 @@ struct ShardEntry {
 };
 
 struct CheckpointManifest {
-  static constexpr int kFormatVersion = 1;
+  static constexpr int kFormatVersion = 2;
 
   int format_version = kFormatVersion;
   int64_t step = 0;

@@ -1,23 +1,30 @@
 // shardlab checkpoint inspect DIR: what a sharded checkpoint holds (its manifest) and whether every
 // shard is intact (size and CRC-32 against the manifest).
+// shardlab checkpoint consolidate DIR OUT [--force]: the full model's parameters, gathered from the
+// shards of whatever strategy and layout wrote them, as one model file (engine/model/model_file.h)
+// that a job starts from with train.init_model.
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "engine/checkpoint/checkpoint_store.h"
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
+#include "engine/core/error.h"
+#include "engine/model/model_file.h"
+#include "engine/parallel/rank_checkpoint.h"
 
 namespace shardlab::cli {
 
-int checkpoint_command(const std::vector<std::string>& argv) {
-  Args args(argv, {{}, {}});
-  const auto& pos = args.positional();
-  if (pos.empty() || pos[0] != "inspect" || pos.size() != 2)
-    SL_THROW(UsageError,
-             "checkpoint needs 'inspect DIR', e.g. shardlab checkpoint inspect runs/ckpt (DIR: a "
-             "checkpoint directory or one of its step-* directories)");
-  const std::string step_dir = find_checkpoint(pos[1]);
+namespace {
+
+constexpr const char* kUsage =
+    "checkpoint needs 'inspect DIR' or 'consolidate DIR OUT [--force]', e.g. shardlab checkpoint "
+    "inspect runs/ckpt (DIR: a checkpoint directory or one of its step-* directories)";
+
+int inspect(const std::string& dir) {
+  const std::string step_dir = find_checkpoint(dir);
   const CheckpointManifest m = read_manifest(step_dir);
   fmt::print("{}\n", step_dir);
   fmt::print("{}", describe(m));
@@ -25,6 +32,47 @@ int checkpoint_command(const std::vector<std::string>& argv) {
   verify(step_dir);
   fmt::print("verified: {} shards, sizes and checksums match the manifest\n", m.shards.size());
   return 0;
+}
+
+int consolidate(const std::string& dir, const std::string& out, bool force) {
+  std::error_code ec;
+  SL_ENFORCE(!std::filesystem::is_directory(out, ec),
+             "consolidate: {} is a directory; name the model file to write, e.g. {}/model.slm", out,
+             out);
+  SL_ENFORCE(force || !std::filesystem::exists(out, ec),
+             "consolidate: {} exists; pass --force to replace it", out);
+  const std::string step_dir = find_checkpoint(dir);
+  CheckpointManifest m;
+  const std::vector<float> params = read_checkpoint_tensor(step_dir, "param", &m);
+  SL_ENFORCE_T(FormatError,
+               m.layout.contains("param_fingerprint") && m.layout["param_fingerprint"].is_string(),
+               "{}: the manifest's layout has no param_fingerprint", step_dir);
+  uint32_t fingerprint = 0;
+  const std::string hex = m.layout["param_fingerprint"].get<std::string>();
+  try {
+    size_t used = 0;
+    fingerprint = static_cast<uint32_t>(std::stoul(hex, &used, 16));
+    SL_ENFORCE(used == hex.size() && hex.size() == 8, "not 8 hex digits");
+  } catch (const std::exception&) {
+    SL_THROW(FormatError, "{}: param_fingerprint '{}' is not 8 hex digits", step_dir, hex);
+  }
+  write_model_file(out, fingerprint, params);
+  fmt::print(
+      "consolidated step {} of {} ({} on {} ranks, {}x{}x{}): {} parameters -> {}\n"
+      "start a job from it with --set train.init_model={}\n",
+      m.step, step_dir, m.strategy, m.world_size, m.pp, m.tp, m.dp, params.size(), out, out);
+  return 0;
+}
+
+}  // namespace
+
+int checkpoint_command(const std::vector<std::string>& argv) {
+  Args args(argv, {{}, {"--force"}});
+  const auto& pos = args.positional();
+  if (pos.size() == 2 && pos[0] == "inspect") return inspect(pos[1]);
+  if (pos.size() == 3 && pos[0] == "consolidate")
+    return consolidate(pos[1], pos[2], args.has("--force"));
+  SL_THROW(UsageError, "{}", kUsage);
 }
 
 }  // namespace shardlab::cli

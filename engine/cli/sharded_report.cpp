@@ -159,8 +159,18 @@ std::string check_resume(const JobSpec& job, const std::string& dir, bool verify
   const std::string step_dir = find_checkpoint(dir);
   const CheckpointManifest m = read_manifest(step_dir);
   if (verify_shards) verify(step_dir);
-  return fmt::format("resume: step {} of {} ({} on {} ranks)", m.step, step_dir, m.strategy,
-                     m.world_size);
+  const ParallelConfig& p = job.parallel;
+  const bool hybrid = uses_model_parallelism(p);
+  const int pp = hybrid ? static_cast<int>(p.pp) : 1, tp = hybrid ? static_cast<int>(p.tp) : 1;
+  const int dp = hybrid ? static_cast<int>(p.dp) : static_cast<int>(p.world_size);
+  const bool same = m.strategy == p.strategy && m.world_size == p.world_size && m.pp == pp &&
+                    m.tp == tp && m.dp == dp;
+  std::string line = fmt::format("resume: step {} of {} ({} on {} ranks, {}x{}x{})", m.step,
+                                 step_dir, m.strategy, m.world_size, m.pp, m.tp, m.dp);
+  if (!same)
+    line += fmt::format(", resharded to {} on {} ranks ({}x{}x{})", p.strategy, p.world_size, pp,
+                        tp, dp);
+  return line;
 }
 
 }  // namespace shardlab::cli

@@ -79,6 +79,7 @@ void visit_job(V& v, Job& job) {
     v.field("accumulation_steps", t.accumulation_steps);
     v.field("clip_grad_norm", t.clip_grad_norm);
     v.field("checkpoint_dir", t.checkpoint_dir);
+    v.field("init_model", t.init_model);
     v.field("checkpoint_every", t.checkpoint_every);
     v.field("keep_checkpoints", t.keep_checkpoints);
     v.section("schedule", [&] {

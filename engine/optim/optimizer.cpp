@@ -260,6 +260,11 @@ void validate_optimizer_config(const OptimizerConfig& c) {
                  c.initial_accumulator);
 }
 
+void Optimizer::restore_steps(int64_t steps) {
+  SL_ENFORCE(steps >= 0, "optimizer step count must be >= 0, got {}", steps);
+  steps_ = steps;
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config) {
   validate_optimizer_config(config);
   if (config.name == "sgd") return std::make_unique<Sgd>(config);

@@ -33,6 +33,8 @@ class Optimizer {
 
   // Updates done since attach (Adam's bias correction uses it).
   int64_t steps() const { return steps_; }
+  // Sets the step count, for a checkpoint that restores state() array by array.
+  void restore_steps(int64_t steps);
 
   // Named per-element state arrays (e.g. "exp_avg", "exp_avg_sq"), each range().size() long.
   // Checkpoints and resharding read and write state through these.

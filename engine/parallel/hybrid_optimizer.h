@@ -34,6 +34,7 @@
 #include "engine/core/memory.h"
 #include "engine/data/dataset.h"
 #include "engine/optim/optimizer.h"
+#include "engine/parallel/checkpoint_view.h"
 #include "engine/parallel/sharded_optimizer.h"
 #include "engine/parallel/topology.h"
 #include "engine/train/trainer.h"
@@ -95,6 +96,12 @@ class HybridShardedOptimizer {
   // bytes from another layout, rank or strategy with InvalidArgument naming what differs.
   std::vector<uint8_t> serialize();
   void deserialize(std::span<const uint8_t> bytes);
+
+  // As ShardedOptimizer's: the global indices of this rank's slice (tp_slicing.h) of its stage,
+  // cut by the dp strategy, for checkpoints that load into any layout.
+  CheckpointView checkpoint_view();
+  TrainingProgress progress() const;
+  void restore_progress(const TrainingProgress& p);
 
   // The full model's flat parameters, reassembled from every stage and tp slice, on every rank.
   std::vector<float> gather_params();

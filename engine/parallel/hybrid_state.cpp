@@ -23,6 +23,52 @@ constexpr const char* kWhat = "hybrid state";
 
 }  // namespace
 
+CheckpointView HybridShardedOptimizer::checkpoint_view() {
+  Impl& im = *impl_;
+  const ParamLayout& local = local_layout();
+  CheckpointView v;
+  v.held = im.stage->params().first(static_cast<size_t>(local.size()));
+  v.optimizer = optimizer_.get();
+  v.held_map = tp_map(im.stage->slices(), local, full_layout());
+  const bool ddp = im.dp_sync->strategy() == "ddp";
+  // Optimizer state index -> local flat index: the whole slice (ddp) or this dp rank's chunks.
+  const IndexMap state_to_local =
+      ddp ? identity_map(local.size()) : shard_map(im.dp_sync->layout(), im.coord.dp);
+  v.owned_map = compose(state_to_local, v.held_map);
+  // One writer per element: dp rank 0 under ddp, and tp rank 0 for the replicated parameters.
+  if (!ddp || im.coord.dp == 0)
+    v.write_map = im.coord.tp == 0
+                      ? v.owned_map
+                      : compose(state_to_local, tp_map(im.stage->slices(), local, full_layout(),
+                                                       /*skip_replicated=*/true));
+  return v;
+}
+
+TrainingProgress HybridShardedOptimizer::progress() const {
+  const Impl& im = *impl_;
+  TrainingProgress p;
+  p.steps_done = steps_done_;
+  p.has_sampler = im.sampler != nullptr || im.has_pending_sampler;
+  p.sampler = im.sampler ? im.sampler->state() : im.pending_sampler;
+  p.early = im.early;
+  p.optimizer_steps = optimizer_->steps();
+  return p;
+}
+
+void HybridShardedOptimizer::restore_progress(const TrainingProgress& p) {
+  Impl& im = *impl_;
+  optimizer_->restore_steps(p.optimizer_steps);
+  steps_done_ = p.steps_done;
+  im.early = p.early;
+  if (!p.has_sampler) return;
+  if (im.sampler) {
+    im.sampler->set_state(p.sampler);
+  } else {
+    im.pending_sampler = p.sampler;
+    im.has_pending_sampler = true;
+  }
+}
+
 std::vector<uint8_t> HybridShardedOptimizer::serialize() {
   Impl& im = *impl_;
   const std::vector<uint8_t> opt = optimizer_->serialize();

@@ -104,42 +104,23 @@ std::vector<RankReport> gather_reports(Communicator& comm, const RankReport& min
   return reports;
 }
 
-// The layout a checkpoint of `opt` is written on and must be resumed on.
-std::string fingerprint_hex(const ParamLayout& layout) {
-  return fmt::format("{:08x}", parallel_detail::layout_fingerprint(layout));
-}
-
-CheckpointLayout checkpoint_layout(ShardedOptimizer& opt) {
-  CheckpointLayout l;
-  l.strategy = opt.sharding_configuration().strategy;
-  l.world_size = opt.world_size();
-  l.dp = opt.world_size();
-  const ParamLayout& p = opt.model().layout();
-  l.layout = {{"model", opt.options().model.kind},
-              {"params", p.size()},
-              {"param_fingerprint", fingerprint_hex(p)}};
-  return l;
-}
-
-CheckpointLayout checkpoint_layout(const HybridShardedOptimizer& opt) {
-  CheckpointLayout l;
-  l.strategy = opt.sharding_configuration().strategy;
-  l.world_size = opt.world_size();
-  l.pp = opt.topology().pp();
-  l.tp = opt.topology().tp();
-  l.dp = opt.topology().dp();
-  const ParamLayout& p = opt.full_layout();
-  l.layout = {{"model", opt.options().model.kind},
-              {"params", p.size()},
-              {"param_fingerprint", fingerprint_hex(p)}};
-  return l;
-}
-
-// Every rank loads its shard of `from` into `opt`; all or none.
+// Every rank loads its part of `from` into `opt` (resharding when the checkpoint was written on
+// another strategy or layout); all or none. Rank 0 reports the resharding, if any.
 template <class Opt>
-void resume_rank(Opt& opt, Communicator& comm, const std::string& from) {
-  const std::vector<uint8_t> state = load_rank_checkpoint(comm, from, checkpoint_layout(opt));
-  agree_or_throw(comm, [&] { opt.deserialize(state); });
+void resume_rank(Opt& opt, Communicator& comm, const RankRunOptions& options) {
+  const CheckpointManifest m = load_checkpoint(comm, opt, options.resume_from);
+  if (opt.rank() == 0 && options.on_resume)
+    options.on_resume(m.step, resharding(m, checkpoint_layout(opt)));
+}
+
+// Where `opt` starts: a checkpoint (options.resume_from), else a model file
+// (job.train.init_model), else its seeded initialisation. All ranks or none.
+template <class Opt>
+void start_rank(Opt& opt, Communicator& comm, const JobSpec& job, const RankRunOptions& options) {
+  if (!options.resume_from.empty())
+    resume_rank(opt, comm, options);
+  else if (!job.train.init_model.empty())
+    agree_or_throw(comm, [&] { opt.load_model(job.train.init_model); });
 }
 
 // Trains `opt` (ShardedOptimizer or HybridShardedOptimizer: the same members) and fills in
@@ -156,10 +137,8 @@ TrainResult train_rank(Opt& opt, Communicator& comm, const Datasets& data,
       if (done == last_saved ||
           !(last || (t.checkpoint_every > 0 && done % t.checkpoint_every == 0)))
         return;
-      const std::vector<uint8_t> state = opt.serialize();
       const std::string dir =
-          save_rank_checkpoint(comm, t.checkpoint_dir, done, checkpoint_layout(opt), state,
-                               static_cast<int>(t.keep_checkpoints));
+          save_checkpoint(comm, opt, t.checkpoint_dir, static_cast<int>(t.keep_checkpoints));
       last_saved = done;
       if (opt.rank() == 0 && options.on_checkpoint) options.on_checkpoint(dir, done);
     };
@@ -211,7 +190,7 @@ ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Dataset
     LedgerScope bind(&ledger);
     if (uses_model_parallelism(job.parallel)) {
       auto opt = HybridShardedOptimizer::create(comm, sharded_options(job));
-      if (!options.resume_from.empty()) resume_rank(*opt, comm, options.resume_from);
+      start_rank(*opt, comm, job, options);
       publish_state(sink, comm.rank(), telemetry::JobState::running);
       out.result = train_rank(*opt, comm, data, options, ledger, mine, sink);
       mine.stage = opt->coord().pp;
@@ -229,7 +208,7 @@ ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Dataset
       };
     } else {
       auto opt = ShardedOptimizer::create(comm, sharded_options(job));
-      if (!options.resume_from.empty()) resume_rank(*opt, comm, options.resume_from);
+      start_rank(*opt, comm, job, options);
       publish_state(sink, comm.rank(), telemetry::JobState::running);
       out.result = train_rank(*opt, comm, data, options, ledger, mine, sink);
       const MemoryPlan plan =

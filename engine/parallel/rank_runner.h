@@ -88,12 +88,15 @@ struct RankRunOptions {
   // their own, agreeing, answers.)
   StopRequest* stop = nullptr;
   // When set, every rank resumes from this checkpoint before training (a checkpoint directory:
-  // its latest complete step; or one step directory): the manifest must name this job's strategy,
-  // world size, pp x tp x dp and model layout (InvalidArgument naming what differs otherwise:
-  // resharding is not supported yet), every rank reads its own shard (checked against the
-  // manifest's size and CRC-32) and deserializes it, then training continues to train.steps. Any
-  // problem on any rank fails every rank with the same error, before any step.
+  // its latest complete step; or one step directory): the manifest must name this job's model,
+  // optimizer and batch size (InvalidArgument naming what differs otherwise); its strategy, world
+  // size and pp x tp x dp may differ (resharding, rank_checkpoint.h). Every rank reads its
+  // parameters and optimizer state from the shards that hold them, then training continues to
+  // train.steps. Any problem on any rank fails every rank with the same error, before any step.
   std::string resume_from;
+  // Called on rank 0 after a resume, with the checkpoint's step and its resharding ("" when it
+  // was written on this layout; else e.g. "zero2 on 4 ranks (1x1x4) -> fsdp on 2 ranks (1x1x2)").
+  std::function<void(int64_t step, const std::string& resharding)> on_resume;
   // Called on rank 0 once a checkpoint is complete (job.train.checkpoint_dir), with its step
   // directory and step.
   std::function<void(const std::string& step_dir, int64_t step)> on_checkpoint;

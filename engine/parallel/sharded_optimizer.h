@@ -37,7 +37,9 @@
 #include "engine/data/sampler.h"
 #include "engine/job/job_spec.h"
 #include "engine/model/model.h"
+#include "engine/model/model_file.h"
 #include "engine/optim/optimizer.h"
+#include "engine/parallel/checkpoint_view.h"
 #include "engine/parallel/parallel_config.h"
 #include "engine/parallel/shard_layout.h"
 #include "engine/telemetry/sink.h"
@@ -133,6 +135,14 @@ class ShardedOptimizer : protected BlockHooks {
   std::vector<uint8_t> serialize();
   void deserialize(std::span<const uint8_t> bytes);
 
+  // For checkpoints in the model's global indices (rank_checkpoint.h; a checkpoint loads into any
+  // strategy): this rank's parameters and optimizer state with their global indices, and where
+  // training stands. restore_progress() sets the step count, data position, early-stopping state
+  // and the base optimizer's step count (the same on every rank).
+  CheckpointView checkpoint_view();
+  TrainingProgress progress() const;
+  void restore_progress(const TrainingProgress& p);
+
   // The full flat parameters, the same on every rank. Collective.
   std::vector<float> gather_params();
   // Writes the full parameters as a model file (rank 0 writes; collective). load_model reads one
@@ -202,10 +212,5 @@ class ShardedOptimizer : protected BlockHooks {
   MemorySnapshot steady_memory_;
   double last_grad_norm_ = 0;
 };
-
-// Reads a model file written by save_model(): the full flat parameters. Throws IoError when it
-// cannot be read and FormatError/InvalidArgument naming the file when it is corrupt, truncated or
-// for a model with a different parameter count, names or shapes.
-std::vector<float> read_model_file(const std::string& path, const ParamLayout& layout);
 
 }  // namespace shardlab

@@ -7,9 +7,7 @@
 //   i64 steps done, u8 has sampler, i64 epoch, i64 index,
 //   f64 best eval, i64 evals without gain, i64 evals seen, u8 early stop,
 //   floats held params, i64 n + n bytes base optimizer state, u32 CRC-32 of all before.
-// Model file format, version 1:
-//   magic "SLMODEL\0", u32 version, i64 params, u32 layout fingerprint (CRC-32 of every
-//   parameter's name and shape), floats params, u32 CRC-32 of all before.
+// Model files: engine/model/model_file.h.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +15,7 @@
 
 #include "engine/core/bytes.h"
 #include "engine/core/error.h"
+#include "engine/model/model_file.h"
 #include "engine/parallel/sharded_optimizer.h"
 #include "engine/parallel/strategies.h"
 
@@ -25,7 +24,6 @@ namespace shardlab {
 namespace {
 
 constexpr char kStateMagic[8] = {'S', 'L', 'S', 'H', 'A', 'R', 'D', '\0'};
-constexpr char kModelMagic[8] = {'S', 'L', 'M', 'O', 'D', 'E', 'L', '\0'};
 constexpr uint32_t kVersion = 1;
 
 // CRC of how the flat parameters are cut into units (it depends on parallel.bucket_mb): a rank's
@@ -64,12 +62,7 @@ Buffer bytes_as_floats(const std::vector<uint8_t>& bytes) {
 namespace parallel_detail {
 
 uint32_t layout_fingerprint(const ParamLayout& layout) {
-  ByteWriter w;
-  for (const ParamInfo& p : layout.params()) {
-    w.str(p.name);
-    for (int64_t d : p.shape) w.pod(d);
-  }
-  return crc32_of(w.out().data(), w.out().size());
+  return model_layout_fingerprint(layout);
 }
 
 void write_model_file_collective(Communicator& comm, const std::string& path,
@@ -78,25 +71,7 @@ void write_model_file_collective(Communicator& comm, const std::string& path,
   std::string error;
   if (comm.rank() == 0) {
     try {
-      ByteWriter w(full.size() * 4 + 64);
-      w.bytes(kModelMagic, 8);
-      w.pod(kVersion);
-      w.pod(layout.size());
-      w.pod(layout_fingerprint(layout));
-      w.floats(full);
-      w.checksum();
-      const std::string tmp = path + ".tmp";
-      {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        SL_ENFORCE_T(IoError, out.good(), "cannot write model file {}", tmp);
-        out.write(reinterpret_cast<const char*>(w.out().data()),
-                  static_cast<std::streamsize>(w.out().size()));
-        out.flush();
-        SL_ENFORCE_T(IoError, out.good(), "writing model file {} failed (disk full?)", tmp);
-      }
-      std::error_code ec;
-      std::filesystem::rename(tmp, path, ec);
-      SL_ENFORCE_T(IoError, !ec, "cannot rename {} to {}: {}", tmp, path, ec.message());
+      write_model_file(path, layout_fingerprint(layout), full);
     } catch (const Error& e) {
       ok = 0.0f;
       error = e.what();
@@ -244,32 +219,52 @@ void ShardedOptimizer::deserialize(std::span<const uint8_t> bytes) {
   }
 }
 
+CheckpointView ShardedOptimizer::checkpoint_view() {
+  CheckpointView v;
+  const std::string& s = options_.sharding.strategy;
+  const int64_t n = model_->num_params();
+  v.held = held_params();
+  v.optimizer = optimizer_.get();
+  if (s == "ddp") {
+    // Every rank holds and updates everything: rank 0 writes.
+    v.held_map = identity_map(n);
+    v.owned_map = identity_map(n);
+    if (rank() == 0) v.write_map = v.owned_map;
+    return v;
+  }
+  v.owned_map = shard_map(layout_, rank());
+  v.write_map = v.owned_map;
+  // ZeRO-1/2 hold the whole parameters; FSDP its shard, indexed like its optimizer state.
+  v.held_map = s == "fsdp" ? v.owned_map : identity_map(n);
+  return v;
+}
+
+TrainingProgress ShardedOptimizer::progress() const {
+  TrainingProgress p;
+  p.steps_done = steps_done_;
+  p.has_sampler = sampler_ != nullptr || has_pending_sampler_;
+  p.sampler = sampler_ ? sampler_->state() : pending_sampler_;
+  p.early = early_;
+  p.optimizer_steps = optimizer_->steps();
+  return p;
+}
+
+void ShardedOptimizer::restore_progress(const TrainingProgress& p) {
+  optimizer_->restore_steps(p.optimizer_steps);
+  steps_done_ = p.steps_done;
+  early_ = p.early;
+  if (!p.has_sampler) return;
+  if (sampler_) {
+    sampler_->set_state(p.sampler);
+  } else {
+    pending_sampler_ = p.sampler;
+    has_pending_sampler_ = true;
+  }
+}
+
 void ShardedOptimizer::save_model(const std::string& path) {
   const std::vector<float> full = gather_params();
   parallel_detail::write_model_file_collective(comm_, path, model_->layout(), full);
-}
-
-std::vector<float> read_model_file(const std::string& path, const ParamLayout& layout) {
-  std::error_code ec;
-  SL_ENFORCE_T(IoError, std::filesystem::is_regular_file(path, ec), "cannot read model file {}: {}",
-               path, std::filesystem::exists(path, ec) ? "not a regular file" : "no such file");
-  std::ifstream in(path, std::ios::binary);
-  SL_ENFORCE_T(IoError, in.good(), "cannot read model file {}", path);
-  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
-                                   std::istreambuf_iterator<char>());
-  const std::string what = "model file " + path;
-  ByteReader r(bytes, what);
-  r.verify_checksum();
-  check_magic(r, kModelMagic, "model file");
-  const auto n = r.pod<int64_t>("parameter count");
-  SL_ENFORCE(n == layout.size(), "{}: holds {} parameters, this model has {}", what, n,
-             layout.size());
-  const auto fp = r.pod<uint32_t>("layout fingerprint");
-  SL_ENFORCE(fp == layout_fingerprint(layout),
-             "{}: its parameter names or shapes differ from this model's", what);
-  std::vector<float> full(static_cast<size_t>(n));
-  r.floats(full, "parameters");
-  return full;
 }
 
 void ShardedOptimizer::load_model(const std::string& path) {

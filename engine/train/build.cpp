@@ -1,6 +1,9 @@
 #include "engine/train/build.h"
 
+#include <algorithm>
+
 #include "engine/core/error.h"
+#include "engine/model/model_file.h"
 
 namespace shardlab {
 
@@ -32,6 +35,10 @@ TrainingSetup build_training(const JobSpec& job) {
   ModelConfig& mc = s.job.model;
   complete_model_config(mc, s.data);
   s.model = build_model(mc);
+  if (!job.train.init_model.empty()) {
+    const std::vector<float> params = read_model_file(job.train.init_model, s.model->layout());
+    std::copy(params.begin(), params.end(), s.model->params().begin());
+  }
   s.optimizer = make_optimizer(job.optimizer);
   return s;
 }

@@ -10,9 +10,9 @@
 #include <fstream>
 #include <set>
 
-#include "engine/checkpoint/atomic_file.h"
 #include "engine/checkpoint/checkpoint_store.h"
 #include "engine/checkpoint/manifest.h"
+#include "engine/core/atomic_file.h"
 #include "engine/core/error.h"
 
 using namespace shardlab;
@@ -146,7 +146,7 @@ class TestCheckpointStore : public QObject {
 
     for (const auto& from : {dir, sd, sd + "/", dir + "/"}) {
       const CheckpointManifest back = read_manifest(from);
-      QCOMPARE(back.format_version, 1);
+      QCOMPARE(back.format_version, CheckpointManifest::kFormatVersion);
       QCOMPARE(back.step, int64_t(100));
       QCOMPARE(back.strategy, std::string("zero2"));
       QCOMPARE(back.world_size, 4);
@@ -370,7 +370,7 @@ class TestCheckpointStore : public QObject {
     put_file(path, "{\"format_version\": 1, \"step\": ");
     VERIFY_CONTAINS(error_of<FormatError>([&] { read_manifest(dir); }), path + ": not valid JSON");
     QCOMPARE(with([](auto& j) { j["format_version"] = 7; }),
-             path + ": format_version 7 is not supported (this build reads 1)");
+             path + ": format_version 7 is not supported (this build reads 2)");
     QCOMPARE(with([](auto& j) { j["step"] = "100"; }),
              path + ": field 'step' must be an integer, got a string");
     QCOMPARE(with([](auto& j) { j.erase("strategy"); }), path + ": missing field 'strategy'");

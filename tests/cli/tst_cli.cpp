@@ -526,6 +526,85 @@ class TestCli : public QObject {
              "shardlab: error: " + tmp_.filePath("none") + ": no such checkpoint directory\n");
   }
 
+  // Resharding and consolidation from the CLI: a ZeRO-2 checkpoint of 2 ranks resumes as FSDP on
+  // 3 (the resume line says so), `checkpoint consolidate` writes the same model file as the run's
+  // own --save-model (gathered through the optimizer, not the shards), refuses to overwrite it
+  // without --force, and a job starts from it with train.init_model.
+  void checkpointsConsolidateAndReshard() {
+    const QString dir = tmp_.filePath("ck-cons");
+    const QString saved = tmp_.filePath("saved.slm"), cons = tmp_.filePath("cons.slm");
+    const QStringList job{kMlpJob,
+                          "--set",
+                          "parallel.world_size=2",
+                          "--set",
+                          "train.steps=3",
+                          "--set",
+                          "train.eval_every=0",
+                          "--set",
+                          "train.eval_batches=1",
+                          "--no-record"};
+    Outcome o = run_cli(QStringList{"run"} + job +
+                        QStringList{"--set", "train.checkpoint_dir=" + dir, "--save-model", saved});
+    QVERIFY2(o.exit_code == 0, qPrintable(o.out + o.err));
+    o = run_cli({"checkpoint", "consolidate", dir, cons});
+    QVERIFY2(o.exit_code == 0, qPrintable(o.out + o.err));
+    QVERIFY2(o.out.contains("consolidated step 3 of " + dir + "/step-00000003 (zero2 on 2 ranks"),
+             qPrintable(o.out));
+    QFile a(saved), b(cons);
+    QVERIFY(a.open(QIODevice::ReadOnly) && b.open(QIODevice::ReadOnly));
+    const QByteArray bytes = b.readAll();
+    QVERIFY(bytes.size() > 100000);
+    QVERIFY2(a.readAll() == bytes, "consolidated model differs from the run's --save-model");
+    o = run_cli({"checkpoint", "consolidate", dir, cons});
+    QCOMPARE(o.exit_code, 1);
+    QCOMPARE(o.err,
+             "shardlab: error: consolidate: " + cons + " exists; pass --force to replace it\n");
+    o = run_cli({"checkpoint", "consolidate", dir, cons, "--force"});
+    QVERIFY2(o.exit_code == 0, qPrintable(o.out + o.err));
+
+    o = run_cli(QStringList{"run"} + job +
+                QStringList{"--set", "parallel.strategy=fsdp", "--set", "parallel.world_size=3",
+                            "--set", "train.batch_size=" + QString::number(64), "--set",
+                            "train.steps=5", "--resume", dir});
+    // The job's batch is 64 (divisible by 2 and... not by 3): refused before any step, naming it.
+    QCOMPARE(o.exit_code, 1);
+    QVERIFY2(o.err.contains("train.batch_size"), qPrintable(o.err));
+    o = run_cli(QStringList{"run"} + job +
+                QStringList{"--set", "parallel.strategy=fsdp", "--set", "parallel.world_size=4",
+                            "--set", "train.steps=5", "--resume", dir});
+    QVERIFY2(o.exit_code == 0, qPrintable(o.out + o.err));
+    QVERIFY2(o.out.contains("resume: step 3 of " + dir +
+                            "/step-00000003 (zero2 on 2 ranks, "
+                            "1x1x2), resharded to fsdp on 4 ranks (1x1x4)"),
+             qPrintable(o.out));
+    QVERIFY2(o.out.contains("step      5/5") && !o.out.contains("step      3/5"),
+             qPrintable(o.out));
+
+    o = run_cli({"run", kMlpJob, "--set", "parallel.strategy=none", "--set",
+                 "parallel.world_size=1", "--set", "train.steps=1", "--set", "train.eval_every=0",
+                 "--set", "train.init_model=" + tmp_.filePath("missing.slm"), "--no-record"});
+    QCOMPARE(o.exit_code, 1);
+    QCOMPARE(o.err, "shardlab: error: cannot read model file " + tmp_.filePath("missing.slm") +
+                        ": no such file\n");
+    // One process from the consolidated model: its first loss is not the seeded model's.
+    const QStringList single{"run",        kMlpJob,
+                             "--set",      "parallel.strategy=none",
+                             "--set",      "parallel.world_size=1",
+                             "--set",      "train.steps=1",
+                             "--set",      "train.eval_every=0",
+                             "--set",      "train.log_every=1",
+                             "--no-record"};
+    const QRegularExpression loss("step +1/1 +epoch +0 +loss ([0-9.]+)");
+    o = run_cli(single + QStringList{"--set", "train.init_model=" + cons});
+    QVERIFY2(o.exit_code == 0, qPrintable(o.out + o.err));
+    const QString from_model = loss.match(o.out).captured(1);
+    o = run_cli(single);
+    QVERIFY2(o.exit_code == 0, qPrintable(o.out + o.err));
+    const QString from_seed = loss.match(o.out).captured(1);
+    QVERIFY2(!from_model.isEmpty() && !from_seed.isEmpty() && from_model != from_seed,
+             qPrintable(from_model + " vs " + from_seed));
+  }
+
   // The same with 2 mpi ranks (`shardlab run` starting workers with --resume): the resumed run
   // ends with the straight run's evaluation, digit for digit.
   void checkpointsMpiResume() {

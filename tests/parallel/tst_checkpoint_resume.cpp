@@ -3,7 +3,7 @@
 // dp 2 GPT (2 micro-batches), a run of 8 steps saving every 3 steps, and a second run resumed
 // from its step-6 checkpoint, end with bit-identical parameters, and steps 7 and 8 have the same
 // losses. A run stopped by the user saves where it stopped and resumes from there;
-// keep_checkpoints prunes; a checkpoint from another strategy or world size is refused
+// keep_checkpoints prunes; a checkpoint of another model, optimizer or global batch is refused
 // naming the difference; a damaged shard or manifest fails every rank naming the file before any
 // step.
 #include <QTemporaryDir>
@@ -225,25 +225,36 @@ class TestCheckpointResume : public QObject {
     QCOMPARE(b.saved, (std::vector<int64_t>{kSteps}));
   }
 
-  void otherLayoutIsRefused_data() {
-    QTest::addColumn<QString>("strategy");
-    QTest::addColumn<int>("world");
+  // Another strategy or world size loads (resharding: tst_resharding); another model, optimizer
+  // or global batch is refused naming what differs.
+  void otherModelIsRefused_data() {
+    QTest::addColumn<QString>("change");
     QTest::addColumn<QString>("difference");
-    QTest::newRow("strategy") << "ddp" << 4 << "parallel.strategy: checkpoint zero2, this job ddp";
-    QTest::newRow("world size") << "zero2" << 2 << "parallel.world_size: checkpoint 4, this job 2";
+    QTest::newRow("optimizer") << "sgd"
+                               << "model layout optimizer: checkpoint \"adam\", this job \"sgd\"";
+    QTest::newRow("batch size") << "batch"
+                                << "model layout batch_size: checkpoint 24, this job 48";
+    QTest::newRow("model") << "hidden"
+                           << "model layout params: checkpoint";
   }
 
-  void otherLayoutIsRefused() {
-    QFETCH(QString, strategy);
-    QFETCH(int, world);
+  void otherModelIsRefused() {
+    QFETCH(QString, change);
     QFETCH(QString, difference);
     if (!dirs_.count("zero2")) QSKIP("needs resumeIsExact(zero2)");
-    const JobSpec job = mlp_ckpt_job(strategy.toStdString(), world, path("other"));
+    JobSpec job = mlp_ckpt_job("zero2", 4, path("other"));
+    if (change == "sgd") {
+      job.optimizer = optimizer_config("sgd");
+    } else if (change == "batch") {
+      job.train.batch_size = 48;
+    } else {
+      job.model.mlp.hidden.back() += 4;
+    }
     Run r;
     const auto [type, what] = caught([&] { r = run_job(job, dirs_["zero2"]); });
     QCOMPARE(q(type), QString("InvalidArgument"));
     QVERIFY2(q(what).contains(difference), qPrintable(q(what)));
-    QVERIFY2(q(what).contains("resharding is not supported yet"), qPrintable(q(what)));
+    QVERIFY2(q(what).contains("cannot resume this job from it"), qPrintable(q(what)));
     QVERIFY2(q(what).contains(q(step_dir(dirs_["zero2"], 8))), qPrintable(q(what)));
   }
 
@@ -251,9 +262,12 @@ class TestCheckpointResume : public QObject {
     QTest::addColumn<QString>("damage");
     QTest::addColumn<QString>("file");     // the file the message must name
     QTest::addColumn<QString>("problem");  // and what it must say
-    QTest::newRow("flipped byte") << "flip"
-                                  << "shard-00002.bin"
-                                  << "checksum mismatch";
+    QTest::newRow("flipped header byte") << "flip"
+                                         << "shard-00002.bin"
+                                         << "checksum mismatch in the header";
+    QTest::newRow("flipped data byte") << "flip-data"
+                                       << "shard-00001.bin"
+                                       << "checksum mismatch in tensor";
     QTest::newRow("truncated shard") << "truncate"
                                      << "shard-00001.bin"
                                      << "truncated";
@@ -275,6 +289,8 @@ class TestCheckpointResume : public QObject {
     const std::string target = copy + "/" + file.toStdString();
     if (damage == "flip") {
       flip_byte(target, 100);
+    } else if (damage == "flip-data") {
+      flip_byte(target, static_cast<std::streamoff>(fs::file_size(target)) - 100);
     } else if (damage == "truncate") {
       fs::resize_file(target, fs::file_size(target) / 2);
     } else if (damage == "remove") {

@@ -1,4 +1,4 @@
-#include "engine/checkpoint/atomic_file.h"
+#include "engine/core/atomic_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,0 +1,173 @@
+#include "engine/checkpoint/shard_file.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "engine/core/bytes.h"
+#include "engine/core/error.h"
+
+namespace shardlab {
+
+namespace {
+
+constexpr char kMagic[8] = {'S', 'L', 'S', 'H', 'R', 'D', '2', '\0'};
+constexpr uint32_t kMaxHeader = 1u << 30;
+
+std::string hex(uint32_t v) {
+  return fmt::format("{:08x}", v);
+}
+
+// The first problem of `runs` (sorted, disjoint, non-empty, non-negative), or "".
+std::string runs_problem(const std::vector<GlobalRun>& runs) {
+  int64_t end = 0;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const GlobalRun& r = runs[i];
+    if (r.begin < 0 || r.count <= 0)
+      return fmt::format("run {} is [{}, +{}): must start at >= 0 and hold >= 1 element", i,
+                         r.begin, r.count);
+    if (i > 0 && r.begin < end)
+      return fmt::format("run {} starts at {}, before the end {} of the run before it", i, r.begin,
+                         end);
+    end = r.begin + r.count;
+  }
+  return {};
+}
+
+void read_exact(std::ifstream& in, const std::string& path, uint64_t at, void* out, size_t n,
+                const char* what) {
+  in.clear();
+  in.seekg(static_cast<std::streamoff>(at));
+  in.read(static_cast<char*>(out), static_cast<std::streamsize>(n));
+  SL_ENFORCE_T(FormatError, in.gcount() == static_cast<std::streamsize>(n),
+               "{}: truncated while reading {} (needs {} bytes at {})", path, what, n, at);
+}
+
+}  // namespace
+
+int64_t ShardHeader::elements() const {
+  int64_t n = 0;
+  for (const GlobalRun& r : runs) n += r.count;
+  return n;
+}
+
+const ShardTensor* ShardHeader::find(const std::string& name) const {
+  for (const ShardTensor& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+std::vector<uint8_t> encode_shard(
+    const ShardHeader& header,
+    const std::vector<std::pair<std::string, std::span<const float>>>& tensors) {
+  const std::string problem = runs_problem(header.runs);
+  SL_ENFORCE(problem.empty(), "encode_shard: {}", problem);
+  const int64_t n = header.elements();
+  nlohmann::json runs = nlohmann::json::array();
+  for (const GlobalRun& r : header.runs) runs.push_back({r.begin, r.count});
+  nlohmann::json list = nlohmann::json::array();
+  uint64_t offset = 0;
+  for (const auto& [name, values] : tensors) {
+    SL_ENFORCE(static_cast<int64_t>(values.size()) == n,
+               "encode_shard: tensor {} has {} values, the runs hold {}", name, values.size(), n);
+    const uint32_t crc =
+        crc32_of(reinterpret_cast<const uint8_t*>(values.data()), values.size() * sizeof(float));
+    list.push_back({{"name", name}, {"offset", offset}, {"count", n}, {"crc32", hex(crc)}});
+    offset += values.size() * sizeof(float);
+  }
+  const nlohmann::json j = {{"rank", header.rank},
+                            {"step", header.step},
+                            {"progress", header.progress},
+                            {"runs", std::move(runs)},
+                            {"tensors", std::move(list)}};
+  const std::string text = j.dump();
+  ByteWriter w(text.size() + offset + 32);
+  w.bytes(kMagic, 8);
+  w.pod(static_cast<uint32_t>(text.size()));
+  w.bytes(text.data(), text.size());
+  w.pod(crc32_of(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  for (const auto& [name, values] : tensors) w.bytes(values.data(), values.size() * sizeof(float));
+  return std::move(w.out());
+}
+
+ShardHeader read_shard_header(const std::string& path, uint64_t file_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  SL_ENFORCE_T(IoError, in.good(), "{}: cannot open the shard", path);
+  char magic[8];
+  read_exact(in, path, 0, magic, 8, "the magic");
+  SL_ENFORCE_T(FormatError, std::memcmp(magic, kMagic, 6) == 0 && magic[7] == '\0',
+               "{}: not a ShardLab checkpoint shard (bad magic)", path);
+  SL_ENFORCE_T(FormatError, magic[6] == kMagic[6],
+               "{}: shard format {} is not supported (this build reads format 2)", path,
+               magic[6] >= '0' && magic[6] <= '9' ? std::string(1, magic[6]) : std::string("?"));
+  uint32_t len = 0;
+  read_exact(in, path, 8, &len, 4, "the header length");
+  SL_ENFORCE_T(FormatError, len <= kMaxHeader && 16ull + len <= file_bytes,
+               "{}: header length {} does not fit the {} bytes of the file", path, len, file_bytes);
+  std::string text(len, '\0');
+  read_exact(in, path, 12, text.data(), len, "the header");
+  uint32_t crc = 0;
+  read_exact(in, path, 12 + len, &crc, 4, "the header checksum");
+  const uint32_t actual = crc32_of(reinterpret_cast<const uint8_t*>(text.data()), text.size());
+  SL_ENFORCE_T(FormatError, crc == actual,
+               "{}: checksum mismatch in the header (stored crc32 {}, computed {}): the shard is "
+               "corrupt",
+               path, hex(crc), hex(actual));
+  ShardHeader h;
+  h.data_start = 16ull + len;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    h.rank = j.at("rank").get<int>();
+    h.step = j.at("step").get<int64_t>();
+    h.progress = j.at("progress");
+    for (const auto& r : j.at("runs")) {
+      SL_ENFORCE_T(FormatError, r.is_array() && r.size() == 2, "a run is not [begin, count]");
+      h.runs.push_back({r[0].get<int64_t>(), r[1].get<int64_t>()});
+    }
+    for (const auto& t : j.at("tensors")) {
+      ShardTensor st;
+      st.name = t.at("name").get<std::string>();
+      st.offset = t.at("offset").get<uint64_t>();
+      st.count = t.at("count").get<int64_t>();
+      st.crc32 = static_cast<uint32_t>(std::stoul(t.at("crc32").get<std::string>(), nullptr, 16));
+      h.tensors.push_back(std::move(st));
+    }
+  } catch (const Error& e) {
+    SL_THROW(FormatError, "{}: malformed header: {}", path, e.what());
+  } catch (const std::exception& e) {
+    SL_THROW(FormatError, "{}: malformed header: {}", path, e.what());
+  }
+  const std::string problem = runs_problem(h.runs);
+  SL_ENFORCE_T(FormatError, problem.empty(), "{}: malformed header: {}", path, problem);
+  const int64_t n = h.elements();
+  for (const ShardTensor& t : h.tensors) {
+    SL_ENFORCE_T(FormatError, t.count == n,
+                 "{}: tensor {} holds {} values but the runs cover {} elements", path, t.name,
+                 t.count, n);
+    SL_ENFORCE_T(
+        FormatError, h.data_start + t.offset + static_cast<uint64_t>(t.count) * 4 <= file_bytes,
+        "{}: truncated: tensor {} ends past the {} bytes of the file", path, t.name, file_bytes);
+  }
+  return h;
+}
+
+std::vector<float> read_shard_tensor(const std::string& path, const ShardHeader& header,
+                                     const std::string& name) {
+  const ShardTensor* t = header.find(name);
+  SL_ENFORCE_T(FormatError, t != nullptr, "{}: holds no tensor {}", path, name);
+  std::vector<float> values(static_cast<size_t>(t->count));
+  std::ifstream in(path, std::ios::binary);
+  SL_ENFORCE_T(IoError, in.good(), "{}: cannot open the shard", path);
+  read_exact(in, path, header.data_start + t->offset, values.data(), values.size() * sizeof(float),
+             name.c_str());
+  const uint32_t crc =
+      crc32_of(reinterpret_cast<const uint8_t*>(values.data()), values.size() * sizeof(float));
+  SL_ENFORCE_T(FormatError, crc == t->crc32,
+               "{}: checksum mismatch in tensor {} (stored crc32 {}, computed {}): the shard is "
+               "corrupt",
+               path, name, hex(t->crc32), hex(crc));
+  return values;
+}
+
+}  // namespace shardlab
