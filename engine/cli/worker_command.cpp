@@ -15,6 +15,8 @@
 #include "engine/train/build.h"
 
 #if SHARDLAB_HAVE_MPI
+#include "engine/cli/stop_reporter.h"
+#include "engine/comm/flight_recorder.h"
 #include "engine/comm/mpi/world.h"
 #endif
 
@@ -53,6 +55,13 @@ int worker_command(const std::vector<std::string>& argv) {
   copts.timeout =
       std::chrono::milliseconds(static_cast<int64_t>(std::llround(job.parallel.timeout_s * 1000)));
   copts.sink = with_comm_telemetry(totals, tel.sink_of(), job.parallel, session.world_size());
+  // Flight records (the last operations of a rank whose communication failed) go next to the
+  // checkpoints when the job has a folder for them; otherwise they stay in memory.
+  if (!job.train.checkpoint_dir.empty()) copts.flight_dir = job.train.checkpoint_dir + "/flight";
+  copts.flight_recorder = std::make_shared<FlightRecorder>(
+      FlightRecorderOptions{.capacity = copts.flight_capacity, .rank = session.world_rank()});
+  const StopReporter stop_reporter(session.world_rank(), session.world_size(), copts.timeout,
+                                   copts.flight_recorder, copts.flight_dir);
   auto world = make_mpi_world(copts);
   const bool root = world->rank() == 0;
   const Datasets data = load_job_data(job);

@@ -46,6 +46,8 @@ std::vector<std::string> mpirun_argv(int ranks, const std::vector<std::string>& 
   std::vector<std::string> argv{mpirun_launcher(), "-np", std::to_string(ranks)};
   if (running_as_root()) argv.push_back("--allow-run-as-root");
   argv.push_back("--oversubscribe");
+  // Time for the other ranks to report a dead one before mpirun kills them (see mpirun.h).
+  for (const char* a : {"--mca", "odls_base_sigkill_timeout", "3"}) argv.push_back(a);
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
 }

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/comm/mpi/liveness.h"
 #include "engine/comm/mpi/mpi_util.h"
 
 namespace shardlab {
@@ -558,13 +559,16 @@ class P2pWork final : public Work {
     }
     if (!settled) add_unfinished(+1);  // MPI_Finalize would wait for this request forever
     ch_->mark_broken(op_->what + " timed out");
+    const std::string liveness = probe_liveness(liveness_window(ch_->timeout()));
     fail(TimeoutError(
         fmt::format("{} timed out after {} ms on rank {} of {}: rank {} did not post the matching "
-                    "{} in time (the mpi backend cannot tell whether it is late, has failed or "
-                    "waits on something else); this communicator is now unusable and the "
-                    "process should end",
+                    "{} in time ({}); this communicator is now unusable and the process should "
+                    "end",
                     op_->what, ch_->timeout().count(), ch_->rank(), ch_->size(), op_->record.peer,
-                    recv() ? "send" : "receive"),
+                    recv() ? "send" : "receive",
+                    liveness.empty() ? "the mpi backend cannot tell whether it is late, has "
+                                       "failed or waits on something else"
+                                     : liveness),
         detail::where(__FILE__, __LINE__, nullptr)));
   }
 
@@ -645,6 +649,7 @@ void Channel::reject(Op& op, const std::string& why) {
 
 Channel::Outcome Channel::execute(Op& op, const Clock::time_point* deadline) {
   bool ok = true;
+  const InFlight in_flight(&op, op.what);  // what this rank was in, should it be stopped
   try {
     if (!op.gate_started) {
       op.gate.start(gate_comm_, rank_, size_, op.sig);
@@ -758,15 +763,19 @@ void Channel::time_out(std::unique_lock<std::mutex>& lock, Op& op, const Op* blo
     if (q.get() != &op && q->claim()) failed.push_back(q);
   }
   lock.unlock();
+  // Which rank is missing: the survivors time out together and answer each other's probe.
+  std::string liveness = probe_liveness(liveness_window(timeout_));
+  if (liveness.empty())
+    liveness =
+        "the mpi backend cannot tell which ranks had not arrived (look for a rank that is late, "
+        "has failed or never issued this collective)";
   // The timed-out operation's record first (then the queued ones', as they were queued); its
   // flight record therefore shows those still issued, behind it.
   std::exception_ptr error = report_failure(
       op, std::make_exception_ptr(TimeoutError(
-              fmt::format("{} timed out after {} ms on rank {} of {}{}: the mpi backend cannot "
-                          "tell which ranks had not arrived (look for a rank that is late, has "
-                          "failed or never issued this collective); this communicator is now "
-                          "unusable and the process should end",
-                          op.what, timeout_.count(), rank_, size_, behind),
+              fmt::format("{} timed out after {} ms on rank {} of {}{}: {}; this communicator is "
+                          "now unusable and the process should end",
+                          op.what, timeout_.count(), rank_, size_, behind, liveness),
               detail::where(__FILE__, __LINE__, nullptr))));
   for (auto& q : failed) report(*q, false);
   std::rethrow_exception(error);

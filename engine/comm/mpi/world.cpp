@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "engine/comm/flight_recorder.h"
+#include "engine/comm/mpi/liveness.h"
 #include "engine/comm/mpi/mpi_util.h"
 
 namespace shardlab {
@@ -89,16 +90,16 @@ std::unique_ptr<Communicator> make_mpi_world(const CommOptions& options) {
   int rank = 0;
   SL_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   // MPI_Comm_idup, not MPI_Comm_dup: a rank that never gets here must not hang the others forever.
-  // Two: the communicator and the twin that carries its arrival gates.
-  MPI_Comm dup[2] = {MPI_COMM_NULL, MPI_COMM_NULL};
-  MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  SL_MPI_CHECK(MPI_Comm_idup(MPI_COMM_WORLD, &dup[0], &req[0]));
-  SL_MPI_CHECK(MPI_Comm_idup(MPI_COMM_WORLD, &dup[1], &req[1]));
+  // Three: the communicator, the twin that carries its arrival gates, and the liveness probe's
+  // (liveness.h), private so that a probe never meets the traffic it reports on.
+  MPI_Comm dup[3] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};
+  MPI_Request req[3] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  for (int i = 0; i < 3; ++i) SL_MPI_CHECK(MPI_Comm_idup(MPI_COMM_WORLD, &dup[i], &req[i]));
   const auto deadline = Clock::now() + options.timeout;
   mpi_detail::Backoff backoff;
   int done = 0;
   for (;;) {
-    SL_MPI_CHECK(MPI_Testall(2, req, &done, MPI_STATUSES_IGNORE));
+    SL_MPI_CHECK(MPI_Testall(3, req, &done, MPI_STATUSES_IGNORE));
     if (done || Clock::now() >= deadline) break;
     backoff.pause();
   }
@@ -110,6 +111,7 @@ std::unique_ptr<Communicator> make_mpi_world(const CommOptions& options) {
              "arrived); the process should end",
              options.timeout.count(), rank);
   }
+  mpi_detail::install_liveness_comm(dup[2]);
   CommOptions mine = options;
   if (mine.flight_recorder) {
     if (mine.flight_recorder->rank() < 0) mine.flight_recorder->set_rank(rank);
