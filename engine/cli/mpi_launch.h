@@ -4,7 +4,15 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/error.h"
+
 namespace shardlab::cli {
+
+// mpirun exited non-zero: a rank failed or was killed (its own error, if any, is on the ranks'
+// stderr; the launcher cannot tell which kind). `shardlab run --max-restarts` restarts on it.
+class RanksFailed : public Error {
+  using Error::Error;
+};
 
 // The path of the running executable (engine/core/paths.h); IoError when it cannot be read.
 std::string self_executable();

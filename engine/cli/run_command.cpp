@@ -2,7 +2,8 @@
 // Trainer (parallel.strategy none), as world_size ranks on threads of this process, or as
 // world_size processes that it starts under mpirun (`shardlab worker`). Prints a progress line per
 // logging interval and a summary; sharded runs add the per-rank memory table, and --verify the
-// comparison with the same job in one process.
+// comparison with the same job in one process. With --max-restarts N a sharded run that fails is
+// run again from its last checkpoint, at most N times (restart.h).
 #include <fmt/format.h>
 
 #include <unistd.h>
@@ -13,11 +14,13 @@
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
 #include "engine/cli/mpi_launch.h"
+#include "engine/cli/restart.h"
 #include "engine/cli/sharded_report.h"
 #include "engine/cli/telemetry_setup.h"
 #include "engine/cli/verify.h"
 #include "engine/core/timer.h"
 #include "engine/job/job_spec.h"
+#include "engine/launch/mpirun.h"
 #include "engine/parallel/planner.h"
 #include "engine/parallel/rank_runner.h"
 #include "engine/parallel/sharded_optimizer.h"
@@ -65,9 +68,9 @@ int run_single(const JobSpec& job, bool quiet, const Args& args, Stopwatch& tota
   return 0;
 }
 
-int run_threads(JobSpec job, bool quiet, const Args& args, double tolerance, Stopwatch& total) {
-  const Datasets data = load_job_data(job);
-  complete_model_config(job.model, data);
+// `job` with its model completed from `data`; resume_from: "" or a checkpoint (--resume).
+int run_threads(const JobSpec& job, const Datasets& data, bool quiet, const Args& args,
+                double tolerance, Stopwatch& total, const std::string& resume_from) {
   std::vector<int> ranks;
   for (int r = 0; r < job.parallel.world_size; ++r) ranks.push_back(r);
   RunTelemetry tel(args, job, ranks, true);
@@ -76,7 +79,8 @@ int run_threads(JobSpec job, bool quiet, const Args& args, double tolerance, Sto
   opts.callbacks = progress_printer(job.model.kind == "gpt", quiet);
   opts.telemetry = tel.sink_of();
   opts.on_checkpoint = checkpoint_printer(quiet);
-  opts.resume_from = args.get("--resume");
+  opts.resume_from = resume_from;
+  opts.save_model_path = args.get("--save-model");
   const ParallelRunResult run = run_threads_job(job, data, opts);
   print_sharded_summary(job, run, total.seconds());
   tel.close();
@@ -86,8 +90,9 @@ int run_threads(JobSpec job, bool quiet, const Args& args, double tolerance, Sto
 
 // Removes a file when it goes out of scope (the verify model file, whatever happens).
 struct RemoveOnExit {
-  std::string path;
+  std::string path;  // "" none
   ~RemoveOnExit() {
+    if (path.empty()) return;
     std::error_code ec;
     std::filesystem::remove(path, ec);
     std::filesystem::remove(path + ".tmp", ec);
@@ -95,16 +100,16 @@ struct RemoveOnExit {
 };
 
 int run_mpi(const JobSpec& job, const std::string& path, bool quiet, const Args& args,
-            double tolerance) {
+            double tolerance, const std::string& resume_from) {
   std::vector<std::string> worker{self_executable(), "worker", path};
   for (const std::string& s : args.all("--set")) {
     worker.push_back("--set");
     worker.push_back(s);
   }
   if (quiet) worker.push_back("--quiet");
-  if (args.has("--resume")) {
+  if (!resume_from.empty()) {
     worker.push_back("--resume");
-    worker.push_back(args.get("--resume"));
+    worker.push_back(resume_from);
   }
   // The workers stream to the collector given; otherwise, unless --no-record, to a collector in
   // this process on loopback that records the run (its fresh token reaches the workers through
@@ -152,19 +157,22 @@ int run_mpi(const JobSpec& job, const std::string& path, bool quiet, const Args&
     collector.reset();
   };
   const bool verify = args.has("--verify");
+  // The user's --save-model file serves --verify too; otherwise a temporary one.
+  const bool temp_model = verify && !args.has("--save-model");
   const std::string model_file =
-      (std::filesystem::temp_directory_path() /
-       fmt::format("shardlab-verify-{}.slmodel", static_cast<long>(getpid())))
-          .string();
-  const RemoveOnExit cleanup{model_file};
-  if (verify) {
+      temp_model ? (std::filesystem::temp_directory_path() /
+                    fmt::format("shardlab-verify-{}.slmodel", static_cast<long>(getpid())))
+                       .string()
+                 : args.get("--save-model");
+  const RemoveOnExit cleanup{temp_model ? model_file : std::string()};
+  if (!model_file.empty()) {
     worker.push_back("--save-model");
     worker.push_back(model_file);
   }
   const int rc = run_mpirun(static_cast<int>(job.parallel.world_size), worker);
   finish_recording();
-  SL_ENFORCE(rc == 0, "mpirun exited with status {}: a rank failed (its error is printed above)",
-             rc);
+  SL_ENFORCE_T(RanksFailed, rc == 0,
+               "mpirun exited with status {}: a rank failed (its error is printed above)", rc);
   if (!verify) return 0;
   JobSpec completed = job;
   const Datasets data = load_job_data(job);
@@ -173,11 +181,29 @@ int run_mpi(const JobSpec& job, const std::string& path, bool quiet, const Args&
   return verify_against_single_process(job, params, tolerance) ? 0 : 1;
 }
 
+// `argv` for attempt `n` of a restarted run: --record PATH becomes PATH.restart-n.EXT, so each
+// attempt has its own recording (the default runs/<time>-<job>-<pid>.slrec differs anyway: the
+// back-off keeps attempts at least a second apart).
+std::vector<std::string> attempt_argv(std::vector<std::string> argv, int n) {
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (argv[i] == "--record" && i + 1 < argv.size()) {
+      argv[i + 1] = attempt_record_path(argv[i + 1], n);
+      ++i;
+    } else if (argv[i].rfind("--record=", 0) == 0) {
+      argv[i] = "--record=" + attempt_record_path(argv[i].substr(9), n);
+    }
+  }
+  return argv;
+}
+
+const ArgSpec kRunArgs{{"--set", "--tolerance", "--telemetry", "--token-file", "--record",
+                        "--resume", "--max-restarts", "--save-model"},
+                       {"--quiet", "--verify", "--no-record"}};
+
 }  // namespace
 
 int run_command(const std::vector<std::string>& argv) {
-  Args args(argv, {{"--set", "--tolerance", "--telemetry", "--token-file", "--record", "--resume"},
-                   {"--quiet", "--verify", "--no-record"}});
+  const Args args(argv, kRunArgs);
   if (args.positional().size() != 1)
     SL_THROW(UsageError,
              "run needs exactly one job file, e.g. shardlab run resources/jobs/fashion_mlp.json");
@@ -185,12 +211,18 @@ int run_command(const std::vector<std::string>& argv) {
   if (args.has("--tolerance") && !args.has("--verify"))
     SL_THROW(UsageError, "--tolerance only applies with --verify");
   const double tolerance = parse_tolerance(args.get("--tolerance", "1e-5"));
+  const int max_restarts = static_cast<int>(args.get_int("--max-restarts", 0, 0, 1000));
   Stopwatch total;
   const std::string path = args.positional()[0];
   const JobSpec job = load_job(path, args.all("--set"));
+  if (max_restarts > 0 && job.train.checkpoint_dir.empty())
+    SL_THROW(
+        UsageError,
+        "--max-restarts: a restart resumes from the job's checkpoints, but train.checkpoint_dir "
+        "is not set (add --set train.checkpoint_dir=DIR --set train.checkpoint_every=STEPS)");
+  const bool mpi = job.parallel.backend == "mpi";
   if (args.has("--resume")) {
     // Before starting mpi workers, every shard too: one line here rather than one per rank.
-    const bool mpi = job.parallel.backend == "mpi";
     const std::string line = check_resume(job, args.get("--resume"), mpi);
     if (!quiet && !mpi) fmt::print("{}\n", line);  // (mpi workers print it, rank 0 once)
   }
@@ -200,10 +232,44 @@ int run_command(const std::vector<std::string>& argv) {
                "--verify compares a sharded run with one process, but this job's "
                "parallel.strategy is none (try --set parallel.strategy=zero2 --set "
                "parallel.world_size=4)");
+    if (args.has("--save-model"))
+      SL_THROW(UsageError,
+               "--save-model: only a sharded job writes a model file (parallel.strategy ddp, "
+               "zero1, zero2 or fsdp)");
     return run_single(job, quiet, args, total);
   }
-  if (job.parallel.backend == "mpi") return run_mpi(job, path, quiet, args, tolerance);
-  return run_threads(job, quiet, args, tolerance, total);
+  RestartOptions ro;
+  ro.max_restarts = max_restarts;
+  ro.checkpoint_dir = job.train.checkpoint_dir;
+  ro.initial_resume = args.get("--resume");
+  // Each attempt's own arguments (its recording) and, from the second on, its resume line.
+  auto prepare = [&](int n, const std::string& resume_from) {
+    const Args a(attempt_argv(argv, n), kRunArgs);
+    if (n > 0 && !resume_from.empty() && resume_from != ro.initial_resume) {
+      const std::string line = check_resume(job, resume_from, mpi);
+      if (!quiet && !mpi) fmt::print("{}\n", line);
+    }
+    return a;
+  };
+  if (mpi) {
+    if (max_restarts > 0) {
+      // What would fail every attempt alike fails once, here: no launcher, unreadable data
+      // (the workers read it; a failed worker is only "mpirun exited with status 1" here).
+      (void)launch::mpirun_launcher();
+      (void)load_job_data(job);
+    }
+    return run_with_restarts(ro, [&](int n, const std::string& resume_from) {
+      return run_mpi(job, path, quiet, prepare(n, resume_from), tolerance, resume_from);
+    });
+  }
+  // Read once: bad data is not worth a restart.
+  const Datasets data = load_job_data(job);
+  JobSpec completed = job;
+  complete_model_config(completed.model, data);
+  return run_with_restarts(ro, [&](int n, const std::string& resume_from) {
+    return run_threads(completed, data, quiet, prepare(n, resume_from), tolerance, total,
+                       resume_from);
+  });
 }
 
 }  // namespace shardlab::cli
