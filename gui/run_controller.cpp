@@ -180,6 +180,12 @@ void MessageQueue::on_message(const net::Message& message) {
   messages_.emplace_back(message, received);
 }
 
+void MessageQueue::on_connection_lost(const net::ConnectionLost& lost) {
+  net::Message message{lost.event()};
+  std::lock_guard lock(mu_);
+  messages_.emplace_back(std::move(message), lost.time);
+}
+
 std::vector<std::pair<net::Message, double>> MessageQueue::take() {
   std::vector<std::pair<net::Message, double>> out;
   std::lock_guard lock(mu_);
@@ -262,6 +268,7 @@ bool RunController::start(const JobSpec& job, const LaunchOptions& options) {
   stopping_ = false;
   ending_ = false;
   end_ok_ = false;
+  first_lost_ = -1;
   end_message_.clear();
   closed_connections_ = 0;
   port_ = 0;
@@ -542,8 +549,12 @@ bool RunController::drain() {
               if (const auto* log = std::get_if<telemetry::LogLineEvent>(&e.payload))
                 emit logLine(QStringLiteral("rank %1: %2").arg(e.rank).arg(qs(log->text)));
               else if (const auto* s = std::get_if<telemetry::JobStateEvent>(&e.payload);
-                       s && s->state == telemetry::JobState::failed)
+                       s && s->state == telemetry::JobState::failed &&
+                       // Ranks the user's stop takes away: finish() says why, once.
+                       !(stopping_ && e.seq == net::kCollectorSeq)) {
+                if (e.seq == net::kCollectorSeq && first_lost_ < 0) first_lost_ = e.rank;
                 emit logLine(QStringLiteral("rank %1 failed: %2").arg(e.rank).arg(qs(s->reason)));
+              }
             },
             [](const auto&) {},
         },
@@ -566,6 +577,8 @@ void RunController::poll() {
   const uint64_t closed = closed_connections_.load();
   const bool all_closed = collector_ && closed >= collector_->stats().accepted;
   if (drain()) emit updated();
+  // A rank whose connection was lost reconnected while the end was pending: not over yet.
+  if (ending_ && mode_ == LaunchMode::remote && !model_.all_done()) ending_ = false;
   if (!ending_ && mode_ == LaunchMode::remote && model_.all_done()) {
     QStringList failed;
     for (const auto& [rank, state] : model_.ranks())
@@ -584,11 +597,18 @@ void RunController::poll() {
   if (ending_ && (all_closed || now_ms() >= ending_deadline_ms_)) {
     QString message = end_message_;
     if (!end_ok_ && mode_ == LaunchMode::mpirun) {
+      // A failure a rank reported names the cause best; else the first connection lost (the
+      // rank killed first; mpirun took the others with it).
+      int named = -1;
       for (const auto& [rank, state] : model_.ranks())
-        if (state.state == telemetry::JobState::failed) {
-          message += tr("; rank %1 failed: %2").arg(rank).arg(qs(state.reason));
+        if (state.state == telemetry::JobState::failed && !state.connection_lost) {
+          named = rank;
           break;
         }
+      if (named < 0 && first_lost_ >= 0) named = first_lost_;
+      if (const auto it = model_.ranks().find(named);
+          it != model_.ranks().end() && it->second.state == telemetry::JobState::failed)
+        message += tr("; rank %1 failed: %2").arg(named).arg(qs(it->second.reason));
     }
     finish(end_ok_, message);
   }
@@ -623,7 +643,11 @@ void RunController::finish(bool ok, const QString& message) {
 bool RunController::mark_unfinished_failed(const QString& reason) {
   std::vector<int> unfinished;
   for (const auto& [rank, state] : model_.ranks())
-    if (state.state != telemetry::JobState::finished && state.state != telemetry::JobState::failed)
+    // A lost connection is the collector's guess (killed or crashed?); when the user stopped the
+    // run, that is what happened to it.
+    if ((state.state != telemetry::JobState::finished &&
+         state.state != telemetry::JobState::failed) ||
+        (stopping_ && state.connection_lost))
       unfinished.push_back(rank);
   for (int rank : unfinished) {
     const double now = telemetry::now_seconds();

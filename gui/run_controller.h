@@ -25,6 +25,14 @@
 // when anything arrived. Rank log lines and job-state failures also go to logLine(). Every mode
 // records the run (.slrec) unless LaunchOptions::record_path is "-".
 //
+// mpirun/remote: a worker that is killed or crashes reports nothing; the collector sees its
+// connection end before the rank finished (net::ConnectionLost) and the rank turns failed in
+// model() with that reason at once (the grid's tooltip shows it; logLine() says so), back to its
+// state when its publisher reconnects. When a local mpirun ends unsuccessfully, the ranks that
+// never said they finished or failed are marked failed with mpirun's end ("ended without
+// finishing: mpirun exited with status 137"); after the user's stop, so are those whose
+// connection was lost ("ended without finishing: stopped by the user").
+//
 // Runs dir: $SHARDLAB_RUNS_DIR when set, else "runs" in the current directory (as `shardlab run`).
 //
 // The destructor stops a threads run through its StopRequest and joins it (the ranks stop at their
@@ -71,6 +79,8 @@ class MessageQueue : public telemetry::TelemetrySink, public net::MessageConsume
  public:
   void publish(telemetry::Event event) noexcept override;
   void on_message(const net::Message& message) override;
+  // Queued as the JOB_STATE failed event that stands for it (ConnectionLost::event()).
+  void on_connection_lost(const net::ConnectionLost& lost) override;
   // Every queued message with its arrival stamp, oldest first; the queue is left empty.
   std::vector<std::pair<net::Message, double>> take();
 
@@ -150,7 +160,8 @@ class RunController : public QObject {
   // Stops the collector and drops the recording and fan-out sinks (after the ranks are done).
   void release_sinks();
   // Adds a failed JOB_STATE with `reason` for every rank in the model that has neither finished
-  // nor failed; true when there was one.
+  // nor failed (after the user's stop: or failed only because its connection was lost); true
+  // when there was one.
   bool mark_unfinished_failed(const QString& reason);
   void shutdown_process();
 
@@ -188,6 +199,7 @@ class RunController : public QObject {
   bool end_ok_ = false;
   QString end_message_;
   int world_ = 0;
+  int first_lost_ = -1;  // the first rank whose connection was lost (-1: none yet)
   QString job_file_, token_file_, advertise_host_, remote_shardlab_;
 };
 

@@ -76,8 +76,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
         peer_(std::move(peer)) {}
 
   void start();
-  // Closes the socket and forgets the connection; `reason` empty: no log line.
-  void close(const std::string& reason, bool rejected);
+  // Closes the socket and forgets the connection; `reason` empty: no log line. An authenticated
+  // connection tells the consumers its rank's connection was lost (Core::closed) with `lost` as
+  // the reason ("": one made from `reason`).
+  void close(const std::string& reason, bool rejected, const std::string& lost = {});
   uint64_t id() const { return id_; }
 
  private:
@@ -126,7 +128,16 @@ struct Core {
   bool stopping = false;                                        // collector thread only
   uint64_t next_id = 1;                                         // collector thread only
   std::map<uint64_t, std::shared_ptr<Connection>> connections;  // collector thread only
-  std::atomic<uint64_t> accepted{0}, authenticated{0}, rejected{0}, messages{0};
+  std::atomic<uint64_t> accepted{0}, authenticated{0}, rejected{0}, messages{0}, lost{0};
+
+  // What the collector knows of a rank across its connections (collector thread only): its latest
+  // authenticated connection, the HELLO that opened it, and whether its latest JOB_STATE was final.
+  struct RankLink {
+    uint64_t connection = 0;
+    Hello hello;
+    bool done = false;
+  };
+  std::map<int, RankLink> ranks;
 
   void log(const std::string& line) {
     if (!options.log) return;
@@ -142,6 +153,47 @@ struct Core {
     for (MessageConsumer* c : consumers) {
       try {
         c->on_message(message);
+      } catch (const std::exception& e) {
+        log(fmt::format("collector: a consumer failed: {}", e.what()));
+      }
+    }
+  }
+
+  // Connection `id` of `hello.rank` has authenticated. The same process reconnecting keeps what
+  // its rank reported; a new process for the rank (another job, host or pid) starts afresh.
+  void streaming(uint64_t id, const Hello& hello) {
+    RankLink& link = ranks[hello.rank];
+    if (link.connection == 0 || link.hello.job_id != hello.job_id ||
+        link.hello.host != hello.host || link.hello.pid != hello.pid)
+      link.done = false;
+    link.connection = id;
+    link.hello = hello;
+  }
+
+  void job_state(int rank, telemetry::JobState state) {
+    ranks[rank].done =
+        state == telemetry::JobState::finished || state == telemetry::JobState::failed;
+  }
+
+  // Whether the end of authenticated connection `id` of `rank` loses the rank: not when it
+  // reported a final state, a newer connection of the rank is streaming, or the collector is
+  // stopping.
+  bool loses_rank(uint64_t id, int rank) const {
+    if (stopping) return false;
+    const auto it = ranks.find(rank);
+    return it != ranks.end() && it->second.connection == id && !it->second.done;
+  }
+
+  // Tells the consumers that `hello.rank`'s connection was lost.
+  void lost_rank(const Hello& hello, const std::string& reason) {
+    lost.fetch_add(1, std::memory_order_relaxed);
+    ConnectionLost what;
+    what.hello = hello;
+    what.reason = reason;
+    what.time = telemetry::now_seconds();
+    for (MessageConsumer* c : consumers) {
+      try {
+        c->on_connection_lost(what);
       } catch (const std::exception& e) {
         log(fmt::format("collector: a consumer failed: {}", e.what()));
       }
@@ -203,16 +255,26 @@ void Connection::start() {
   read_more();
 }
 
-void Connection::close(const std::string& reason, bool rejected) {
+void Connection::close(const std::string& reason, bool rejected, const std::string& lost) {
   if (closed_) return;
   closed_ = true;
-  if (!reason.empty()) owner_.log(fmt::format("connection {} from {}: {}", id_, peer_, reason));
+  const bool lost_rank = state_ == State::streaming && owner_.loses_rank(id_, hello_.rank);
+  if (!reason.empty())
+    owner_.log(fmt::format(
+        "connection {} from {}: {}{}", id_, peer_, reason,
+        lost_rank ? fmt::format(" before rank {} finished", hello_.rank) : std::string()));
   if (rejected) owner_.rejected.fetch_add(1, std::memory_order_relaxed);
   timer_.cancel();
   error_code ignored;
   socket_.shutdown(tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
   owner_.connections.erase(id_);  // pending handlers keep the object alive until they run
+  if (lost_rank)
+    owner_.lost_rank(hello_, !lost.empty()
+                                 ? lost
+                                 : fmt::format("the collector closed the rank's connection before "
+                                               "it finished: {}",
+                                               reason.empty() ? "no reason given" : reason));
 }
 
 void Connection::read_more() {
@@ -225,10 +287,15 @@ void Connection::on_read(const error_code& ec, size_t n) {
   if (closed_) return;
   if (ec) {
     if (ec == asio::error::eof) {
-      // A clean end: a publisher closing after its last event.
-      close(fmt::format("closed by the peer after {} messages", messages_), false);
+      // A clean end: a publisher closing after its last event, or the kernel closing the socket
+      // of a process that was killed or crashed (which of the two, only its JOB_STATE tells).
+      close(fmt::format("closed by the peer after {} messages", messages_), false,
+            "connection closed before the rank finished (killed or crashed?)");
     } else if (ec != asio::error::operation_aborted) {
-      close(fmt::format("read failed: {}", ec.message()), false);
+      close(fmt::format("read failed: {}", ec.message()), false,
+            fmt::format("connection lost before the rank finished: {} (killed, crashed or a "
+                        "network failure?)",
+                        ec.message()));
     }
     return;
   }
@@ -304,6 +371,7 @@ void Connection::handle(Message&& message) {
       state_ = State::streaming;
       send(AuthOk{});
       owner_.authenticated.fetch_add(1, std::memory_order_relaxed);
+      owner_.streaming(id_, hello_);
       ++messages_;
       owner_.dispatch(Message(hello_));  // recordings need the rank's coordinates
       return;
@@ -320,6 +388,8 @@ void Connection::handle(Message&& message) {
             true);
         return;
       }
+      if (const auto* s = std::get_if<telemetry::JobStateEvent>(&event->payload))
+        owner_.job_state(hello_.rank, s->state);
       ++messages_;
       owner_.dispatch(message);
       return;
@@ -343,7 +413,11 @@ void Connection::write_next() {
                     [self = shared_from_this()](const error_code& ec, size_t) {
                       if (self->closed_) return;
                       if (ec) {
-                        self->close(fmt::format("write failed: {}", ec.message()), false);
+                        self->close(
+                            fmt::format("write failed: {}", ec.message()), false,
+                            fmt::format("connection lost before the rank finished: {} (killed, "
+                                        "crashed or a network failure?)",
+                                        ec.message()));
                         return;
                       }
                       self->wqueue_.pop_front();
@@ -352,6 +426,15 @@ void Connection::write_next() {
 }
 
 }  // namespace
+
+telemetry::Event ConnectionLost::event() const {
+  telemetry::Event e;
+  e.rank = hello.rank;
+  e.seq = kCollectorSeq;
+  e.time = time;
+  e.payload = telemetry::JobStateEvent{telemetry::JobState::failed, reason};
+  return e;
+}
 
 struct Collector::Impl : Core {};
 
@@ -444,6 +527,7 @@ CollectorStats Collector::stats() const {
   s.authenticated = d.authenticated.load();
   s.rejected = d.rejected.load();
   s.messages = d.messages.load();
+  s.lost = d.lost.load();
   return s;
 }
 

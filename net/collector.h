@@ -8,6 +8,15 @@
 // 127.0.0.1:5123: bad magic 0x..."); every other connection carries on. Events of a connection
 // must carry the rank its HELLO announced. Consumers see a connection's HELLO once it has
 // authenticated, then its events. Before authentication a frame may be at most a HELLO's size.
+//
+// Failures: a rank that fails reports JOB_STATE failed itself; one that is killed or crashes
+// cannot, its connection just ends (EOF or reset). So when an authenticated connection ends while
+// its rank's latest JOB_STATE is neither finished nor failed, the consumers get
+// on_connection_lost() (after the connection's last message), unless a newer connection of the
+// same rank is already streaming (a publisher reconnecting before the old socket was seen to
+// close) or the collector itself is stopping. A publisher that reconnects (same job, host and pid)
+// keeps what its rank reported; a new process for the rank starts afresh. Nothing is sent on the
+// wire: the protocol is unchanged.
 #pragma once
 
 #include <chrono>
@@ -21,11 +30,26 @@
 
 namespace shardlab::net {
 
+// An authenticated connection ended before its rank reported finishing (see the file comment).
+struct ConnectionLost {
+  Hello hello;         // the connection's HELLO (hello.rank is the rank)
+  std::string reason;  // for the user: "connection closed before the rank finished (killed or
+                       // crashed?)", or with the socket error or the collector's own reason
+  double time = 0;     // when the collector saw it end, epoch seconds (this machine's clock)
+  // The JOB_STATE failed event that stands for it in a RunModel or a recording: the rank, seq
+  // kCollectorSeq (protocol.h), `time` and `reason`. RunModel::add() recognises it.
+  telemetry::Event event() const;
+};
+
 // Receives messages on the collector's thread, in arrival order per connection.
 class MessageConsumer {
  public:
   virtual ~MessageConsumer() = default;
   virtual void on_message(const Message& message) = 0;
+  // A rank's connection ended before it finished (see the file comment). Not a message: by
+  // default nothing happens; a consumer that tracks ranks overrides it (RunModelConsumer,
+  // RecordingConsumer).
+  virtual void on_connection_lost(const ConnectionLost& lost) { (void)lost; }
 };
 
 struct CollectorOptions {
@@ -44,6 +68,8 @@ struct CollectorStats {
   uint64_t authenticated = 0;  // passed the handshake
   uint64_t rejected = 0;       // closed for a protocol or auth error
   uint64_t messages = 0;       // messages handed to consumers
+  uint64_t lost = 0;           // connections that ended before their rank finished
+                               // (on_connection_lost calls)
 };
 
 class Collector {

@@ -47,6 +47,11 @@ inline constexpr size_t kHeaderSize = 12;
 inline constexpr uint32_t kDefaultMaxPayload = 1u << 20;
 inline constexpr size_t kChallengeSize = 32;
 inline constexpr size_t kMaxString = 64 * 1024;
+// The sequence number of an event a collector makes up itself rather than receives: the JOB_STATE
+// failed that stands for a rank whose connection ended before it reported finishing (collector.h,
+// ConnectionLost). Workers number their events from 0 and never reach it; a recording keeps it, so
+// a replay tells such a failure from one the rank reported.
+inline constexpr uint64_t kCollectorSeq = ~uint64_t{0};
 
 enum class MessageType : uint16_t {
   hello = 1,

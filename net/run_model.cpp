@@ -36,15 +36,43 @@ bool done(telemetry::JobState s) {
 
 void RunModel::add(const Message& message, double received) {
   if (const auto* hello = std::get_if<Hello>(&message)) {
-    ranks_[hello->rank].hello = *hello;
+    RankState& r = ranks_[hello->rank];
+    const bool new_process =
+        r.hello && (r.hello->job_id != hello->job_id || r.hello->host != hello->host ||
+                    r.hello->pid != hello->pid);
+    r.hello = *hello;
+    if (new_process && done(r.state)) {
+      // Another process for a rank that had ended (a rerun into the same collector): what the
+      // old one reported is over.
+      r.state = telemetry::JobState::starting;
+      r.reason.clear();
+      r.connection_lost = false;
+    } else if (r.connection_lost) {
+      // The publisher reconnected: the rank was not dead after all.
+      r.state = before_lost_[hello->rank];
+      r.reason.clear();
+      r.connection_lost = false;
+      if (received > 0) r.last_heartbeat = std::max(r.last_heartbeat, received);
+    }
     return;
   }
   const auto* event = std::get_if<telemetry::Event>(&message);
   if (event == nullptr) return;  // handshake messages carry no run state
+  RankState& r = ranks_[event->rank];
+  if (const auto* s = std::get_if<telemetry::JobStateEvent>(&event->payload);
+      s && event->seq == kCollectorSeq && s->state == telemetry::JobState::failed) {
+    // The collector's word that the connection ended, not the rank's: what the rank reported
+    // itself stands.
+    if (done(r.state)) return;
+    before_lost_[event->rank] = r.state;
+    r.state = telemetry::JobState::failed;
+    r.reason = s->reason;
+    r.connection_lost = true;
+    return;
+  }
   ++events_;
   comm_.add(*event);
   timeline_.add(*event);
-  RankState& r = ranks_[event->rank];
   // Events of one rank arrive in order, but max() keeps a late, re-sent event from moving time
   // backwards.
   // Liveness by the receiver's clock when known (the sender's may be skewed).
@@ -83,6 +111,7 @@ void RunModel::add(const Message& message, double received) {
                  [&](const telemetry::JobStateEvent& e) {
                    r.state = e.state;
                    r.reason = e.reason;
+                   r.connection_lost = false;
                  },
              },
              event->payload);

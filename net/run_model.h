@@ -31,15 +31,25 @@ struct RankState {
   double last_heartbeat = 0;  // time of the latest heartbeat (or any event)
   telemetry::JobState state = telemetry::JobState::starting;  // a STEP moves starting to running
   std::string reason;                                         // failure reason
-  std::vector<double> step_times;                             // every step's seconds, in order
-  std::vector<double> loss_series;                            // every step's loss, in order
-  std::vector<telemetry::EvalEvent> evals;                    // every evaluation, in order
+  // Failed because its connection ended before it reported finishing (a JOB_STATE failed with
+  // seq kCollectorSeq, see ConnectionLost in collector.h): killed or crashed, or a network failure.
+  // Its next HELLO (the publisher reconnecting) puts it back in the state it had, reason cleared.
+  bool connection_lost = false;
+  std::vector<double> step_times;           // every step's seconds, in order
+  std::vector<double> loss_series;          // every step's loss, in order
+  std::vector<telemetry::EvalEvent> evals;  // every evaluation, in order
 };
 
 class RunModel {
  public:
   // `received`: when the message arrived, epoch seconds by this machine's clock (a live
   // collector); 0 (a replay) judges liveness by the events' own times.
+  //
+  // A JOB_STATE failed made by the collector (seq kCollectorSeq: the rank's connection was lost)
+  // marks the rank failed with its reason and connection_lost, unless the rank has already
+  // finished or failed (it keeps that); it does not count as hearing from the rank (last seen,
+  // heartbeat, events()). A later HELLO of that rank undoes it. A HELLO from another process
+  // (job id, host or pid) for a rank that had finished or failed starts it afresh (starting).
   void add(const Message& message, double received = 0);
   const std::map<int, RankState>& ranks() const { return ranks_; }
   uint64_t events() const { return events_; }
@@ -66,6 +76,7 @@ class RunModel {
 
  private:
   std::map<int, RankState> ranks_;
+  std::map<int, telemetry::JobState> before_lost_;  // a lost rank's state before it was lost
   uint64_t events_ = 0;
   CommStats comm_;
   Timeline timeline_;

@@ -3,9 +3,11 @@
 //   monitor --listen ADDR:PORT [--record RUN.slrec] [--token-file F] [--until-done]
 //           [--duration S] [--interval S]
 //       a collector printing the live per-rank table (step, loss, memory, comm time, last seen,
-//       STRAGGLER / SILENT / FAILED flags). The token: SHARDLAB_TELEMETRY_TOKEN, or --token-file
-//       (created with a fresh token when it does not exist), or a fresh one written to
-//       ./shardlab-monitor.token. Listens on loopback unless ADDR says otherwise.
+//       STRAGGLER / SILENT / FAILED flags; a rank whose connection ended before it finished,
+//       killed or crashed, shows as failed with that reason at once). The token:
+//       SHARDLAB_TELEMETRY_TOKEN, or --token-file (created with a fresh token when it does not
+//       exist), or a fresh one written to ./shardlab-monitor.token. Listens on loopback unless ADDR
+//       says otherwise.
 //   replay RUN.slrec          the same table from a recording
 //   export RUN.slrec [--chrome-trace OUT.json] [--csv OUT.csv]
 #include <unistd.h>
@@ -130,9 +132,11 @@ int monitor_command(const std::vector<std::string>& argv) {
   collector.stop();
   const net::CollectorStats st = collector.stats();
   if (recording) recording->writer().flush();
-  fmt::print("monitor: {} connections ({} authenticated, {} refused), {} messages{}\n", st.accepted,
-             st.authenticated, st.rejected, st.messages,
-             recording ? " recorded to " + args.get("--record") : std::string());
+  fmt::print(
+      "monitor: {} connections ({} authenticated, {} refused{}), {} messages{}\n", st.accepted,
+      st.authenticated, st.rejected,
+      st.lost > 0 ? fmt::format(", {} lost before their rank finished", st.lost) : std::string(),
+      st.messages, recording ? " recorded to " + args.get("--record") : std::string());
   return 0;
 }
 

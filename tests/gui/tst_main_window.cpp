@@ -1,21 +1,31 @@
 // The whole app as a user drives it, offscreen: open the 2x2x2 job (resources/jobs/gpt-3d.json),
 // start it, and watch every view fill from the live run — loss, measured memory beside the plan,
 // the communication heat map and table, the timeline — then replay its recording into the same
-// views, take the README's screenshots, and see a failed rank marked in the grid with its reason.
+// views, take the README's screenshots, and see a failed rank marked in the grid with its reason
+// (reported by the rank, or a remote worker whose connection ends before it finished: killed).
 #include <QtTest>
 
+#include <QComboBox>
 #include <QDir>
 #include <QImage>
+#include <QLineEdit>
 #include <QLineSeries>
+#include <QRegularExpression>
 #include <QScatterSeries>
 #include <QSignalSpy>
 #include <QTabWidget>
 #include <QTemporaryDir>
 
 #include <algorithm>
+#include <chrono>
+#include <memory>
 
 #include "engine/telemetry/events.h"
+#include "gui/job_editor.h"
+#include "gui/job_form.h"
 #include "gui/main_window.h"
+#include "net/auth.h"
+#include "net/publisher.h"
 #include "net/recording.h"
 
 using namespace shardlab;
@@ -195,6 +205,73 @@ class TestMainWindow : public QObject {
     f.close();
     QVERIFY(!w.openRecording(junk));
     QVERIFY(w.logText().contains("junk.slrec"));
+  }
+
+  // A remote run: workers stream to the app's collector. Rank 2's process ends without saying it
+  // finished (killed: its connection just closes) and is marked failed at once with the reason in
+  // its tooltip; rank 3, which said it finished before closing, is not.
+  void aRemoteRankThatDiesIsMarkedFailed() {
+    MainWindow w;
+    w.editor()->setText(short_3d_job());
+    JobForm* form = w.editor()->form();
+    auto* backend = qobject_cast<QComboBox*>(form->fieldWidget("parallel.backend"));
+    auto* listen = form->findChild<QLineEdit*>("listenAddress");
+    QVERIFY(backend && listen);
+    backend->setCurrentIndex(int(LaunchChoice::remote));
+    listen->setText("127.0.0.1:0");
+    QVERIFY(w.editor()->validateNow());
+    QVERIFY(w.startRun());
+    const QRegularExpressionMatch where =
+        QRegularExpression(R"(--telemetry 127\.0\.0\.1:(\d+) --token-file (\S+))")
+            .match(w.remoteMpirunCommand());
+    QVERIFY2(where.hasMatch(), qPrintable(w.remoteMpirunCommand()));
+    QCOMPARE(w.rankGrid()->world(), 8);
+
+    auto publisher = [&](int rank) {
+      net::PublisherOptions o;
+      o.port = static_cast<uint16_t>(where.captured(1).toUInt());
+      o.token = net::read_token_file(where.captured(2).toStdString());
+      o.hello.job_id = "gpt-3d";
+      o.hello.rank = rank;
+      o.hello.world = 8;
+      o.heartbeat = std::chrono::hours(1);
+      return std::make_unique<net::Publisher>(o);
+    };
+    auto event = [](telemetry::Payload payload) {
+      telemetry::Event e;
+      e.time = telemetry::now_seconds();
+      e.payload = std::move(payload);
+      return e;
+    };
+    auto dies = publisher(2);
+    auto finishes = publisher(3);
+    for (auto* p : {dies.get(), finishes.get()}) {
+      p->publish(event(telemetry::JobStateEvent{telemetry::JobState::running, ""}));
+      for (int64_t s = 1; s <= 3; ++s) {
+        telemetry::StepEvent step;
+        step.step = s;
+        step.loss = 2.0;
+        step.step_seconds = 0.01;
+        p->publish(event(step));
+      }
+    }
+    QTRY_VERIFY_WITH_TIMEOUT(w.runController()->model().ranks().size() == 2 &&
+                                 w.runController()->model().ranks().at(2).step == 3,
+                             10000);
+    QCOMPARE(w.rankGrid()->rankFlag(2), RankGrid::Flag::None);
+    finishes->publish(event(telemetry::JobStateEvent{telemetry::JobState::finished, ""}));
+    finishes->close();
+    dies->close();  // no final state: as the kernel closes a killed worker's socket
+    QTRY_COMPARE_WITH_TIMEOUT(w.rankGrid()->rankFlag(2), RankGrid::Flag::Failed, 10000);
+    const QString tip = w.rankGrid()->rankToolTip(2);
+    QVERIFY2(tip.contains("connection closed before the rank finished (killed or crashed?)"),
+             qPrintable(tip));
+    QVERIFY2(w.logText().contains("rank 2 failed: connection closed"), qPrintable(w.logText()));
+    QCOMPARE(w.runController()->model().ranks().at(3).state, telemetry::JobState::finished);
+    QCOMPARE(w.rankGrid()->rankFlag(3), RankGrid::Flag::None);
+    QVERIFY(w.runController()->running());  // six ranks of eight have not come yet
+    w.stopRun();
+    QVERIFY(!w.runController()->running());
   }
 };
 

@@ -306,7 +306,8 @@ class TestRunController : public QObject {
   }
 
   // A worker killed from outside (as the OOM killer would): mpirun ends the job, the run fails
-  // with mpirun's status, and every rank that did not finish is marked failed with that reason.
+  // with mpirun's status, and every rank that did not finish is marked failed; the killed one
+  // with its lost connection as the reason.
   void aKilledWorkerFailsTheRunAndMarksItsRanks() {
     if (!have_mpirun()) QSKIP("mpirun not found (apt-get install openmpi-bin)");
     RunController run;
@@ -314,7 +315,10 @@ class TestRunController : public QObject {
     LaunchOptions o;
     startLongMpirunJob(run, finished, o, "kill-one.json");
     if (QTest::currentTestFailed()) return;
-    const QStringList workers = workers_of(o.job_file);
+    // A worker, not mpirun itself (whose command line names the worker's too).
+    QStringList workers;
+    for (const QString& w : workers_of(o.job_file))
+      if (!w.section(' ', 1, 1).endsWith("mpirun")) workers << w;
     QVERIFY(!workers.isEmpty());
     const qint64 victim = workers.front().section(' ', 0, 0).toLongLong();
     QVERIFY(victim > 0);
@@ -326,6 +330,17 @@ class TestRunController : public QObject {
     QCOMPARE(run.model().ranks().size(), size_t{4});
     for (const auto& [rank, state] : run.model().ranks())
       QCOMPARE(state.state, telemetry::JobState::failed);
+    // The killed rank (known by its HELLO's pid) is failed because its connection ended before
+    // it finished: the collector saw that at once, long before mpirun exited.
+    bool found = false;
+    for (const auto& [rank, state] : run.model().ranks())
+      if (state.hello && state.hello->pid == victim) {
+        found = true;
+        QVERIFY2(state.connection_lost, state.reason.c_str());
+        QVERIFY2(state.reason.find("before the rank finished") != std::string::npos,
+                 state.reason.c_str());
+      }
+    QVERIFY2(found, qPrintable(workers.join("\n")));
     QTRY_VERIFY2_WITH_TIMEOUT(workers_of(o.job_file).isEmpty(),
                               qPrintable(workers_of(o.job_file).join("\n")), 10000);
   }

@@ -224,6 +224,77 @@ class TestRunModel : public QObject {
     QVERIFY(m.all_done());
   }
 
+  // The collector's word that a rank's connection ended (a JOB_STATE failed with seq
+  // kCollectorSeq): failed with the reason at once, not over what the rank reported itself, and
+  // undone by the rank's next HELLO (its publisher reconnected).
+  void lostConnection() {
+    auto lost = [](int rank, double time, const std::string& reason) {
+      tl::Event e;
+      e.rank = rank;
+      e.seq = kCollectorSeq;
+      e.time = time;
+      e.payload = tl::JobStateEvent{tl::JobState::failed, reason};
+      return e;
+    };
+    const std::string why = "connection closed before the rank finished (killed or crashed?)";
+    RunModel m;
+    for (int r = 0; r < 4; ++r) m.add(hello(r), kT0);
+    for (int r = 0; r < 4; ++r) m.add(make_event(r, kT0 + 1, step(1, 2.0, 0.1)), kT0 + 1);
+    m.add(make_event(0, kT0 + 2, tl::JobStateEvent{tl::JobState::finished, ""}), kT0 + 2);
+    m.add(make_event(1, kT0 + 2, tl::JobStateEvent{tl::JobState::failed, "out of memory"}),
+          kT0 + 2);
+    const uint64_t events = m.events();
+    for (int r = 0; r < 3; ++r) m.add(lost(r, kT0 + 3, why), kT0 + 3);
+    QCOMPARE(m.events(), events);  // not an event a rank sent
+    const auto& ranks = m.ranks();
+    QCOMPARE(ranks.at(0).state, tl::JobState::finished);  // what it reported stands
+    QVERIFY(ranks.at(0).reason.empty());
+    QVERIFY(!ranks.at(0).connection_lost);
+    QCOMPARE(ranks.at(1).state, tl::JobState::failed);
+    QCOMPARE(ranks.at(1).reason, std::string("out of memory"));
+    QVERIFY(!ranks.at(1).connection_lost);
+    QCOMPARE(ranks.at(2).state, tl::JobState::failed);
+    QCOMPARE(ranks.at(2).reason, why);
+    QVERIFY(ranks.at(2).connection_lost);
+    QCOMPARE(ranks.at(2).last_seen, kT0 + 1);  // not heard from at kT0 + 3
+    QCOMPARE(ranks.at(2).step, int64_t{1});
+    QVERIFY(!m.silent(2, kT0 + 60));  // failed, not silent
+    const std::string table = m.table(kT0 + 4);
+    QVERIFY2(table.find("FAILED: " + why) != std::string::npos, table.c_str());
+    QVERIFY(!m.all_done());  // rank 3 is still running
+    m.add(make_event(3, kT0 + 3, tl::JobStateEvent{tl::JobState::finished, ""}), kT0 + 3);
+    QVERIFY(m.all_done());
+
+    // Rank 2 reconnects: running again (the state it had), reason gone, live from the HELLO.
+    m.add(hello(2), kT0 + 10);
+    QCOMPARE(ranks.at(2).state, tl::JobState::running);
+    QVERIFY(ranks.at(2).reason.empty());
+    QVERIFY(!ranks.at(2).connection_lost);
+    QVERIFY(!m.silent(2, kT0 + 12));
+    QVERIFY(!m.all_done());
+    m.add(make_event(2, kT0 + 11, step(2, 1.5, 0.1)), kT0 + 11);
+    QCOMPARE(ranks.at(2).step, int64_t{2});
+    // A rank lost before its first step goes back to starting.
+    RunModel early;
+    early.add(hello(3));
+    early.add(lost(3, kT0, why));
+    QCOMPARE(early.ranks().at(3).state, tl::JobState::failed);
+    early.add(hello(3));
+    QCOMPARE(early.ranks().at(3).state, tl::JobState::starting);
+    // A failure the rank reports itself after a lost connection replaces the collector's.
+    early.add(lost(3, kT0 + 1, why));
+    early.add(make_event(3, kT0 + 2, tl::JobStateEvent{tl::JobState::failed, "nccl timeout"}));
+    QCOMPARE(early.ranks().at(3).reason, std::string("nccl timeout"));
+    QVERIFY(!early.ranks().at(3).connection_lost);
+    early.add(hello(3));  // a HELLO does not undo a reported failure
+    QCOMPARE(early.ranks().at(3).state, tl::JobState::failed);
+    Hello rerun = hello(3);  // ... but another process for the rank starts it afresh
+    rerun.pid = 999;
+    early.add(rerun);
+    QCOMPARE(early.ranks().at(3).state, tl::JobState::starting);
+    QVERIFY(early.ranks().at(3).reason.empty());
+  }
+
   void table() {
     auto msgs = run(10, 1, 3.0);
     tl::MemoryEvent mem;
