@@ -388,6 +388,10 @@ void Connection::handle(Message&& message) {
             true);
         return;
       }
+      if (event->seq == kCollectorSeq) {  // reserved for the collector's own lost-connection events
+        close(fmt::format("event with the reserved sequence number {}", kCollectorSeq), true);
+        return;
+      }
       if (const auto* s = std::get_if<telemetry::JobStateEvent>(&event->payload))
         owner_.job_state(hello_.rank, s->state);
       ++messages_;

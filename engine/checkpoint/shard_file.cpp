@@ -14,6 +14,17 @@ namespace {
 
 constexpr char kMagic[8] = {'S', 'L', 'S', 'H', 'R', 'D', '2', '\0'};
 constexpr uint32_t kMaxHeader = 1u << 30;
+// No model has 2^50 parameters; bounding indices keeps every sum below overflow.
+constexpr int64_t kMaxElements = int64_t{1} << 50;
+
+// Exactly 8 hex digits, as encode_shard writes a CRC-32.
+uint32_t parse_crc(const std::string& hex) {
+  SL_ENFORCE_T(
+      FormatError,
+      hex.size() == 8 && hex.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos,
+      "crc32 '{}' is not 8 hex digits", hex);
+  return static_cast<uint32_t>(std::stoul(hex, nullptr, 16));
+}
 
 std::string hex(uint32_t v) {
   return fmt::format("{:08x}", v);
@@ -24,9 +35,9 @@ std::string runs_problem(const std::vector<GlobalRun>& runs) {
   int64_t end = 0;
   for (size_t i = 0; i < runs.size(); ++i) {
     const GlobalRun& r = runs[i];
-    if (r.begin < 0 || r.count <= 0)
-      return fmt::format("run {} is [{}, +{}): must start at >= 0 and hold >= 1 element", i,
-                         r.begin, r.count);
+    if (r.begin < 0 || r.count <= 0 || r.count > kMaxElements - r.begin)
+      return fmt::format("run {} is [{}, +{}): must start at >= 0, hold >= 1 element and end by {}",
+                         i, r.begin, r.count, kMaxElements);
     if (i > 0 && r.begin < end)
       return fmt::format("run {} starts at {}, before the end {} of the run before it", i, r.begin,
                          end);
@@ -130,7 +141,8 @@ ShardHeader read_shard_header(const std::string& path, uint64_t file_bytes) {
       st.name = t.at("name").get<std::string>();
       st.offset = t.at("offset").get<uint64_t>();
       st.count = t.at("count").get<int64_t>();
-      st.crc32 = static_cast<uint32_t>(std::stoul(t.at("crc32").get<std::string>(), nullptr, 16));
+      st.crc32 = parse_crc(t.at("crc32").get<std::string>());
+      SL_ENFORCE_T(FormatError, h.find(st.name) == nullptr, "tensor {} is listed twice", st.name);
       h.tensors.push_back(std::move(st));
     }
   } catch (const Error& e) {
@@ -140,14 +152,26 @@ ShardHeader read_shard_header(const std::string& path, uint64_t file_bytes) {
   }
   const std::string problem = runs_problem(h.runs);
   SL_ENFORCE_T(FormatError, problem.empty(), "{}: malformed header: {}", path, problem);
+  // The tensors lie back to back after the header, as encode_shard writes them (so every data
+  // byte is under some tensor's CRC), and inside the file (no multiplication can overflow: n is
+  // bounded by the file's size first).
   const int64_t n = h.elements();
+  const uint64_t avail = file_bytes - h.data_start;
+  SL_ENFORCE_T(FormatError, static_cast<uint64_t>(n) <= avail / 4 || h.tensors.empty(),
+               "{}: truncated: its runs cover {} elements, more than the {} data bytes hold", path,
+               n, avail);
+  uint64_t expected = 0;
   for (const ShardTensor& t : h.tensors) {
     SL_ENFORCE_T(FormatError, t.count == n,
                  "{}: tensor {} holds {} values but the runs cover {} elements", path, t.name,
                  t.count, n);
+    SL_ENFORCE_T(FormatError, t.offset == expected,
+                 "{}: malformed header: tensor {} starts at data offset {}, expected {}", path,
+                 t.name, t.offset, expected);
     SL_ENFORCE_T(
-        FormatError, h.data_start + t.offset + static_cast<uint64_t>(t.count) * 4 <= file_bytes,
+        FormatError, t.offset <= avail && static_cast<uint64_t>(n) <= (avail - t.offset) / 4,
         "{}: truncated: tensor {} ends past the {} bytes of the file", path, t.name, file_bytes);
+    expected += static_cast<uint64_t>(n) * 4;
   }
   return h;
 }

@@ -11,6 +11,7 @@
 
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
+#include "engine/cli/mpi_launch.h"
 #include "engine/core/error.h"
 #include "engine/core/version.h"
 #include "kernels/cpu/gemm.h"
@@ -115,7 +116,13 @@ int main(int argc, char** argv) {
     return 70;
   } catch (const shardlab::Error& e) {
     print_error("error: ", e);
-    return 1;
+    // A worker that rejects its job, data or checkpoint says so in its status, so `shardlab run`
+    // does not restart what would fail again identically (engine/cli/restart.h).
+    const bool bad_input = dynamic_cast<const shardlab::InvalidArgument*>(&e) != nullptr ||
+                           dynamic_cast<const shardlab::FormatError*>(&e) != nullptr;
+    return bad_input && argc > 1 && std::string(argv[1]) == "worker"
+               ? shardlab::cli::kWorkerBadInputStatus
+               : 1;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "shardlab: error: out of memory\n");
     return 1;

@@ -9,10 +9,20 @@
 namespace shardlab::cli {
 
 // mpirun exited non-zero: a rank failed or was killed (its own error, if any, is on the ranks'
-// stderr; the launcher cannot tell which kind). `shardlab run --max-restarts` restarts on it.
+// stderr). `shardlab run --max-restarts` restarts on it.
 class RanksFailed : public Error {
   using Error::Error;
 };
+
+// The exit status of a `shardlab worker` that rejected its job, its data or its checkpoint
+// (InvalidArgument, FormatError; EX_DATAERR): mpirun passes it on, and `shardlab run` then does
+// not restart (2 for a usage error and 70 for an internal error are not restarted either).
+inline constexpr int kWorkerBadInputStatus = 65;
+
+// True for the mpirun exit statuses that say a worker rejected its input or hit a bug.
+inline bool worker_status_is_final(int status) {
+  return status == kWorkerBadInputStatus || status == 2 || status == 70;
+}
 
 // The path of the running executable (engine/core/paths.h); IoError when it cannot be read.
 std::string self_executable();

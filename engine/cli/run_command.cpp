@@ -171,6 +171,10 @@ int run_mpi(const JobSpec& job, const std::string& path, bool quiet, const Args&
   }
   const int rc = run_mpirun(static_cast<int>(job.parallel.world_size), worker);
   finish_recording();
+  SL_ENFORCE(!worker_status_is_final(rc),
+             "mpirun exited with status {}: a rank rejected the job, its data or its checkpoint, "
+             "or hit an internal error (its error is printed above; not worth a restart)",
+             rc);
   SL_ENFORCE_T(RanksFailed, rc == 0,
                "mpirun exited with status {}: a rank failed (its error is printed above)", rc);
   if (!verify) return 0;

@@ -126,10 +126,12 @@ void HybridShardedOptimizer::deserialize(std::span<const uint8_t> bytes) {
   const auto params = r.pod<int64_t>("parameter count");
   const auto fp = r.pod<uint32_t>("parameter layout");
   const auto batch = r.pod<int64_t>("batch size");
-  SL_ENFORCE(pp == topo_.pp() && tp == topo_.tp() && dp == topo_.dp(),
-             "{}: written by a {}x{}x{} (pp x tp x dp) job, this one is {}x{}x{}; changing the "
-             "layout needs resharding, which this version does not do (use a model file)",
-             kWhat, pp, tp, dp, topo_.pp(), topo_.tp(), topo_.dp());
+  SL_ENFORCE(
+      pp == topo_.pp() && tp == topo_.tp() && dp == topo_.dp(),
+      "{}: written by a {}x{}x{} (pp x tp x dp) job, this one is {}x{}x{}; serialize() is one "
+      "rank's state in its own layout: to change the layout, resume from a checkpoint "
+      "(rank_checkpoint.h), which reshards",
+      kWhat, pp, tp, dp, topo_.pp(), topo_.tp(), topo_.dp());
   SL_ENFORCE(strategy == options_.sharding.strategy,
              "{}: written with parallel.strategy {}, this run uses {}", kWhat, strategy,
              options_.sharding.strategy);

@@ -162,8 +162,8 @@ void ShardedOptimizer::deserialize(std::span<const uint8_t> bytes) {
   const std::string mine = options_.sharding.strategy;
   SL_ENFORCE(strategy == mine && world == world_size(),
              "sharded state: written by strategy {} on world size {}, but this is strategy {} on "
-             "world size {}; loading across strategies or world sizes needs resharding, which "
-             "this version does not do (load a model file with load_model instead)",
+             "world size {}; serialize() is one rank's state in its own layout: to change strategy "
+             "or world size, resume from a checkpoint (rank_checkpoint.h), which reshards",
              strategy, world, mine, world_size());
   SL_ENFORCE(their_rank == rank(),
              "sharded state: written by rank {}, loaded on rank {} (each rank loads its own)",

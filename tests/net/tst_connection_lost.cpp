@@ -123,6 +123,9 @@ class RawWorker {
       throw std::runtime_error("no AUTH_OK after the AUTH");
   }
   void send(tl::Payload payload) { send_message(Message(event_of(rank_, seq_++, payload))); }
+  void send_with_seq(uint64_t seq, tl::Payload payload) {
+    send_message(Message(event_of(rank_, seq, payload)));
+  }
   // RST instead of FIN: SO_LINGER with a zero timeout.
   void reset() {
     socket_.set_option(asio::socket_base::linger(true, 0));
@@ -259,6 +262,23 @@ class TestConnectionLost : public QObject {
     QVERIFY(r.connection_lost);
     QVERIFY2(r.reason.find("before the rank finished") != std::string::npos, r.reason.c_str());
     QCOMPARE(replay.ranks().at(1).state, tl::JobState::finished);
+  }
+
+  // The collector's marker sequence number is not a worker's to send: a connection that does is
+  // closed (and its rank, which had not finished, is lost), so no worker can fake a lost rank.
+  void theCollectorsSequenceNumberIsRefused() {
+    Rig rig(tmp_.filePath("reserved.slrec").toStdString());
+    RawWorker liar(rig.collector.port(), hello_of(3));
+    liar.send(tl::JobStateEvent{tl::JobState::running, ""});
+    liar.send_with_seq(kCollectorSeq, tl::JobStateEvent{tl::JobState::failed, "fake"});
+    QVERIFY2(rig.closed(1), rig.log.all().c_str());
+    QVERIFY2(rig.log.all().find("reserved sequence number") != std::string::npos,
+             rig.log.all().c_str());
+    const RankState r = rig.rank(3);
+    QCOMPARE(r.state, tl::JobState::failed);
+    QVERIFY2(r.reason.find("fake") == std::string::npos, r.reason.c_str());
+    QVERIFY2(r.reason.find("reserved sequence number") != std::string::npos, r.reason.c_str());
+    rig.collector.stop();
   }
 
   // A real Publisher closing without a final state (its process ending before the rank said it

@@ -274,6 +274,9 @@ class TestCheckpointResume : public QObject {
     QTest::newRow("missing shard") << "remove"
                                    << "shard-00003.bin"
                                    << "missing shard for rank 3";
+    QTest::newRow("missing manifest") << "nomanifest"
+                                      << "damaged-nomanifest"
+                                      << "no manifest.json";
     QTest::newRow("bad manifest") << "manifest"
                                   << "manifest.json"
                                   << "manifest.json";
@@ -295,6 +298,8 @@ class TestCheckpointResume : public QObject {
       fs::resize_file(target, fs::file_size(target) / 2);
     } else if (damage == "remove") {
       fs::remove(target);
+    } else if (damage == "nomanifest") {
+      fs::remove(copy + "/manifest.json");
     } else {
       std::ofstream(target, std::ios::trunc) << R"({"format_version": 1, "step": "six"})";
     }

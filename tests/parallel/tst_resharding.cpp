@@ -284,6 +284,9 @@ class TestResharding : public QObject {
     row("gpt", "adam", "ddp/1x1x1", "zero2/1x2x2", adam);
     row("gpt", "adam", "zero1/2x2x2", "zero2/2x1x2", adam);
     row("gpt", "adam", "zero2/2x2x2", "ddp/1x2x1", adam);
+    // A hybrid DDP writer with tp and dp > 1: only dp rank 0 writes, and tp rank 1 leaves the
+    // replicated parameters to tp rank 0.
+    row("gpt", "adam", "ddp/1x2x2", "zero1/2x1x2", adam);
   }
 
   void roundTrip() {
