@@ -144,6 +144,12 @@ JobForm::JobForm(QWidget* parent) : QWidget(parent) {
   addRow(train, tr("Warmup"),
          {{"train.schedule.warmup_steps", Kind::integer, {}, {}, cosine},
           {"train.schedule.min_lr_ratio", Kind::number, tr("min ratio"), {}, cosine}});
+  const auto checkpoints = [this] { return str("train.checkpoint_dir") != ""; };
+  addRow(train, tr("Checkpoints"),
+         {{"train.checkpoint_dir", Kind::text},
+          {"train.checkpoint_every", Kind::integer, tr("every"), {}, checkpoints},
+          {"train.keep_checkpoints", Kind::integer, tr("keep"), {}, checkpoints}});
+  addRow(train, tr("Start from"), {{"train.init_model", Kind::text}});
   addRow(train, tr("Patience"),
          {{"train.early_stopping.patience", Kind::integer},
           {"train.early_stopping.min_delta", Kind::number, tr("min delta"), {}, [this] {

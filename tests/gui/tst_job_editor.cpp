@@ -248,6 +248,35 @@ class TestJobEditor : public QObject {
     QCOMPARE(e.job().optimizer.lr, 0.01);
   }
 
+  // The checkpoint fields: how often and how many only once there is a directory; the engine's
+  // refusal of checkpoints for strategy none shows beside the directory.
+  void checkpointFieldsFollowTheDirectory() {
+    JobEditor e;
+    e.setText(readJob("fashion_mlp.json"));
+    JobForm* form = e.form();
+    QVERIFY(!form->fieldWidget("train.checkpoint_every")->isVisibleTo(form));
+    widget<QLineEdit>(form, "train.checkpoint_dir")->setText("runs/ckpt");
+    QVERIFY(form->fieldWidget("train.checkpoint_every")->isVisibleTo(form));
+    widget<QSpinBox>(form, "train.checkpoint_every")->setValue(50);
+    widget<QSpinBox>(form, "train.keep_checkpoints")->setValue(2);
+    QVERIFY2(e.isValid(), qPrintable(e.problem()));
+    QCOMPARE(e.job().train.checkpoint_dir, std::string("runs/ckpt"));
+    QCOMPARE(e.job().train.checkpoint_every, int64_t{50});
+    QCOMPARE(e.job().train.keep_checkpoints, int64_t{2});
+    widget<QLineEdit>(form, "train.init_model")->setText("model.slm");
+    QCOMPARE(e.job().train.init_model, std::string("model.slm"));
+    widget<QLineEdit>(form, "train.checkpoint_dir")->setText("");
+    QVERIFY(!form->fieldWidget("train.checkpoint_every")->isVisibleTo(form));
+    QVERIFY(!form->document()["train"].contains("checkpoint_every"));
+    QVERIFY2(e.isValid(), qPrintable(e.problem()));
+    e.setText(readJob("fashion_mlp.json"));
+    widget<QLineEdit>(form, "train.checkpoint_dir")->setText("runs/ckpt");
+    widget<QComboBox>(form, "parallel")->setCurrentIndex(0);  // single process
+    QVERIFY(!e.isValid());
+    QVERIFY2(form->fieldError("train.checkpoint_dir").contains("strategy"),
+             qPrintable(form->fieldError("train.checkpoint_dir")));
+  }
+
   // Hybrid 3D with pp = tp = dp = 2: world 8, a valid job.
   void hybridLayoutMultipliesTheWorld() {
     JobEditor e;
