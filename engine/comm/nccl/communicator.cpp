@@ -159,7 +159,12 @@ class NcclCommunicator::Op final : public Work {
     settled_ = true;
     error_ = std::move(error);
     release_event();
-    owner_->report(call_.record, error_ == nullptr);
+    // A failure goes through report_failure: the flight record is written (flight_dir) and the
+    // error names it.
+    if (error_)
+      error_ = owner_->report_failure(call_.record, error_);
+    else
+      owner_->report(call_.record, true);
     owner_ = nullptr;  // settled: the communicator is never needed again
   }
 
@@ -374,8 +379,7 @@ WorkHandle NcclCommunicator::launch(const Call& call, Enqueue&& enqueue) {
     // Part of the operation may be queued and peers may be waiting on it: nothing short of an
     // abort leaves NCCL in a known state.
     abort_comm(e.what(), nullptr);
-    report(call.record, false);
-    throw;
+    std::rethrow_exception(report_failure(call.record, std::current_exception()));
   }
   in_flight_.push_back(op);
   return op;
