@@ -17,6 +17,18 @@ constexpr uint32_t kMaxHeader = 1u << 30;
 // No model has 2^50 parameters; bounding indices keeps every sum below overflow.
 constexpr int64_t kMaxElements = int64_t{1} << 50;
 
+// An integer JSON value in [lo, hi] (FormatError naming `what` otherwise: no fractions, no
+// silent narrowing).
+int64_t integer(const nlohmann::json& v, const char* what, int64_t lo, int64_t hi) {
+  SL_ENFORCE_T(FormatError, v.is_number_integer(), "{} is not an integer", what);
+  if (v.is_number_unsigned())
+    SL_ENFORCE_T(FormatError, v.get<uint64_t>() <= static_cast<uint64_t>(hi), "{} {} is too large",
+                 what, v.get<uint64_t>());
+  const auto x = v.get<int64_t>();
+  SL_ENFORCE_T(FormatError, x >= lo && x <= hi, "{} {} is out of range [{}, {}]", what, x, lo, hi);
+  return x;
+}
+
 // Exactly 8 hex digits, as encode_shard writes a CRC-32.
 uint32_t parse_crc(const std::string& hex) {
   SL_ENFORCE_T(
@@ -129,18 +141,22 @@ ShardHeader read_shard_header(const std::string& path, uint64_t file_bytes) {
   h.data_start = 16ull + len;
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
-    h.rank = j.at("rank").get<int>();
-    h.step = j.at("step").get<int64_t>();
+    SL_ENFORCE_T(FormatError, j.is_object(), "not a JSON object");
+    h.rank = static_cast<int>(integer(j.at("rank"), "rank", 0, INT32_MAX));
+    h.step = integer(j.at("step"), "step", 0, INT64_MAX);
     h.progress = j.at("progress");
+    SL_ENFORCE_T(FormatError, j.at("runs").is_array() && j.at("tensors").is_array(),
+                 "runs and tensors must be arrays");
     for (const auto& r : j.at("runs")) {
       SL_ENFORCE_T(FormatError, r.is_array() && r.size() == 2, "a run is not [begin, count]");
-      h.runs.push_back({r[0].get<int64_t>(), r[1].get<int64_t>()});
+      h.runs.push_back({integer(r[0], "a run's begin", INT64_MIN, INT64_MAX),
+                        integer(r[1], "a run's count", INT64_MIN, INT64_MAX)});
     }
     for (const auto& t : j.at("tensors")) {
       ShardTensor st;
       st.name = t.at("name").get<std::string>();
-      st.offset = t.at("offset").get<uint64_t>();
-      st.count = t.at("count").get<int64_t>();
+      st.offset = static_cast<uint64_t>(integer(t.at("offset"), "a tensor's offset", 0, INT64_MAX));
+      st.count = integer(t.at("count"), "a tensor's count", 0, INT64_MAX);
       st.crc32 = parse_crc(t.at("crc32").get<std::string>());
       SL_ENFORCE_T(FormatError, h.find(st.name) == nullptr, "tensor {} is listed twice", st.name);
       h.tensors.push_back(std::move(st));
@@ -173,6 +189,9 @@ ShardHeader read_shard_header(const std::string& path, uint64_t file_bytes) {
         "{}: truncated: tensor {} ends past the {} bytes of the file", path, t.name, file_bytes);
     expected += static_cast<uint64_t>(n) * 4;
   }
+  SL_ENFORCE_T(FormatError, expected == avail,
+               "{}: {} bytes after the header, but its tensors hold {}: the shard is corrupt", path,
+               avail, expected);
   return h;
 }
 
