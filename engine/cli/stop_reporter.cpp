@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 
@@ -15,12 +17,21 @@
 namespace shardlab::cli {
 
 namespace {
-// The self-pipe from the signal handler to the reporter thread.
-int g_stop_pipe[2] = {-1, -1};
+// The self-pipe from the signal handler to the reporter thread. Atomic (and lock-free, so usable
+// from a signal handler): the handler may run on any thread while the destructor closes them.
+std::atomic<int> g_stop_read{-1};
+std::atomic<int> g_stop_write{-1};
+static_assert(std::atomic<int>::is_always_lock_free);
 
 extern "C" void on_stop_signal(int) {
-  const char c = 1;
-  [[maybe_unused]] const ssize_t n = write(g_stop_pipe[1], &c, 1);
+  const int saved = errno;  // the interrupted code may be about to read it
+  const int fd = g_stop_write.load();
+  if (fd >= 0) {
+    const char c = 1;
+    // Non-blocking: a full pipe already holds a wake-up, and the handler must never block.
+    [[maybe_unused]] const ssize_t n = write(fd, &c, 1);
+  }
+  errno = saved;
 }
 
 }  // namespace
@@ -32,7 +43,11 @@ StopReporter::StopReporter(int rank, int size, std::chrono::milliseconds timeout
       window_(std::min(mpi_detail::liveness_window(timeout), std::chrono::milliseconds(1500))),
       recorder_(std::move(recorder)),
       flight_dir_(std::move(flight_dir)) {
-  if (pipe2(g_stop_pipe, O_CLOEXEC) != 0) return;  // no report on SIGTERM; the default action stays
+  int fds[2] = {-1, -1};
+  // No report on SIGTERM when there is no pipe: the default action stays.
+  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return;
+  g_stop_read = fds[0];
+  g_stop_write = fds[1];
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
@@ -45,12 +60,16 @@ StopReporter::~StopReporter() {
   if (installed_) sigaction(SIGTERM, &previous_, nullptr);
   stop_ = true;
   if (thread_.joinable()) thread_.join();
-  for (int& fd : g_stop_pipe)
-    if (fd >= 0) close(fd), fd = -1;
+  // The write end first: a handler still running on another thread sees -1, or writes to a pipe
+  // that is still open.
+  const int w = g_stop_write.exchange(-1);
+  if (w >= 0) close(w);
+  const int r = g_stop_read.exchange(-1);
+  if (r >= 0) close(r);
 }
 
 void StopReporter::run() {
-  pollfd pfd{g_stop_pipe[0], POLLIN, 0};
+  pollfd pfd{g_stop_read.load(), POLLIN, 0};
   while (!stop_.load()) {
     if (poll(&pfd, 1, 200) <= 0 || !(pfd.revents & POLLIN)) continue;
     report_and_end();

@@ -8,6 +8,10 @@
 // for one, and ends the process at once with 143 (128 + SIGTERM). The rank's threads may be stuck
 // inside a blocking MPI call that a dead peer will never complete, so this is the one place
 // outside main() that ends the process: nothing else can, and MPI_Finalize must not run.
+// std::_Exit runs no destructors, atexit handlers or stdio flushes beyond the reporter's own:
+// telemetry this rank had buffered but not yet sent is lost (a --record file then lacks this
+// rank's last events and final state), and a RecordingWriter in this process leaves its file cut
+// at the last whole block written (up to a second of messages missing, no final flush).
 // CLI only; needs MPI. One per process, for the lifetime of the rank's world.
 #pragma once
 

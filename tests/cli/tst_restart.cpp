@@ -4,7 +4,9 @@
 // Every process these tests start is gone when they end.
 #include <QtTest>
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 
 #include <QDir>
 #include <QElapsedTimer>
@@ -62,6 +64,9 @@ QMap<qint64, QList<QByteArray>> processes_mentioning(const QByteArray& needle) {
 }
 
 const QString kMlpJob = "resources/jobs/fashion_mlp.json";
+// killedWorkerResumesFromLastCheckpoint: the first checkpoint comes at step 20, and a run this
+// long (a checkpoint every 20 steps) goes on for several seconds after it, even unloaded.
+constexpr int kKillSteps = 600;
 
 }  // namespace
 
@@ -93,6 +98,10 @@ class TestRestart : public QObject {
   Outcome run_cli(const QStringList& args) { return run_cli(args, cli_env(tmp_.filePath("runs"))); }
 
   // Waits up to `ms` for every process of these tests to be gone; kills (by pid) what is left.
+  // Every process these tests start names tmp_ in its command line (`run` and mpirun through
+  // train.checkpoint_dir or the launcher script, the workers through the --set mpirun passes
+  // on), and tmp_ is a fresh directory of this process (QTemporaryDir's random suffix): other
+  // tests' processes (ctest -j) never match, even the same build's workers.
   bool nothing_left(int ms) {
     const QByteArray needle = tmp_.path().toUtf8();
     QElapsedTimer t;
@@ -115,7 +124,7 @@ class TestRestart : public QObject {
   void killedWorkerResumesFromLastCheckpoint() {
     if (!have_mpirun()) QSKIP("mpirun not found (apt-get install openmpi-bin)");
     const QString ref_model = tmp_.filePath("straight.slmodel");
-    const Outcome ref = run_cli(mpi_job(300, tmp_.filePath("ck-straight")) +
+    const Outcome ref = run_cli(mpi_job(kKillSteps, tmp_.filePath("ck-straight")) +
                                 QStringList{"--no-record", "--save-model", ref_model});
     QVERIFY2(ref.exit_code == 0, qPrintable(ref.out + ref.err));
     QVERIFY2(!ref.err.contains("restart"), qPrintable(ref.err));
@@ -125,8 +134,8 @@ class TestRestart : public QObject {
     QProcess run;
     run.setWorkingDirectory(SHARDLAB_SOURCE_DIR);
     run.setProcessEnvironment(cli_env(tmp_.filePath("runs")));
-    run.start(SHARDLAB_CLI, mpi_job(300, ck) + QStringList{"--no-record", "--save-model", model,
-                                                           "--max-restarts", "2"});
+    run.start(SHARDLAB_CLI, mpi_job(kKillSteps, ck) + QStringList{"--no-record", "--save-model",
+                                                                  model, "--max-restarts", "2"});
     QVERIFY(run.waitForStarted(10000));
     // Once the first checkpoint is complete, kill one worker (argv: shardlab worker JOB ...;
     // mpirun's own command line names the worker too, but not as argv[0]).
@@ -141,7 +150,20 @@ class TestRestart : public QObject {
     for (auto it = procs.begin(); it != procs.end(); ++it)
       if (it.value().value(0) == SHARDLAB_CLI && it.value().value(1) == "worker") victim = it.key();
     QVERIFY2(victim > 0, "no shardlab worker process found");
-    QCOMPARE(::kill(static_cast<pid_t>(victim), SIGKILL), 0);
+    // Still the first attempt, mid-run: kKillSteps leaves seconds of training after the first
+    // checkpoint, so the kill cannot come after the end (that would test nothing).
+    QVERIFY2(run.state() == QProcess::Running,
+             "the run ended before a worker could be killed: raise kKillSteps");
+    if (::kill(static_cast<pid_t>(victim), SIGKILL) != 0) {
+      const int e = errno;
+      run.kill();
+      run.waitForFinished(5000);
+      QFAIL(qPrintable(QString("could not SIGKILL worker %1: %2")
+                           .arg(victim)
+                           .arg(e == ESRCH ? "it had already exited (the run finished before the "
+                                             "kill? raise kKillSteps)"
+                                           : strerror(e))));
+    }
 
     const Outcome o = finish(run, 120000);
     QVERIFY2(o.exit_code == 0, qPrintable(o.out + o.err));
@@ -157,7 +179,8 @@ class TestRestart : public QObject {
     // The relaunched workers resumed from the step named (rank 0 says so), and finished.
     QVERIFY2(o.out.contains(QString("resume: step %1 of %2").arg(m.captured(3), m.captured(1))),
              qPrintable(o.out));
-    QVERIFY2(o.out.contains("summary: completed 300 steps"), qPrintable(o.out));
+    QVERIFY2(o.out.contains(QString("summary: completed %1 steps").arg(kKillSteps)),
+             qPrintable(o.out));
 
     QFile a(ref_model), b(model);
     QVERIFY(a.open(QIODevice::ReadOnly));

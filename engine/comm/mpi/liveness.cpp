@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <deque>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -21,10 +23,24 @@ constexpr auto kMaxWindow = milliseconds(5000);
 // How long a cancelled receive may take to settle before its request is let go.
 constexpr auto kCancelGrace = milliseconds(50);
 
-// The token sent and the place every token lands: their contents do not matter, and they outlive
-// every request (a send to a dead rank may never complete).
-const int g_token = 1;
-int g_landing = 0;
+// Every probe message is two ints on one tag: {kind, generation}. A probe sends a request
+// {kRequest, g} to every other rank, g being this process's probe generation (each probe takes the
+// next one); a rank that is probing answers every request it receives with {kEcho, g}. A peer
+// counts as alive only when its echo of the current generation arrives: a request or echo left
+// over from an earlier probe (stale) proves nothing about now, so the receive is posted again.
+// One tag, so what one peer sends is matched in order: its echo of our request comes after its own
+// request, so once every peer has echoed we have answered every peer's request too, and can stop.
+constexpr int kRequest = 0;
+constexpr int kEcho = 1;
+using Message = std::array<int, 2>;
+
+// The buffers of one probe. A request that does not finish in the window is let go (freed, still
+// active inside MPI), and MPI may still write into or read from its buffer later: then the
+// buffers are never freed (a few bytes per such probe).
+struct ProbeBuffers {
+  std::vector<Message> landing;  // by world rank: where the next message from it lands
+  std::deque<Message> outgoing;  // every message sent (stable addresses)
+};
 
 struct Probe {
   std::mutex mu;  // held for a whole probe (and by install): one probe at a time
@@ -37,6 +53,7 @@ struct Probe {
   std::vector<bool> answered;     // by world rank
   std::string last;               // the last probe's verdict
   Clock::time_point last_done{};  // when it finished
+  int generation = 0;             // of the last probe this process started (mu held)
 };
 
 Probe& probe_state() {
@@ -136,12 +153,29 @@ std::string probe_liveness(milliseconds window) {
     p.answered.assign(static_cast<size_t>(size), false);
     p.answered[static_cast<size_t>(rank)] = true;
   }
+  const int generation = ++p.generation;
+  auto* buf = new ProbeBuffers;
+  buf->landing.assign(static_cast<size_t>(size), Message{-1, -1});
   std::vector<MPI_Request> recvs(static_cast<size_t>(size), MPI_REQUEST_NULL);
-  std::vector<MPI_Request> sends(static_cast<size_t>(size), MPI_REQUEST_NULL);
+  std::vector<MPI_Request> sends;
+  const auto post_recv = [&](int r) {
+    auto& q = recvs[static_cast<size_t>(r)];
+    if (MPI_Irecv(buf->landing[static_cast<size_t>(r)].data(), 2, MPI_INT, r, kProbeTag, p.comm,
+                  &q) != MPI_SUCCESS)
+      q = MPI_REQUEST_NULL;
+  };
+  const auto send = [&](int r, int kind, int gen) {
+    buf->outgoing.push_back(Message{kind, gen});
+    MPI_Request q = MPI_REQUEST_NULL;
+    if (MPI_Isend(buf->outgoing.back().data(), 2, MPI_INT, r, kProbeTag, p.comm, &q) ==
+            MPI_SUCCESS &&
+        q != MPI_REQUEST_NULL)
+      sends.push_back(q);
+  };
   for (int r = 0; r < size; ++r) {
     if (r == rank) continue;
-    MPI_Irecv(&g_landing, 1, MPI_INT, r, kProbeTag, p.comm, &recvs[static_cast<size_t>(r)]);
-    MPI_Isend(&g_token, 1, MPI_INT, r, kProbeTag, p.comm, &sends[static_cast<size_t>(r)]);
+    post_recv(r);
+    send(r, kRequest, generation);
   }
   const auto deadline = Clock::now() + window;
   std::vector<bool> answered(static_cast<size_t>(size), false);
@@ -149,44 +183,63 @@ std::string probe_liveness(milliseconds window) {
   for (;;) {
     bool all = true;
     for (int r = 0; r < size; ++r) {
+      if (r == rank) continue;
       auto& q = recvs[static_cast<size_t>(r)];
-      if (answered[static_cast<size_t>(r)]) continue;
+      // Every message already here from r, in order (a bounded number: r sends one request per
+      // probe and one echo per request of ours).
       int done = 0;
-      if (q != MPI_REQUEST_NULL && MPI_Test(&q, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) {
-        answered[static_cast<size_t>(r)] = true;
-        std::lock_guard state(p.state_mu);
-        p.answered[static_cast<size_t>(r)] = true;
-      } else {
-        all = false;
+      while (q != MPI_REQUEST_NULL && MPI_Test(&q, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
+             done) {
+        const Message m = buf->landing[static_cast<size_t>(r)];
+        post_recv(r);
+        if (m[0] == kRequest) {
+          send(r, kEcho, m[1]);  // r is probing: answer it, whichever generation it is at
+        } else if (m[0] == kEcho && m[1] == generation && !answered[static_cast<size_t>(r)]) {
+          answered[static_cast<size_t>(r)] = true;
+          std::lock_guard state(p.state_mu);
+          p.answered[static_cast<size_t>(r)] = true;
+        }  // else an echo of an earlier probe: stale
+        done = 0;
       }
+      if (!answered[static_cast<size_t>(r)]) all = false;
     }
     if (all || Clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::microseconds(500));
   }
-  // Let go of what did not complete: receives are cancelled, sends (eager for one int, so
+  // Let go of what did not complete: receives are cancelled, sends (eager for two ints, so
   // normally done) are left to MPI; then MPI_Finalize must not wait for them.
   bool left = false;
-  for (auto& q : recvs) {
+  for (int r = 0; r < size; ++r) {
+    auto& q = recvs[static_cast<size_t>(r)];
     if (q == MPI_REQUEST_NULL) continue;
     MPI_Cancel(&q);
     const auto until = Clock::now() + kCancelGrace;
-    int done = 0;
-    while (MPI_Test(&q, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done && Clock::now() < until)
+    int done = 0, cancelled = 0;
+    MPI_Status status;
+    while (MPI_Test(&q, &done, &status) == MPI_SUCCESS && !done && Clock::now() < until)
       std::this_thread::sleep_for(std::chrono::microseconds(200));
-    if (!done && q != MPI_REQUEST_NULL) {
-      MPI_Request_free(&q);
+    if (!done) {
+      if (q != MPI_REQUEST_NULL) MPI_Request_free(&q);
       left = true;
+      continue;
     }
+    // It completed instead of being cancelled: a request of a peer's probe that arrived just now
+    // is still answered (an echo is only ever proof for that peer's own probe).
+    MPI_Test_cancelled(&status, &cancelled);
+    const Message m = buf->landing[static_cast<size_t>(r)];
+    if (!cancelled && m[0] == kRequest) send(r, kEcho, m[1]);
   }
   for (auto& q : sends) {
-    if (q == MPI_REQUEST_NULL) continue;
     int done = 0;
     if (MPI_Test(&q, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done) {
       if (q != MPI_REQUEST_NULL) MPI_Request_free(&q);
       left = true;
     }
   }
-  if (left) add_unfinished(+1);
+  if (left)
+    add_unfinished(+1);
+  else
+    delete buf;
   std::lock_guard state(p.state_mu);
   p.running = false;
   p.last = verdict(answered, window);

@@ -3,7 +3,10 @@
 // private duplicate of the world communicator every rank sends a small token to every other and
 // waits a bounded window for one from each. The survivors of a failure reach the probe at nearly
 // the same moment (they time out together, or mpirun signals them together), so they answer each
-// other; a rank that sends nothing in the window is dead, or stuck outside communication.
+// other; a rank that sends nothing in the window is dead, or stuck outside communication. A rank
+// counts as alive only by answering this probe: each probe has its own generation number, every
+// probing rank echoes the requests it receives, and an echo of an earlier generation (a rank that
+// answered a probe before and may have died since) is not an answer.
 //
 // Also here: the board of what each communicator of this process is doing right now (the
 // collective a rank was in when it was stopped).
@@ -30,8 +33,9 @@ void install_liveness_comm(MPI_Comm comm);
 // operation)". Thread-safe: a caller that arrives while another thread's probe runs (a timeout
 // and mpirun's SIGTERM at the same moment) gets that probe's verdict, or what it has seen once it
 // has run `window`, without a second round. "" when no probe communicator is installed (no
-// world), MPI is finalized, or the world has one rank. A token from an earlier probe still counts
-// as an answer.
+// world), MPI is finalized, or the world has one rank. A peer is only seen if it probes too during
+// this window (it echoes this probe's request); a peer whose probe overlaps this one is answered
+// in turn, so this probe runs until every peer has echoed, or `window`.
 std::string probe_liveness(std::chrono::milliseconds window);
 
 // The window for a communicator whose timeout is `timeout`: min(timeout, 5 s).
