@@ -19,6 +19,7 @@
 #include "engine/cli/telemetry_setup.h"
 #include "engine/cli/verify.h"
 #include "engine/core/timer.h"
+#include "engine/device/device.h"
 #include "engine/job/job_spec.h"
 #include "engine/launch/mpirun.h"
 #include "engine/parallel/planner.h"
@@ -219,6 +220,7 @@ int run_command(const std::vector<std::string>& argv) {
   Stopwatch total;
   const std::string path = args.positional()[0];
   const JobSpec job = load_job(path, args.all("--set"));
+  require_device(job.device);  // before any data is read or rank started
   if (max_restarts > 0 && job.train.checkpoint_dir.empty())
     SL_THROW(
         UsageError,

@@ -10,6 +10,7 @@
 #include "engine/cli/sharded_report.h"
 #include "engine/cli/telemetry_setup.h"
 #include "engine/core/timer.h"
+#include "engine/device/device.h"
 #include "engine/job/job_spec.h"
 #include "engine/parallel/rank_runner.h"
 #include "engine/train/build.h"
@@ -36,6 +37,7 @@ int worker_command(const std::vector<std::string>& argv) {
 #else
   Stopwatch total;
   JobSpec job = load_job(args.positional()[0], args.all("--set"));
+  require_device(job.device);
   SL_ENFORCE(job.parallel.strategy != "none",
              "parallel.strategy: a worker runs one rank of a sharded job; choose ddp, zero1, "
              "zero2 or fsdp (or use shardlab run for one process)");

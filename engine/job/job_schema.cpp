@@ -26,6 +26,7 @@ namespace {
 template <class V, class Job>
 void visit_job(V& v, Job& job) {
   v.field("name", job.name);
+  v.field("device", job.device);
   v.section("model", [&] {
     auto& m = job.model;
     v.field("kind", m.kind);

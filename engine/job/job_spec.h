@@ -34,6 +34,7 @@ struct TelemetryConfig {
 
 struct JobSpec {
   std::string name = "job";
+  std::string device = "cpu";  // "cpu" | "cuda": where parameters, state and activations live
   ModelConfig model;
   DataConfig data;
   OptimizerConfig optimizer;

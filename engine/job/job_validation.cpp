@@ -25,6 +25,7 @@ using nlohmann::json;
 namespace {
 
 const std::vector<std::string> kModelKinds = {"mlp", "gpt"};
+const std::vector<std::string> kDevices = {"cpu", "cuda"};
 const std::vector<std::string> kDatasets = {"fashion-mnist", "chars"};
 const std::vector<std::string> kActivations = {"relu", "gelu"};
 const std::vector<std::string> kScheduleKinds = {"constant", "warmup_cosine"};
@@ -428,6 +429,7 @@ void check_checkpoints(Checker& c, const JobSpec& job) {
 std::vector<FieldError> validate(const JobSpec& job) {
   Checker c(job);
   if (job.name.empty()) c.fail("name", "must not be empty");
+  c.one_of("device", job.device, kDevices);
   check_model(c, job);
   check_data(c, job);
   check_optimizer(c, job.optimizer);

@@ -11,6 +11,7 @@
 
 #include "engine/comm/threads/world.h"
 #include "engine/core/error.h"
+#include "engine/device/device.h"
 #include "engine/parallel/comm_telemetry.h"
 #include "engine/parallel/hybrid_optimizer.h"
 #include "engine/parallel/rank_checkpoint.h"
@@ -178,6 +179,7 @@ ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Dataset
   SL_ENFORCE(job.parallel.strategy != "none",
              "parallel.strategy: 'none' runs in one process; choose ddp, zero1, zero2 or fsdp");
   SL_ENFORCE(data.train != nullptr, "run_rank: no training data");
+  require_device(job.device);
   SL_ENFORCE(!options.callbacks.should_stop,
              "run_rank: callbacks.should_stop would run on rank 0 only; use RankRunOptions::stop");
   ParallelRunResult out;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/core/error.h"
+#include "engine/device/device.h"
 #include "engine/model/model_file.h"
 
 namespace shardlab {
@@ -29,6 +30,7 @@ void complete_model_config(ModelConfig& mc, const Datasets& data) {
 }
 
 TrainingSetup build_training(const JobSpec& job) {
+  require_device(job.device);
   TrainingSetup s;
   s.job = job;
   s.data = load_job_data(job);

@@ -605,6 +605,18 @@ class TestCli : public QObject {
              qPrintable(from_model + " vs " + from_seed));
   }
 
+  // A job for the GPU where this process cannot run one stops before reading any data, with one
+  // line naming the device and why (no usable GPU here; on a GPU machine, that device training is
+  // not in this version yet).
+  void deviceCudaStopsBeforeStarting() {
+    const Outcome o = run_cli({"run", kMlpJob, "--set", "device=cuda", "--no-record"});
+    QCOMPARE(o.exit_code, 1);
+    QVERIFY2(o.err.startsWith("shardlab: error: device: cuda"), qPrintable(o.err));
+    QVERIFY2(o.err.contains("--set device=cpu"), qPrintable(o.err));
+    QCOMPARE(o.err.count('\n'), 1);
+    QVERIFY2(!o.out.contains("data:") && !o.out.contains("step "), qPrintable(o.out));
+  }
+
   // The same with 2 mpi ranks (`shardlab run` starting workers with --resume): the resumed run
   // ends with the straight run's evaluation, digit for digit.
   void checkpointsMpiResume() {

@@ -836,13 +836,27 @@ class TestJob : public QObject {
     QCOMPARE(doc["parallel"].size(), field_count<ParallelConfig>());
     QCOMPARE(field_count<ParallelConfig>(), size_t(13));
     QCOMPARE(doc["telemetry"].size(), field_count<TelemetryConfig>());
-    QCOMPARE(field_count<JobSpec>(), size_t(7));
+    QCOMPARE(field_count<JobSpec>(), size_t(8));
+    QVERIFY(doc["device"] == json("cpu"));
     QVERIFY(doc["train"]["accumulation_steps"] == json(1));
     QVERIFY(doc["train"]["clip_grad_norm"] == json(0.0));
     QVERIFY(doc["parallel"]["strategy"] == json("none"));
     QCOMPARE(field_count<OptimizerConfig>(), size_t(10));  // the counter itself works
     QVERIFY(doc["optimizer"]["momentum"] == json(0.0));
     QVERIFY(doc["data"]["corpus"] == json::array());
+  }
+
+  // "device": cpu (the default) or cuda; anything else is refused naming the field.
+  void deviceField() {
+    JobSpec job = job_from_json(patched(R"({"device": "cuda"})"));
+    QCOMPARE(QString::fromStdString(job.device), QString("cuda"));
+    QVERIFY(validate(job).empty());
+    job.device = "tpu";
+    const auto errors = validate(job);
+    QCOMPARE(errors.size(), size_t(1));
+    QCOMPARE(errors[0].field, std::string("device"));
+    QVERIFY2(QString::fromStdString(errors[0].message).contains("\"cpu\", \"cuda\""),
+             errors[0].message.c_str());
   }
 
   void telemetrySection() {

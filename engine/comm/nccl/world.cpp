@@ -8,6 +8,7 @@
 #include "engine/comm/flight_recorder.h"
 #include "engine/comm/nccl/communicator.h"
 #include "engine/comm/nccl/nccl_detail.h"
+#include "engine/device/device.h"
 
 namespace shardlab {
 namespace {
@@ -44,15 +45,7 @@ std::string local_problem(int device) {
 }  // namespace
 
 int usable_cuda_devices(std::string* why) {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    if (why) *why = fmt::format("{} ({})", cudaGetErrorString(err), cudaGetErrorName(err));
-    return 0;
-  }
-  if (count == 0 && why) *why = "no CUDA device is visible to this process";
-  return count;
+  return usable_gpus(why);
 }
 
 std::unique_ptr<Communicator> make_nccl_world(Communicator& bootstrap, int device,
