@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "kernels/cpu/bf16.h"
+
 #if defined(__GNUC__) && !defined(__NO_MATH_ERRNO__)
 #warning "built without -fno-math-errno: the sqrt below will not vectorise (about 2.5x slower)"
 #endif
@@ -25,8 +27,10 @@ void adagrad_loop(float* __restrict p, const float* __restrict g, float* __restr
 }  // namespace
 
 void adagrad_update(const AdagradArgs& a) {
-  adagrad_loop(a.param, a.grad, a.sum, a.n, static_cast<float>(a.lr), static_cast<float>(a.eps),
-               static_cast<float>(a.weight_decay));
+  detail::update_with_bf16_copy(a.param, a.param_bf16, a.n, [&](int64_t o, int64_t n) {
+    adagrad_loop(a.param + o, a.grad + o, a.sum + o, n, static_cast<float>(a.lr),
+                 static_cast<float>(a.eps), static_cast<float>(a.weight_decay));
+  });
 }
 
 }  // namespace shardlab::kernels

@@ -14,12 +14,16 @@ struct AdagradArgs {
   double lr = 0.0;
   double eps = 1e-10;
   double weight_decay = 0.0;  // L2: added to the gradient as wd * p
+  // Optional bf16 copy of param, n elements: when set, param is the fp32 master and each updated
+  // master value is also written here rounded to nearest even (see kernels/cpu/bf16.h).
+  uint16_t* param_bf16 = nullptr;
 };
 
 // g = grad + wd * p
 // sum += g^2
 // p -= lr * g / (sqrt(sum) + eps)
-// param, grad and sum must not overlap.
+// param_bf16 (if set) = bf16(p)
+// param, grad, sum and param_bf16 must not overlap.
 void adagrad_update(const AdagradArgs& a);
 
 }  // namespace shardlab::kernels

@@ -10,6 +10,8 @@
 
 #include <cmath>
 
+#include "kernels/cpu/bf16.h"
+
 #if defined(__GNUC__) && !defined(__NO_MATH_ERRNO__)
 #warning "built without -fno-math-errno: the sqrt below will not vectorise (about 2.5x slower)"
 #endif
@@ -41,11 +43,13 @@ void adam_update(const AdamArgs& a) {
   const double decay = a.decoupled ? 1.0 - a.lr * a.weight_decay : 1.0;
   // 1 - beta in double: in float, 1.0f - 0.999f cancels to 0.000999987 (1.3e-5 off), which
   // would bias v and hence every step by about 6e-6.
-  adam_loop(a.param, a.grad, a.exp_avg, a.exp_avg_sq, a.n, static_cast<float>(a.beta1),
-            static_cast<float>(1.0 - a.beta1), static_cast<float>(a.beta2),
-            static_cast<float>(1.0 - a.beta2), static_cast<float>(l2), static_cast<float>(decay),
-            static_cast<float>(a.lr / bc1), static_cast<float>(1.0 / std::sqrt(bc2)),
-            static_cast<float>(a.eps));
+  detail::update_with_bf16_copy(a.param, a.param_bf16, a.n, [&](int64_t o, int64_t n) {
+    adam_loop(a.param + o, a.grad + o, a.exp_avg + o, a.exp_avg_sq + o, n,
+              static_cast<float>(a.beta1), static_cast<float>(1.0 - a.beta1),
+              static_cast<float>(a.beta2), static_cast<float>(1.0 - a.beta2),
+              static_cast<float>(l2), static_cast<float>(decay), static_cast<float>(a.lr / bc1),
+              static_cast<float>(1.0 / std::sqrt(bc2)), static_cast<float>(a.eps));
+  });
 }
 
 }  // namespace shardlab::kernels

@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "kernels/cpu/bf16.h"
+
 #if defined(__GNUC__) && !defined(__NO_MATH_ERRNO__)
 #warning "built without -fno-math-errno: the sqrt below will not vectorise (about 2.5x slower)"
 #endif
@@ -45,11 +47,13 @@ void rmsprop_update(const RmspropArgs& a) {
   const auto c = static_cast<float>(1.0 - a.alpha);
   const auto eps = static_cast<float>(a.eps);
   const auto wd = static_cast<float>(a.weight_decay);
-  if (a.momentum == 0.0)
-    rmsprop_plain(a.param, a.grad, a.square_avg, a.n, lr, alpha, c, eps, wd);
-  else
-    rmsprop_momentum(a.param, a.grad, a.square_avg, a.momentum_buf, a.n, lr, alpha, c, eps,
-                     static_cast<float>(a.momentum), wd);
+  detail::update_with_bf16_copy(a.param, a.param_bf16, a.n, [&](int64_t o, int64_t n) {
+    if (a.momentum == 0.0)
+      rmsprop_plain(a.param + o, a.grad + o, a.square_avg + o, n, lr, alpha, c, eps, wd);
+    else
+      rmsprop_momentum(a.param + o, a.grad + o, a.square_avg + o, a.momentum_buf + o, n, lr, alpha,
+                       c, eps, static_cast<float>(a.momentum), wd);
+  });
 }
 
 }  // namespace shardlab::kernels

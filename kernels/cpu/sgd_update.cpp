@@ -2,6 +2,8 @@
 // vectorises. Coefficients are cast to float once: the element math is fp32 throughout.
 #include "kernels/cpu/sgd_update.h"
 
+#include "kernels/cpu/bf16.h"
+
 namespace shardlab::kernels {
 
 namespace {
@@ -39,12 +41,14 @@ void sgd_update(const SgdArgs& a) {
   const auto lr = static_cast<float>(a.lr);
   const auto m = static_cast<float>(a.momentum);
   const auto wd = static_cast<float>(a.weight_decay);
-  if (a.momentum == 0.0)
-    sgd_plain(a.param, a.grad, a.n, lr, wd);
-  else if (a.nesterov)
-    sgd_nesterov(a.param, a.grad, a.momentum_buf, a.n, lr, m, wd);
-  else
-    sgd_momentum(a.param, a.grad, a.momentum_buf, a.n, lr, m, wd);
+  detail::update_with_bf16_copy(a.param, a.param_bf16, a.n, [&](int64_t o, int64_t n) {
+    if (a.momentum == 0.0)
+      sgd_plain(a.param + o, a.grad + o, n, lr, wd);
+    else if (a.nesterov)
+      sgd_nesterov(a.param + o, a.grad + o, a.momentum_buf + o, n, lr, m, wd);
+    else
+      sgd_momentum(a.param + o, a.grad + o, a.momentum_buf + o, n, lr, m, wd);
+  });
 }
 
 }  // namespace shardlab::kernels

@@ -15,6 +15,9 @@ struct SgdArgs {
   double momentum = 0.0;
   double weight_decay = 0.0;  // L2: added to the gradient as wd * p
   bool nesterov = false;      // needs momentum > 0
+  // Optional bf16 copy of param, n elements: when set, param is the fp32 master and each updated
+  // master value is also written here rounded to nearest even (see kernels/cpu/bf16.h).
+  uint16_t* param_bf16 = nullptr;
 };
 
 // g = grad + wd * p
@@ -22,7 +25,8 @@ struct SgdArgs {
 //               PyTorch's buf = g exactly), d = nesterov ? g + momentum * buf : buf
 // otherwise:    d = g
 // p -= lr * d
-// param, grad and momentum_buf must not overlap.
+// param_bf16 (if set) = bf16(p)
+// param, grad, momentum_buf and param_bf16 must not overlap.
 void sgd_update(const SgdArgs& a);
 
 }  // namespace shardlab::kernels
