@@ -121,6 +121,9 @@ ShardSet::ShardSet(std::string step_dir, const CheckpointManifest& m, int64_t to
                  "{}: written by rank {} for step {}, but the manifest lists it for rank {} at "
                  "step {}",
                  path, h.rank, h.step, e.rank, m.step);
+    const int64_t end = h.runs.empty() ? 0 : h.runs.back().begin + h.runs.back().count;
+    SL_ENFORCE_T(FormatError, end <= total, "{}: holds elements up to {}, but the model has {}",
+                 path, end, total);
     int64_t offset = 0;
     for (const GlobalRun& r : h.runs) {
       pieces_.push_back({r.begin, r.count, static_cast<int>(paths_.size()), offset});
@@ -131,6 +134,10 @@ ShardSet::ShardSet(std::string step_dir, const CheckpointManifest& m, int64_t to
   }
   SL_ENFORCE_T(FormatError, !headers_.empty(), "{}: the manifest lists no shards", dir_);
   progress_ = progress_from_json(headers_.front().progress, paths_.front());
+  for (size_t i = 1; i < headers_.size(); ++i)
+    SL_ENFORCE_T(FormatError, headers_[i].progress == headers_.front().progress,
+                 "{}: its training position differs from {}'s: the shards are from different runs",
+                 paths_[i], paths_.front());
   // Disjoint: replicas that wrote the same elements count once (the first one listed).
   std::stable_sort(pieces_.begin(), pieces_.end(),
                    [](const Piece& a, const Piece& b) { return a.global < b.global; });

@@ -29,6 +29,7 @@
 #include "engine/checkpoint/checkpoint_store.h"
 #include "engine/comm/threads/world.h"
 #include "engine/core/memory.h"
+#include "engine/parallel/checkpoint_shards.h"
 #include "engine/parallel/hybrid_optimizer.h"
 #include "engine/parallel/planner.h"
 #include "engine/parallel/rank_checkpoint.h"
@@ -422,6 +423,54 @@ class TestResharding : public QObject {
     QVERIFY2(q(what).contains("model layout model: checkpoint \"gpt\", this job \"mlp\""),
              qPrintable(q(what)));
     QCOMPARE(steps, int64_t(0));
+  }
+
+  // ShardSet on hand-made shards: two halves of an 8-element model read back whole; shards from
+  // different training positions, elements past the model and elements no shard holds are each
+  // refused naming the problem.
+  void shardSetChecksWhatItReads() {
+    const std::string dir = path("hand-made");
+    const auto write = [&](int rank, int64_t begin, int64_t steps) {
+      TrainingProgress p;
+      p.steps_done = steps;
+      ShardHeader h;
+      h.rank = rank;
+      h.step = 5;
+      h.progress = to_json(p);
+      h.runs = {{begin, 4}};
+      std::vector<float> v(4);
+      for (int i = 0; i < 4; ++i) v[static_cast<size_t>(i)] = static_cast<float>(begin + i + 1);
+      return write_shard(dir, 5, rank, encode_shard(h, {{"param", v}}));
+    };
+    CheckpointManifest m;
+    m.step = 5;
+    m.world_size = 2;
+    m.shards = {write(0, 0, 5), write(1, 4, 5)};
+    const std::string sd = step_dir(dir, 5);
+    {
+      ShardSet set(sd, m, 8);
+      std::vector<float> all(8);
+      set.read("param", identity_map(8), all);
+      QCOMPARE(all, (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}));
+      QCOMPARE(set.progress().steps_done, int64_t{5});
+      const auto [type, what] = caught([&] { set.read("param", identity_map(10), all); });
+      QCOMPARE(q(type), QString("InternalError"));  // a local run past its buffer: a caller bug
+      std::vector<float> more(10);
+      const auto [type2, what2] = caught([&] { set.read("param", identity_map(10), more); });
+      QCOMPARE(q(type2), QString("FormatError"));
+      QVERIFY2(q(what2).contains("no shard holds elements [8, 10) of param"), qPrintable(q(what2)));
+    }
+    {
+      const auto [type, what] = caught([&] { ShardSet set(sd, m, 6); });
+      QCOMPARE(q(type), QString("FormatError"));
+      QVERIFY2(q(what).contains("shard-00001.bin: holds elements up to 8, but the model has 6"),
+               qPrintable(q(what)));
+    }
+    m.shards[1] = write(1, 4, 6);  // rank 1's shard from another run (another step count)
+    const auto [type, what] = caught([&] { ShardSet set(sd, m, 8); });
+    QCOMPARE(q(type), QString("FormatError"));
+    QVERIFY2(q(what).contains("shard-00001.bin: its training position differs"),
+             qPrintable(q(what)));
   }
 
   void cleanupTestCase() {
