@@ -1,5 +1,6 @@
 // shardlab bench: performance figures measured on this machine.
-//   optimizer  base-optimizer update throughput next to a STREAM-style triad (engine/bench)
+//   optimizer  base-optimizer update throughput next to a STREAM-style triad (engine/bench);
+//              with --device cuda, the kernels/cuda update kernels next to a device copy
 //   mlp        single-process MLP training throughput on Fashion-MNIST, in samples/s
 //   comm, sharded, hybrid, telemetry: bench_comm.cpp, bench_sharded.cpp, bench_hybrid.cpp,
 //   bench_telemetry.cpp
@@ -14,7 +15,12 @@
 #include "engine/bench/optimizer_bench.h"
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
+#include "engine/device/device.h"
 #include "engine/train/build.h"
+
+#if SHARDLAB_HAVE_CUDA_KERNELS
+#include "engine/bench/optimizer_bench_cuda.h"
+#endif
 
 namespace shardlab::cli {
 namespace {
@@ -27,20 +33,51 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
+// `bench optimizer --device cuda`: the GPU's fused update kernels against its copy bandwidth.
+// Without the CUDA kernels in this build, or without a usable GPU, one line and exit status 1.
+int bench_optimizer_cuda(const Args& args, const std::vector<std::string>& optimizers) {
+  // Defaults of OptimizerBenchCudaOptions; the flags are checked even where the bench cannot run.
+  const int64_t n = args.get_int("--params", int64_t{64} << 20, 1024, int64_t{1} << 31);
+  const int reps = static_cast<int>(args.get_int("--reps", 20, 1, 1000));
+#if SHARDLAB_HAVE_CUDA_KERNELS
+  std::string why;
+  if (usable_gpus(&why) == 0)
+    SL_THROW(Error, "bench optimizer --device cuda: no usable GPU: {}", why);
+  OptimizerBenchCudaOptions opt;
+  opt.n = n;
+  opt.reps = reps;
+  opt.optimizers = optimizers;
+  run_optimizer_bench_cuda(opt, std::cout);
+  return 0;
+#else
+  (void)n;
+  (void)reps;
+  (void)optimizers;
+  SL_THROW(Error,
+           "bench optimizer --device cuda: this shardlab was built without the CUDA kernels "
+           "(it needs a CUDA toolkit with nvcc at configure time)");
+#endif
+}
+
 int bench_optimizer(const std::vector<std::string>& argv) {
-  Args args(argv, {{"--params", "--reps", "--optimizers"}, {}});
+  Args args(argv, {{"--params", "--reps", "--optimizers", "--device"}, {}});
   if (!args.positional().empty())
     SL_THROW(UsageError, "unexpected argument '{}'", args.positional()[0]);
-  OptimizerBenchOptions opt;
-  opt.n = args.get_int("--params", opt.n, 1024, int64_t{1} << 31);
-  opt.reps = static_cast<int>(args.get_int("--reps", opt.reps, 1, 1000));
-  opt.optimizers = split_list(args.get("--optimizers"));
-  for (const auto& name : opt.optimizers) {
+  const std::vector<std::string> optimizers = split_list(args.get("--optimizers"));
+  for (const auto& name : optimizers) {
     const auto& known = optimizer_names();
     if (std::find(known.begin(), known.end(), name) == known.end())
       SL_THROW(UsageError, "--optimizers: unknown optimizer '{}' (known: {})", name,
                fmt::join(known, ", "));
   }
+  const std::string device = args.get("--device", "cpu");
+  if (device == "cuda") return bench_optimizer_cuda(args, optimizers);
+  if (device != "cpu")
+    SL_THROW(UsageError, "--device: unknown device '{}' (known: cpu, cuda)", device);
+  OptimizerBenchOptions opt;
+  opt.n = args.get_int("--params", opt.n, 1024, int64_t{1} << 31);
+  opt.reps = static_cast<int>(args.get_int("--reps", opt.reps, 1, 1000));
+  opt.optimizers = optimizers;
   run_optimizer_bench(opt, std::cout);
   return 0;
 }

@@ -44,6 +44,8 @@ constexpr const char* kUsage =
     "  replay RUN.slrec                               the per-rank table from a recording\n"
     "  export RUN.slrec [--chrome-trace OUT.json] [--csv OUT.csv]\n"
     "  bench optimizer [--params N] [--reps R]        base-optimizer update throughput vs. triad\n"
+    "             [--optimizers adam,sgd,...]         (--device cuda: the GPU update kernels vs.\n"
+    "             [--device cpu|cuda]                 a device copy, cudaEvent-timed)\n"
     "  bench mlp [--steps N]                          MLP training throughput on Fashion-MNIST\n"
     "  bench comm [--backend threads|mpi] [--ranks N] collective bandwidth, nccl-tests style\n"
     "             [--min-bytes B] [--max-bytes B] [--ops all_reduce,...] [--iters N]\n"

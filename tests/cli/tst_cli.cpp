@@ -617,6 +617,44 @@ class TestCli : public QObject {
     QVERIFY2(!o.out.contains("data:") && !o.out.contains("step "), qPrintable(o.out));
   }
 
+  // `bench optimizer --device cuda`: where it cannot run (no usable GPU, or a build without the
+  // CUDA kernels) one line naming the device problem and exit status 1; on a GPU, the table with
+  // the copy yardstick and an adam row with its fraction of the copy bandwidth. --device tpu is a
+  // usage error.
+  void benchOptimizerCuda() {
+    Outcome o = run_cli({"bench", "optimizer", "--device", "cuda", "--params", "1048576", "--reps",
+                         "3", "--optimizers", "adam,sgd"});
+    QCOMPARE(o.status, QProcess::NormalExit);
+    if (o.exit_code == 0) {
+      QVERIFY2(o.out.contains("(copy)"), qPrintable(o.out));
+      static const QRegularExpression adam(R"(^adam\s+defaults\s+28\s.*\s\d+%$)",
+                                           QRegularExpression::MultilineOption);
+      QVERIFY2(adam.match(o.out).hasMatch(), qPrintable(o.out));
+      QVERIFY2(o.out.contains(QRegularExpression(R"(^adam\s+bf16 master\s+30\s.*%$)",
+                                                 QRegularExpression::MultilineOption)),
+               qPrintable(o.out));
+      QVERIFY2(o.out.contains(QRegularExpression(R"(^sgd\s+momentum=0.9\s+20\s.*%$)",
+                                                 QRegularExpression::MultilineOption)),
+               qPrintable(o.out));
+    } else {
+      QCOMPARE(o.exit_code, 1);
+      QCOMPARE(o.err.count('\n'), 1);
+      QVERIFY2(o.err.startsWith("shardlab: error: bench optimizer --device cuda: "),
+               qPrintable(o.err));
+      QVERIFY2(o.err.contains("no usable GPU: ") ||
+                   o.err.contains("this shardlab was built without the CUDA kernels"),
+               qPrintable(o.err));
+      QVERIFY2(o.out.isEmpty(), qPrintable(o.out));
+    }
+
+    o = run_cli({"bench", "optimizer", "--device", "tpu"});
+    QCOMPARE(o.status, QProcess::NormalExit);
+    QCOMPARE(o.exit_code, 2);
+    QVERIFY2(
+        o.err.section('\n', 0, 0).contains("--device: unknown device 'tpu' (known: cpu, cuda)"),
+        qPrintable(o.err));
+  }
+
   // The same with 2 mpi ranks (`shardlab run` starting workers with --resume): the resumed run
   // ends with the straight run's evaluation, digit for digit.
   void checkpointsMpiResume() {

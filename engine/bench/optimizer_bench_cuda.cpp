@@ -1,0 +1,266 @@
+#include "engine/bench/optimizer_bench_cuda.h"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <exception>
+#include <functional>
+#include <ostream>
+
+#include "engine/core/error.h"
+#include "engine/optim/optimizer.h"
+#include "kernels/cuda/adagrad_update.h"
+#include "kernels/cuda/adam_update.h"
+#include "kernels/cuda/rmsprop_update.h"
+#include "kernels/cuda/sgd_update.h"
+
+namespace shardlab {
+
+namespace {
+
+// Throws Error naming the CUDA call and the runtime's message when `err` is not cudaSuccess.
+void check(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return;
+  (void)cudaGetLastError();  // clear a non-sticky error so the next call does not report it
+  SL_THROW(Error, "bench optimizer --device cuda: {}: {} ({})", what, cudaGetErrorString(err),
+           cudaGetErrorName(err));
+}
+
+// A device allocation freed on scope exit.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(size_t bytes, const char* what) {
+    check(cudaMalloc(&ptr_, bytes),
+          fmt::format("cudaMalloc of {} MiB for {}", bytes >> 20, what).c_str());
+  }
+  ~DeviceBuffer() {
+    if (ptr_) (void)cudaFree(ptr_);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  float* f() const { return static_cast<float*>(ptr_); }
+  uint16_t* u16() const { return static_cast<uint16_t*>(ptr_); }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+class Stream {
+ public:
+  Stream() { check(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), "cudaStreamCreate"); }
+  ~Stream() { (void)cudaStreamDestroy(s_); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+class EventPair {
+ public:
+  EventPair() {
+    check(cudaEventCreate(&start_), "cudaEventCreate");
+    check(cudaEventCreate(&stop_), "cudaEventCreate");
+  }
+  ~EventPair() {
+    (void)cudaEventDestroy(start_);
+    (void)cudaEventDestroy(stop_);
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+
+  // Seconds `work` takes on `stream`, between two events recorded around it.
+  double time(cudaStream_t stream, const std::function<void()>& work) {
+    check(cudaEventRecord(start_, stream), "cudaEventRecord");
+    work();
+    check(cudaEventRecord(stop_, stream), "cudaEventRecord");
+    check(cudaEventSynchronize(stop_), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
+    return std::max(static_cast<double>(ms) * 1e-3, 1e-9);
+  }
+
+ private:
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+// Runs a kernel launcher, turning its std::runtime_error (a failed launch) into an Error.
+void launch(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    SL_THROW(Error, "bench optimizer --device cuda: {}", e.what());
+  }
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+// One benchmarked configuration: the same hyper-parameters as the CPU bench (optimizer_bench.cpp).
+struct Case {
+  std::string optimizer, setting;
+  int state_arrays = 0;  // fp32 state arrays, each read and written
+  bool bf16 = false;     // also writes a bf16 copy of the parameters
+};
+
+std::vector<Case> cases_for(const std::vector<std::string>& names) {
+  std::vector<Case> cases;
+  for (const auto& name : names) {
+    if (name == "sgd")
+      cases.push_back({name, "momentum=0.9", 1, false});
+    else if (name == "adam") {
+      cases.push_back({name, "defaults", 2, false});
+      cases.push_back({name, "bf16 master", 2, true});
+    } else if (name == "adamw")
+      cases.push_back({name, "weight_decay=0.01", 2, false});
+    else if (name == "rmsprop")
+      cases.push_back({name, "defaults", 1, false});
+    else if (name == "adagrad")
+      cases.push_back({name, "defaults", 1, false});
+    else
+      SL_THROW(InvalidArgument, "bench.optimizers: no CUDA kernel for optimizer '{}'", name);
+  }
+  return cases;
+}
+
+}  // namespace
+
+std::vector<OptimizerBenchCudaRow> run_optimizer_bench_cuda(
+    const OptimizerBenchCudaOptions& options, std::ostream& out) {
+  SL_ENFORCE(options.n >= 1, "bench.n: must be >= 1, got {}", options.n);
+  SL_ENFORCE(options.reps >= 1, "bench.reps: must be >= 1, got {}", options.reps);
+  SL_ENFORCE(options.warmup >= 0, "bench.warmup: must be >= 0, got {}", options.warmup);
+  const std::vector<std::string> names =
+      options.optimizers.empty() ? optimizer_names() : options.optimizers;
+  const auto& known = optimizer_names();
+  for (const auto& name : names)
+    SL_ENFORCE(std::find(known.begin(), known.end(), name) != known.end(),
+               "bench.optimizers: unknown optimizer '{}'", name);
+  const std::vector<Case> cases = cases_for(names);
+
+  check(cudaSetDevice(0), "cudaSetDevice(0)");
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+
+  const int64_t n = options.n;
+  const size_t fbytes = static_cast<size_t>(n) * sizeof(float);
+  DeviceBuffer param(fbytes, "params"), grad(fbytes, "grads"), state0(fbytes, "state"),
+      state1(fbytes, "state"), bf16(static_cast<size_t>(n) * sizeof(uint16_t), "bf16 params");
+  Stream stream;
+  EventPair events;
+
+  // Host-side initial values, copied in before each row so every optimizer starts from the same
+  // values. Gradients are small and varied, never zero, so no kernel sees a degenerate input.
+  std::vector<float> h_param(static_cast<size_t>(n)), h_grad(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) {
+    h_param[static_cast<size_t>(j)] = 0.5f + 1e-3f * static_cast<float>(j % 1000);
+    h_grad[static_cast<size_t>(j)] = 1e-2f * static_cast<float>(j % 97 + 1) - 0.49f;
+  }
+  check(cudaMemcpy(grad.f(), h_grad.data(), fbytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+
+  // The yardstick: a D2D copy of n floats (grads -> a state array, which each row resets anyway).
+  // Bytes: 2 x 4 x n, the read of the source and the write of the destination.
+  std::vector<double> copy_times;
+  const auto copy = [&] {
+    check(cudaMemcpyAsync(state0.f(), grad.f(), fbytes, cudaMemcpyDeviceToDevice, stream.get()),
+          "cudaMemcpyAsync D2D");
+  };
+  for (int w = 0; w < std::max(options.warmup, 1); ++w) events.time(stream.get(), copy);
+  for (int r = 0; r < options.reps; ++r) copy_times.push_back(events.time(stream.get(), copy));
+  const double copy_best = *std::min_element(copy_times.begin(), copy_times.end());
+  const double copy_gb_per_s = 2.0 * static_cast<double>(fbytes) / copy_best / 1e9;
+
+  std::vector<OptimizerBenchCudaRow> rows;
+  for (const Case& c : cases) {
+    check(cudaMemcpy(param.f(), h_param.data(), fbytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+    check(cudaMemset(state0.f(), 0, fbytes), "cudaMemset");
+    check(cudaMemset(state1.f(), 0, fbytes), "cudaMemset");
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+
+    int64_t step = 0;
+    std::function<void()> update;
+    if (c.optimizer == "sgd") {
+      update = [&] {
+        kernels::SgdArgs a;
+        a.param = param.f(), a.grad = grad.f(), a.momentum_buf = state0.f(), a.n = n;
+        a.lr = 1e-3, a.momentum = 0.9;
+        launch([&] { kernels::sgd_update_cuda(a, stream.get()); });
+      };
+    } else if (c.optimizer == "adam" || c.optimizer == "adamw") {
+      const bool decoupled = c.optimizer == "adamw", with_bf16 = c.bf16;
+      update = [&, decoupled, with_bf16] {
+        kernels::AdamArgs a;
+        a.param = param.f(), a.grad = grad.f(), a.exp_avg = state0.f(), a.exp_avg_sq = state1.f(),
+        a.n = n, a.lr = 1e-3;
+        a.decoupled = decoupled;
+        a.weight_decay = decoupled ? 0.01 : 0.0;
+        a.step = ++step;
+        a.param_bf16 = with_bf16 ? bf16.u16() : nullptr;
+        launch([&] { kernels::adam_update_cuda(a, stream.get()); });
+      };
+    } else if (c.optimizer == "rmsprop") {
+      update = [&] {
+        kernels::RmspropArgs a;
+        a.param = param.f(), a.grad = grad.f(), a.square_avg = state0.f(), a.n = n, a.lr = 1e-3;
+        launch([&] { kernels::rmsprop_update_cuda(a, stream.get()); });
+      };
+    } else {  // adagrad
+      update = [&] {
+        kernels::AdagradArgs a;
+        a.param = param.f(), a.grad = grad.f(), a.sum = state0.f(), a.n = n, a.lr = 1e-3;
+        launch([&] { kernels::adagrad_update_cuda(a, stream.get()); });
+      };
+    }
+
+    for (int w = 0; w < options.warmup; ++w) update();
+    check(cudaStreamSynchronize(stream.get()), "cudaStreamSynchronize");
+    std::vector<double> times;
+    for (int r = 0; r < options.reps; ++r) times.push_back(events.time(stream.get(), update));
+
+    OptimizerBenchCudaRow row;
+    row.optimizer = c.optimizer;
+    row.setting = c.setting;
+    row.n = n;
+    // p r+w, g r, each state array r+w (4 B each), + the bf16 parameter copy's write (2 B).
+    row.bytes_per_param = static_cast<int>((2 + 1 + 2 * c.state_arrays) * sizeof(float) +
+                                           (c.bf16 ? sizeof(uint16_t) : 0));
+    row.best_seconds = *std::min_element(times.begin(), times.end());
+    row.median_seconds = median(times);
+    row.params_per_s = static_cast<double>(n) / row.best_seconds;
+    row.gb_per_s = row.bytes_per_param * static_cast<double>(n) / row.best_seconds / 1e9;
+    row.copy_gb_per_s = copy_gb_per_s;
+    row.copy_ratio = row.gb_per_s / copy_gb_per_s;
+    rows.push_back(row);
+  }
+
+  out << fmt::format(
+      "optimizer update on {} (cuda:0), n = {} parameters, {} warm-up + {} timed updates (best, "
+      "cudaEvent)\n",
+      prop.name, n, options.warmup, options.reps);
+  out << "bytes per update = B/param x n: param r+w, grad r, each state array r+w (4 B each), "
+         "+ 2 B bf16 param write; copy = D2D cudaMemcpyAsync, read + write (8 B)\n";
+  out << fmt::format("{:<9} {:<18} {:>7} {:>9} {:>9} {:>10} {:>7} {:>7}\n", "optimizer", "setting",
+                     "B/param", "best ms", "median ms", "Mparams/s", "GB/s", "copy");
+  out << fmt::format("{:<9} {:<18} {:>7} {:>9.3f} {:>9.3f} {:>10} {:>7.1f} {:>6.0f}%\n", "(copy)",
+                     "D2D cudaMemcpy", 8, copy_best * 1e3, median(copy_times) * 1e3, "-",
+                     copy_gb_per_s, 100.0);
+  for (const auto& r : rows)
+    out << fmt::format("{:<9} {:<18} {:>7} {:>9.3f} {:>9.3f} {:>10.1f} {:>7.1f} {:>6.0f}%\n",
+                       r.optimizer, r.setting, r.bytes_per_param, r.best_seconds * 1e3,
+                       r.median_seconds * 1e3, r.params_per_s / 1e6, r.gb_per_s,
+                       100.0 * r.copy_ratio);
+  for (const auto& r : rows)
+    if (r.optimizer == "adam" && r.setting == "defaults")
+      out << fmt::format("adam (fp32) reaches {:.0f}% of the copy bandwidth (goal: >= 85%): {}\n",
+                         100.0 * r.copy_ratio, r.copy_ratio >= 0.85 ? "met" : "not met");
+  return rows;
+}
+
+}  // namespace shardlab
