@@ -46,7 +46,7 @@
 namespace shardlab {
 
 namespace mpi_detail {
-class Channel;  // the MPI communicator, its queue and progress thread (communicator.cpp)
+class Channel;  // the MPI communicator, its queue and progress thread (channel.h)
 }
 
 class MpiCommunicator final : public Communicator {

@@ -1,6 +1,6 @@
-// Internals of the mpi backend shared by communicator.cpp and world.cpp (and the backend's tests):
-// the MPI return-code check, and the count of operations that can still be inside MPI after
-// their wait gave up. Not part of the public API; include world.h instead.
+// Internals of the mpi backend shared by its sources (and the backend's tests): the MPI return-code
+// check, and the count of operations that can still be inside MPI after their wait gave up
+// (defined in mpi_util.cpp). Not part of the public API; include world.h instead.
 #pragma once
 
 #include <mpi.h>
@@ -12,6 +12,11 @@
 #include "engine/comm/communicator.h"
 
 namespace shardlab::mpi_detail {
+
+// Whether MPI_Finalize has run (no MPI call may follow it, MPI_Comm_free included).
+bool mpi_finalized();
+// MPI_Error_string of `code`, or "MPI error <code>".
+std::string error_string(int code);
 
 // Throws CommError "MPI_Xxx failed: <MPI_Error_string>"; `call` is the call's source text.
 [[noreturn]] void throw_mpi_error(int code, const char* call, const char* file, int line);
