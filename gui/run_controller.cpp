@@ -28,6 +28,7 @@
 #include "net/job_hello.h"
 #include "net/local_sinks.h"
 #include "net/publisher.h"
+#include "net/run_paths.h"
 
 namespace shardlab::gui {
 
@@ -50,16 +51,13 @@ std::string host_name() {
   return host;
 }
 
+// The runs folder (net/run_paths.h: $SHARDLAB_RUNS_DIR or runs/), absolute.
 QString runs_dir() {
-  const QByteArray env = qgetenv("SHARDLAB_RUNS_DIR");
-  return QDir(env.isEmpty() ? QStringLiteral("runs") : QString::fromLocal8Bit(env)).absolutePath();
+  return QDir(QString::fromLocal8Bit(net::runs_dir())).absolutePath();
 }
 
 QString safe_name(const JobSpec& job) {
-  QString name = job.name.empty() ? QStringLiteral("job") : qs(job.name);
-  for (QChar& ch : name)
-    if (!(ch.isLetterOrNumber() && ch.unicode() < 128) && ch != '-' && ch != '_') ch = '_';
-  return name;
+  return qs(net::safe_job_name(job.name));
 }
 
 QString stamp() {
@@ -82,10 +80,9 @@ QString unused_path(const QString& base, const QString& suffix) {
   return path;
 }
 
+// As `shardlab run` names it (net/run_paths.h), made unique in the folder.
 QString default_recording_path(const JobSpec& job) {
-  return unused_path(QStringLiteral("%1/%2-%3-%4")
-                         .arg(runs_dir(), stamp(), safe_name(job))
-                         .arg(static_cast<qint64>(getpid())),
+  return unused_path(runs_dir() + QLatin1Char('/') + qs(net::recording_base_name(job.name)),
                      QStringLiteral(".slrec"));
 }
 

@@ -15,6 +15,7 @@
 #include "net/job_hello.h"
 #include "net/local_sinks.h"
 #include "net/publisher.h"
+#include "net/run_paths.h"
 
 namespace shardlab::cli {
 
@@ -27,17 +28,7 @@ struct RunTelemetry::Impl {
 };
 
 std::string default_recording_path(const JobSpec& job) {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-  std::string name = job.name.empty() ? "job" : job.name;
-  for (char& ch : name)
-    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_') ch = '_';
-  const char* dir = std::getenv("SHARDLAB_RUNS_DIR");
-  return fmt::format("{}/{}-{}-{}.slrec", dir && *dir ? dir : "runs", stamp, name,
-                     static_cast<long>(getpid()));
+  return fmt::format("{}/{}.slrec", net::runs_dir(), net::recording_base_name(job.name));
 }
 
 RunTelemetry::RunTelemetry(const Args& args, const JobSpec& job, const std::vector<int>& ranks,
