@@ -1,6 +1,7 @@
 #include "engine/parallel/checkpoint_shards.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <filesystem>
 
@@ -11,14 +12,10 @@ namespace shardlab {
 namespace {
 
 uint64_t double_bits(double d) {
-  uint64_t v = 0;
-  std::memcpy(&v, &d, sizeof v);
-  return v;
+  return std::bit_cast<uint64_t>(d);
 }
 double bits_double(uint64_t v) {
-  double d = 0;
-  std::memcpy(&d, &v, sizeof d);
-  return d;
+  return std::bit_cast<double>(v);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "engine/core/bytes.h"
 #include "engine/core/error.h"
+#include "engine/model/model_file.h"
 #include "engine/parallel/hybrid_impl.h"
 #include "engine/parallel/strategies.h"
 
@@ -85,7 +86,7 @@ std::vector<uint8_t> HybridShardedOptimizer::serialize() {
   w.pod(options_.sharding.micro_batches);
   w.pod(parallel_detail::bucket_elements(options_.sharding));
   w.pod(local_layout().size());
-  w.pod(parallel_detail::layout_fingerprint(local_layout()));
+  w.pod(model_layout_fingerprint(local_layout()));
   w.pod(options_.train.batch_size);
   w.pod(steps_done_);
   const bool has_sampler = im.sampler != nullptr || im.has_pending_sampler;
@@ -137,10 +138,9 @@ void HybridShardedOptimizer::deserialize(std::span<const uint8_t> bytes) {
              options_.sharding.strategy);
   SL_ENFORCE(their_rank == rank(), "{}: written by rank {}, loaded on rank {}", kWhat, their_rank,
              rank());
-  SL_ENFORCE(
-      params == local_layout().size() && fp == parallel_detail::layout_fingerprint(local_layout()),
-      "{}: written for other parameters than this rank's ({} elements; this rank holds {})", kWhat,
-      params, local_layout().size());
+  SL_ENFORCE(params == local_layout().size() && fp == model_layout_fingerprint(local_layout()),
+             "{}: written for other parameters than this rank's ({} elements; this rank holds {})",
+             kWhat, params, local_layout().size());
   SL_ENFORCE(bucket == parallel_detail::bucket_elements(options_.sharding),
              "{}: written with a different parallel.bucket_mb (this run uses {})", kWhat,
              options_.sharding.bucket_mb);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -11,6 +12,7 @@
 #include "engine/checkpoint/checkpoint_store.h"
 #include "engine/core/error.h"
 #include "engine/core/memory.h"
+#include "engine/model/model_file.h"
 #include "engine/parallel/checkpoint_shards.h"
 #include "engine/parallel/hybrid_optimizer.h"
 #include "engine/parallel/sharded_optimizer.h"
@@ -24,14 +26,10 @@ enum ErrorCode : uint32_t { kOk = 0, kInvalid, kFormat, kIo, kTimeout, kInternal
 
 // Integers through float collectives as bit patterns (the collectives only move them here).
 float as_float(uint32_t v) {
-  float f = 0;
-  std::memcpy(&f, &v, sizeof f);
-  return f;
+  return std::bit_cast<float>(v);
 }
 uint32_t as_u32(float f) {
-  uint32_t v = 0;
-  std::memcpy(&v, &f, sizeof v);
-  return v;
+  return std::bit_cast<uint32_t>(f);
 }
 
 }  // namespace
@@ -221,7 +219,7 @@ std::vector<float> read_checkpoint_tensor(const std::string& step_or_dir, const 
 namespace {
 
 std::string fingerprint_hex(const ParamLayout& layout) {
-  return fmt::format("{:08x}", parallel_detail::layout_fingerprint(layout));
+  return fmt::format("{:08x}", model_layout_fingerprint(layout));
 }
 
 // What a checkpoint must match to load (any strategy and topology may read it): the model, the

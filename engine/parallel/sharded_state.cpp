@@ -61,17 +61,13 @@ Buffer bytes_as_floats(const std::vector<uint8_t>& bytes) {
 
 namespace parallel_detail {
 
-uint32_t layout_fingerprint(const ParamLayout& layout) {
-  return model_layout_fingerprint(layout);
-}
-
 void write_model_file_collective(Communicator& comm, const std::string& path,
                                  const ParamLayout& layout, std::span<const float> full) {
   float ok = 1.0f;
   std::string error;
   if (comm.rank() == 0) {
     try {
-      write_model_file(path, layout_fingerprint(layout), full);
+      write_model_file(path, model_layout_fingerprint(layout), full);
     } catch (const Error& e) {
       ok = 0.0f;
       error = e.what();
@@ -112,8 +108,6 @@ void check_optimizer_steps_agree(Communicator& comm, const Optimizer& optimizer)
 
 }  // namespace parallel_detail
 
-using parallel_detail::layout_fingerprint;
-
 std::vector<uint8_t> ShardedOptimizer::serialize() {
   const std::vector<uint8_t> opt = optimizer_->serialize();
   std::span<float> held = held_params();
@@ -127,7 +121,7 @@ std::vector<uint8_t> ShardedOptimizer::serialize() {
   w.pod(layout_.padded_total());
   w.pod(layout_.shard_size());
   w.pod(units_fingerprint(layout_));
-  w.pod(layout_fingerprint(model_->layout()));
+  w.pod(model_layout_fingerprint(model_->layout()));
   w.pod(options_.train.batch_size);
   w.pod(steps_done_);
   const bool has_sampler = sampler_ != nullptr || has_pending_sampler_;
@@ -174,7 +168,7 @@ void ShardedOptimizer::deserialize(std::span<const uint8_t> bytes) {
              "model has {} ({} padded, shard {})",
              params, padded, shard, model_->num_params(), layout_.padded_total(),
              layout_.shard_size());
-  SL_ENFORCE(params_fp == layout_fingerprint(model_->layout()),
+  SL_ENFORCE(params_fp == model_layout_fingerprint(model_->layout()),
              "sharded state: written for a model whose parameter names or shapes differ from "
              "this one's");
   SL_ENFORCE(units == units_fingerprint(layout_),

@@ -22,9 +22,6 @@ std::vector<double> sum_over_ranks(Communicator& comm, std::span<const double> v
 // Every rank's `values` (the same count on each), rank after rank. Collective.
 std::vector<double> gather_over_ranks(Communicator& comm, std::span<const double> values);
 
-// CRC-32 of every parameter's name and shape: two layouts with the same fingerprint hold the same
-// parameters in the same places.
-uint32_t layout_fingerprint(const ParamLayout& layout);
 // Rank 0 writes `full` as a model file for `layout` (read_model_file reads it back); every rank
 // throws IoError when it could not. Collective.
 void write_model_file_collective(Communicator& comm, const std::string& path,
