@@ -2,6 +2,8 @@
 //   optimizer  base-optimizer update throughput next to a STREAM-style triad (engine/bench);
 //              with --device cuda, the kernels/cuda update kernels next to a device copy
 //   mlp        single-process MLP training throughput on Fashion-MNIST, in samples/s
+//   model      the example jobs (fashion_mlp, chars_gpt) on the CPU and on a GPU, samples/s and
+//              tokens/s and the GPU/CPU ratio (engine/bench/model_bench.h)
 //   comm, sharded, hybrid, telemetry: bench_comm.cpp, bench_sharded.cpp, bench_hybrid.cpp,
 //   bench_telemetry.cpp
 #include <fmt/format.h>
@@ -12,6 +14,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "engine/bench/model_bench.h"
 #include "engine/bench/optimizer_bench.h"
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
@@ -106,21 +109,43 @@ int bench_mlp(const std::vector<std::string>& argv) {
   return 0;
 }
 
+// `bench model [--device cpu|cuda|both] [--steps N]`. --device cuda where no GPU can be used is
+// one line and exit status 1 (before anything is read); both measures the CPU and says why cuda
+// was not measured.
+int bench_model(const std::vector<std::string>& argv) {
+  Args args(argv, {{"--device", "--steps"}, {}});
+  if (!args.positional().empty())
+    SL_THROW(UsageError, "unexpected argument '{}'", args.positional()[0]);
+  ModelBenchOptions opt;
+  opt.device = args.get("--device", opt.device);
+  if (opt.device != "cpu" && opt.device != "cuda" && opt.device != "both")
+    SL_THROW(UsageError, "--device: unknown device '{}' (known: cpu, cuda, both)", opt.device);
+  opt.steps = args.get_int("--steps", opt.steps, 1, 100000);
+  if (opt.device == "cuda") {
+    const std::string problem = device_problem("cuda");
+    SL_ENFORCE_T(Error, problem.empty(), "bench model --device cuda: {}", problem);
+  }
+  run_model_bench(opt, std::cout);
+  return 0;
+}
+
 }  // namespace
 
 int bench_command(const std::vector<std::string>& argv) {
   if (argv.empty())
     SL_THROW(UsageError,
-             "bench needs a target: optimizer, mlp, comm, sharded, hybrid or telemetry");
+             "bench needs a target: optimizer, mlp, model, comm, sharded, hybrid or telemetry");
   const std::vector<std::string> rest(argv.begin() + 1, argv.end());
   if (argv[0] == "optimizer") return bench_optimizer(rest);
   if (argv[0] == "mlp") return bench_mlp(rest);
+  if (argv[0] == "model") return bench_model(rest);
   if (argv[0] == "comm") return bench_comm_command(rest);
   if (argv[0] == "sharded") return bench_sharded_command(rest);
   if (argv[0] == "hybrid") return bench_hybrid_command(rest);
   if (argv[0] == "telemetry") return bench_telemetry_command(rest);
   SL_THROW(UsageError,
-           "unknown bench target '{}' (known: optimizer, mlp, comm, sharded, hybrid, telemetry)",
+           "unknown bench target '{}' (known: optimizer, mlp, model, comm, sharded, hybrid, "
+           "telemetry)",
            argv[0]);
 }
 

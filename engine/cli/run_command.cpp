@@ -4,6 +4,11 @@
 // logging interval and a summary; sharded runs add the per-rank memory table, and --verify the
 // comparison with the same job in one process. With --max-restarts N a sharded run that fails is
 // run again from its last checkpoint, at most N times (restart.h).
+//
+// "device": "cuda" runs on GPUs (engine/device/device_training.h): strategy none on GPU 0, ddp
+// with the threads backend on one GPU per rank. Checked right after the job is loaded, before any
+// data is read: first what the job asks of the device (device_job_problem, the same answer on
+// every machine), then whether this process has the device (require_device).
 #include <fmt/format.h>
 
 #include <unistd.h>
@@ -20,8 +25,10 @@
 #include "engine/cli/verify.h"
 #include "engine/core/timer.h"
 #include "engine/device/device.h"
+#include "engine/device/device_training.h"
 #include "engine/job/job_spec.h"
 #include "engine/launch/mpirun.h"
+#include "engine/model/model_file.h"
 #include "engine/parallel/planner.h"
 #include "engine/parallel/rank_runner.h"
 #include "engine/parallel/sharded_optimizer.h"
@@ -56,17 +63,55 @@ auto with_job_state(telemetry::TelemetrySink* sink, F&& body) {
   }
 }
 
+// "device: cuda:0 NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)" (", 4 GPUs: cuda:0..cuda:3" for ranks).
+void print_gpu_line(int gpus) {
+  const std::string name = describe_gpu(0);
+  if (gpus <= 1)
+    fmt::print("device: cuda:0 {}\n", name);
+  else
+    fmt::print("device: cuda:0..cuda:{} ({} GPUs, one per rank) {}\n", gpus - 1, gpus, name);
+  std::fflush(stdout);
+}
+
 int run_single(const JobSpec& job, bool quiet, const Args& args, Stopwatch& total) {
+  TrainingSetup setup = build_training(job);
+  const bool tokens = setup.job.model.kind == "gpt";
+  const bool cuda = setup.job.device == "cuda";
+  // A device run's ledger counts its device buffers (DeviceBuffer charges the thread's ledger).
+  MemoryLedger ledger;
+  const LedgerScope bind(cuda ? &ledger : current_ledger());
+  RunTelemetry tel(args, setup.job, {0}, true);
+  print_job_header(setup.job, setup.data.description, setup.model->num_params());
+  if (cuda) print_gpu_line(1);
+  TrainerCallbacks cb = progress_printer(tokens, quiet);
+  add_step_telemetry(cb, tel.sink(0), 0, tokens, cuda ? &ledger : nullptr);
+  const TrainResult r = with_job_state(
+      tel.sink(0), [&] { return cuda ? run_device_training(setup, cb) : run_training(setup, cb); });
+  print_summary_line(setup.job, r, total.seconds());
+  tel.close();
+  return 0;
+}
+
+// ddp on GPUs (device cuda, backend threads): one GPU per rank, all in this process.
+int run_device_ddp(const JobSpec& job, bool quiet, const Args& args, double tolerance,
+                   Stopwatch& total) {
   TrainingSetup setup = build_training(job);
   const bool tokens = setup.job.model.kind == "gpt";
   RunTelemetry tel(args, setup.job, {0}, true);
   print_job_header(setup.job, setup.data.description, setup.model->num_params());
+  print_gpu_line(static_cast<int>(setup.job.parallel.world_size));
   TrainerCallbacks cb = progress_printer(tokens, quiet);
   add_step_telemetry(cb, tel.sink(0), 0, tokens, nullptr);
-  const TrainResult r = with_job_state(tel.sink(0), [&] { return run_training(setup, cb); });
+  const TrainResult r = with_job_state(tel.sink(0), [&] { return run_device_training(setup, cb); });
   print_summary_line(setup.job, r, total.seconds());
   tel.close();
-  return 0;
+  if (args.has("--save-model")) {
+    write_model_file(args.get("--save-model"), model_layout_fingerprint(setup.model->layout()),
+                     r.params);
+    if (!quiet) fmt::print("model: saved to {}\n", args.get("--save-model"));
+  }
+  if (!args.has("--verify")) return 0;
+  return verify_against_single_process(job, r.params, tolerance) ? 0 : 1;
 }
 
 // `job` with its model completed from `data`; resume_from: "" or a checkpoint (--resume).
@@ -220,7 +265,14 @@ int run_command(const std::vector<std::string>& argv) {
   Stopwatch total;
   const std::string path = args.positional()[0];
   const JobSpec job = load_job(path, args.all("--set"));
-  require_device(job.device);  // before any data is read or rank started
+  // Before any data is read or rank started: the job's own problem first, so that it is reported
+  // alike on every machine, then whether this process has the device.
+  const std::string device_job = device_job_problem(job);
+  SL_ENFORCE(device_job.empty(), "device: {}", device_job);
+  require_device(job.device);
+  SL_ENFORCE(job.device != "cuda" || !args.has("--resume"),
+             "device: cuda cannot resume from a checkpoint in this version; resume it on cpu "
+             "(--set device=cpu)");
   if (max_restarts > 0 && job.train.checkpoint_dir.empty())
     SL_THROW(
         UsageError,
@@ -268,6 +320,7 @@ int run_command(const std::vector<std::string>& argv) {
       return run_mpi(job, path, quiet, prepare(n, resume_from), tolerance, resume_from);
     });
   }
+  if (job.device == "cuda") return run_device_ddp(job, quiet, args, tolerance, total);
   // Read once: bad data is not worth a restart.
   const Datasets data = load_job_data(job);
   JobSpec completed = job;

@@ -11,6 +11,7 @@
 #include "engine/cli/telemetry_setup.h"
 #include "engine/core/timer.h"
 #include "engine/device/device.h"
+#include "engine/device/device_training.h"
 #include "engine/job/job_spec.h"
 #include "engine/parallel/rank_runner.h"
 #include "engine/train/build.h"
@@ -37,6 +38,14 @@ int worker_command(const std::vector<std::string>& argv) {
 #else
   Stopwatch total;
   JobSpec job = load_job(args.positional()[0], args.all("--set"));
+  {
+    // The job's own device problem first (a worker is an mpi rank: device cuda is refused here
+    // whatever the file's backend says), then whether this process has the device.
+    JobSpec as_mpi = job;
+    as_mpi.parallel.backend = "mpi";
+    const std::string problem = device_job_problem(as_mpi);
+    SL_ENFORCE(problem.empty(), "device: {}", problem);
+  }
   require_device(job.device);
   SL_ENFORCE(job.parallel.strategy != "none",
              "parallel.strategy: a worker runs one rank of a sharded job; choose ddp, zero1, "

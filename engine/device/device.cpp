@@ -33,8 +33,28 @@ std::string device_problem(const std::string& device) {
   std::string why;
   if (usable_gpus(&why) == 0)
     return fmt::format("cuda needs a usable GPU, but {}; run it with --set device=cpu", why);
-  return "cuda: training on device buffers is not in this version yet (the CUDA kernels are "
-         "built; the device execution path comes next); run it with --set device=cpu";
+#if SHARDLAB_HAVE_CUDA_KERNELS
+  return {};
+#else
+  return "this shardlab was built without the CUDA kernels (nvcc was not found when it was built); "
+         "run it with --set device=cpu, or rebuild where the CUDA toolkit's nvcc is found";
+#endif
+}
+
+std::string describe_gpu(int index) {
+#if SHARDLAB_HAVE_CUDA
+  cudaDeviceProp prop{};
+  const cudaError_t err = cudaGetDeviceProperties(&prop, index);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return fmt::format("no such device: {} ({})", cudaGetErrorString(err), cudaGetErrorName(err));
+  }
+  const double gib = static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0);
+  return fmt::format("{} (sm_{}{}, {:.1f} GiB)", prop.name, prop.major, prop.minor, gib);
+#else
+  (void)index;
+  return "this shardlab was built without a CUDA toolkit";
+#endif
 }
 
 void require_device(const std::string& device) {

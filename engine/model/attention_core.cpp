@@ -1,93 +1,47 @@
 #include "engine/model/attention_core.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "engine/core/error.h"
-#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/attention.h"
 
 namespace shardlab {
+namespace {
 
-using kernels::gemm;
-using kernels::Trans;
+kernels::AttentionDims dims_of(const AttentionShape& shape) {
+  kernels::AttentionDims dims;
+  dims.batch = shape.batch;
+  dims.steps = shape.steps;
+  dims.heads = shape.heads;
+  dims.head_dim = shape.head_dim;
+  return dims;
+}
+
+}  // namespace
 
 void causal_attention_forward(const AttentionShape& shape, const Tensor& qkv, Tensor& probs,
                               Tensor& att) {
-  const int64_t B = shape.batch, T = shape.steps, H = shape.heads, D = shape.head_dim;
+  const int64_t B = shape.batch, T = shape.steps, H = shape.heads;
   const int64_t C = shape.width(), C3 = 3 * C;
   SL_ENFORCE_T(InternalError, qkv.numel() == B * T * C3,
                "causal attention: qkv of shape {} is not [{}, {}, {}]", to_string(qkv.shape()), B,
                T, C3);
   probs.resize({B, H, T, T});
   att.resize({B, T, C});
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t h = 0; h < H; ++h) {
-      const float* q = qkv.data() + b * T * C3 + h * D;
-      const float* k = q + C;
-      const float* v = q + 2 * C;
-      float* p = probs.data() + (b * H + h) * T * T;
-      // Scores for all (i, j); the part above the diagonal is overwritten by the mask below.
-      gemm(Trans::No, Trans::Yes, T, T, D, scale, q, C3, k, C3, 0.0f, p, T);
-      for (int64_t i = 0; i < T; ++i) {
-        float* row = p + i * T;
-        float mx = row[0];
-        for (int64_t j = 1; j <= i; ++j) mx = std::max(mx, row[j]);
-        float sum = 0;
-        for (int64_t j = 0; j <= i; ++j) {
-          row[j] = std::exp(row[j] - mx);
-          sum += row[j];
-        }
-        const float inv = 1.0f / sum;
-        for (int64_t j = 0; j <= i; ++j) row[j] *= inv;
-        for (int64_t j = i + 1; j < T; ++j) row[j] = 0.0f;
-      }
-      // out = P v, written into this head's columns of att.
-      gemm(Trans::No, Trans::No, T, D, T, 1.0f, p, T, v, C3, 0.0f, att.data() + b * T * C + h * D,
-           C);
-    }
-  }
+  kernels::causal_attention_forward(dims_of(shape), qkv.data(), probs.data(), att.data());
 }
 
 void causal_attention_backward(const AttentionShape& shape, const Tensor& qkv, const Tensor& probs,
                                const Tensor& datt, Tensor& dqkv, Tensor& dscores) {
-  const int64_t B = shape.batch, T = shape.steps, H = shape.heads, D = shape.head_dim;
+  const int64_t B = shape.batch, T = shape.steps, H = shape.heads;
   const int64_t C = shape.width(), C3 = 3 * C;
   SL_ENFORCE_T(InternalError, datt.numel() == B * T * C && probs.numel() == B * H * T * T,
                "causal attention: datt {} or probs {} do not match [B={}, T={}, C={}]",
                to_string(datt.shape()), to_string(probs.shape()), B, T, C);
   dqkv.resize({B, T, C3});
   dscores.resize({T, T});
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  float* ds = dscores.data();
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t h = 0; h < H; ++h) {
-      const float* q = qkv.data() + b * T * C3 + h * D;
-      const float* k = q + C;
-      const float* v = q + 2 * C;
-      const float* p = probs.data() + (b * H + h) * T * T;
-      const float* dout = datt.data() + b * T * C + h * D;
-      float* dq = dqkv.data() + b * T * C3 + h * D;
-      float* dk = dq + C;
-      float* dv = dq + 2 * C;
-      // dP = dout v^T and dv = P^T dout.
-      gemm(Trans::No, Trans::Yes, T, T, D, 1.0f, dout, C, v, C3, 0.0f, ds, T);
-      gemm(Trans::Yes, Trans::No, T, D, T, 1.0f, p, T, dout, C, 0.0f, dv, C3);
-      // Softmax backward per row: dS = P * (dP - sum_j dP_j P_j). Masked entries have P = 0, so
-      // they get no gradient.
-      for (int64_t i = 0; i < T; ++i) {
-        const float* prow = p + i * T;
-        float* drow = ds + i * T;
-        float dot = 0;
-        for (int64_t j = 0; j <= i; ++j) dot += drow[j] * prow[j];
-        for (int64_t j = 0; j <= i; ++j) drow[j] = prow[j] * (drow[j] - dot);
-        for (int64_t j = i + 1; j < T; ++j) drow[j] = 0.0f;
-      }
-      // S = scale q k^T, so dq = scale dS k and dk = scale dS^T q.
-      gemm(Trans::No, Trans::No, T, D, T, scale, ds, T, k, C3, 0.0f, dq, C3);
-      gemm(Trans::Yes, Trans::No, T, D, T, scale, ds, T, q, C3, 0.0f, dk, C3);
-    }
-  }
+  kernels::causal_attention_backward(dims_of(shape), qkv.data(), probs.data(), datt.data(),
+                                     dqkv.data(), dscores.data());
 }
 
 void KeyBiasGradKeeper::declare(const ParamLayout& layout, const std::string& bias_name,

@@ -1,9 +1,9 @@
 #include "engine/model/cross_entropy.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "engine/core/error.h"
+#include "kernels/cpu/softmax_xent.h"
 
 namespace shardlab {
 namespace {
@@ -28,17 +28,11 @@ float SoftmaxCrossEntropy::forward(const Tensor& logits, std::span<const int32_t
   }
   targets_.assign(targets.begin(), targets.end());
   probs_.resize(logits.shape());
+  row_loss_.resize(static_cast<size_t>(R));
+  kernels::softmax_xent_forward(logits.data(), targets_.data(), probs_.data(), row_loss_.data(),
+                                /*row_correct=*/nullptr, R, C);
   double total = 0;
-  for (int64_t r = 0; r < R; ++r) {
-    const float* lr = logits.data() + r * C;
-    float* pr = probs_.data() + r * C;
-    const float mx = *std::max_element(lr, lr + C);
-    double sum = 0;
-    for (int64_t c = 0; c < C; ++c) sum += std::exp(static_cast<double>(lr[c] - mx));
-    const double lse = mx + std::log(sum);
-    for (int64_t c = 0; c < C; ++c) pr[c] = static_cast<float>(std::exp(lr[c] - lse));
-    total += lse - lr[targets_[static_cast<size_t>(r)]];
-  }
+  for (int64_t r = 0; r < R; ++r) total += row_loss_[static_cast<size_t>(r)];
   return static_cast<float>(total / static_cast<double>(R));
 }
 
@@ -47,12 +41,7 @@ void SoftmaxCrossEntropy::backward(Tensor& dlogits) const {
   const int64_t R = probs_.dim(0), C = probs_.dim(1);
   dlogits.resize(probs_.shape());
   const float inv_rows = 1.0f / static_cast<float>(R);
-  for (int64_t r = 0; r < R; ++r) {
-    const float* pr = probs_.data() + r * C;
-    float* dr = dlogits.data() + r * C;
-    for (int64_t c = 0; c < C; ++c) dr[c] = pr[c] * inv_rows;
-    dr[targets_[static_cast<size_t>(r)]] -= inv_rows;
-  }
+  kernels::softmax_xent_backward(probs_.data(), targets_.data(), dlogits.data(), R, C, inv_rows);
 }
 
 int64_t count_correct(const Tensor& logits, std::span<const int32_t> targets) {

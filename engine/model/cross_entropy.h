@@ -23,6 +23,7 @@ class SoftmaxCrossEntropy {
  private:
   Tensor probs_;
   std::vector<int32_t> targets_;
+  std::vector<double> row_loss_;  // per-row loss of the last forward (host scratch, not a Tensor)
 };
 
 // Number of rows whose largest logit (the first one, on ties) is at the target class.

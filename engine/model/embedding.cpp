@@ -1,10 +1,11 @@
 #include "engine/model/embedding.h"
 
-#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "engine/core/error.h"
 #include "engine/model/shape_util.h"
+#include "kernels/cpu/embedding.h"
 
 namespace shardlab {
 
@@ -18,6 +19,8 @@ int64_t checked_token_id(float id, int64_t num, std::string_view who) {
 Embedding::Embedding(int64_t num, int64_t dim, float init_std)
     : num_(num), dim_(dim), init_std_(init_std) {
   SL_ENFORCE(num > 0 && dim > 0, "Embedding: sizes must be > 0, got num={} dim={}", num, dim);
+  SL_ENFORCE(num <= std::numeric_limits<int32_t>::max(),
+             "Embedding: {} rows exceed the 32-bit ids of the kernels", num);
 }
 
 void Embedding::declare(ParamLayout& layout, const std::string& prefix, int block) {
@@ -35,29 +38,30 @@ void Embedding::init(Rng& rng) {
 }
 
 void Embedding::forward(const Tensor& x, Tensor& y) {
+  lookup(x, y, nullptr, 1);
+}
+
+void Embedding::backward(const Tensor& dy, Tensor& dx) {
+  scatter(dy, dx, nullptr, 1);
+}
+
+void Embedding::lookup(const Tensor& x, Tensor& y, const float* pos, int64_t steps) {
   SL_ENFORCE(w_ != nullptr, "Embedding: forward before bind");
   const int64_t n = x.numel();
   ids_.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
-    ids_[static_cast<size_t>(i)] = checked_token_id(x[i], num_, "Embedding");
+    ids_[static_cast<size_t>(i)] = static_cast<int32_t>(checked_token_id(x[i], num_, "Embedding"));
   x_shape_ = x.shape();
   Shape out = x.shape();
   out.push_back(dim_);
   y.resize(out);
-  for (int64_t i = 0; i < n; ++i) {
-    const float* row = w_ + ids_[static_cast<size_t>(i)] * dim_;
-    std::copy(row, row + dim_, y.data() + i * dim_);
-  }
+  kernels::embedding_forward(ids_.data(), w_, pos, y.data(), n, steps, dim_);
 }
 
-void Embedding::backward(const Tensor& dy, Tensor& dx) {
+void Embedding::scatter(const Tensor& dy, Tensor& dx, float* dpos, int64_t steps) {
   const auto n = static_cast<int64_t>(ids_.size());
   detail::check_grad(dy, n * dim_, dim_, "Embedding");
-  for (int64_t i = 0; i < n; ++i) {
-    const float* src = dy.data() + i * dim_;
-    float* dst = dw_ + ids_[static_cast<size_t>(i)] * dim_;
-    for (int64_t j = 0; j < dim_; ++j) dst[j] += src[j];
-  }
+  kernels::embedding_backward(ids_.data(), dy.data(), dw_, dpos, n, steps, dim_);
   dx.resize(x_shape_);
   dx.zero();
 }
@@ -89,25 +93,13 @@ void TokenPositionEmbedding::forward(const Tensor& x, Tensor& y) {
              to_string(x.shape()));
   SL_ENFORCE(x.dim(1) <= context_, "TokenPositionEmbedding: sequence length {} exceeds context {}",
              x.dim(1), context_);
-  tok_.forward(x, y);
+  tok_.lookup(x, y, pos_, x.dim(1));  // y[b, t] = tok[x[b, t]] + pos[t]
   batch_ = x.dim(0);
   steps_ = x.dim(1);
-  for (int64_t b = 0; b < batch_; ++b)
-    for (int64_t t = 0; t < steps_; ++t) {
-      float* yr = y.data() + (b * steps_ + t) * dim_;
-      const float* pr = pos_ + t * dim_;
-      for (int64_t j = 0; j < dim_; ++j) yr[j] += pr[j];
-    }
 }
 
 void TokenPositionEmbedding::backward(const Tensor& dy, Tensor& dx) {
-  tok_.backward(dy, dx);  // checks dy's size
-  for (int64_t b = 0; b < batch_; ++b)
-    for (int64_t t = 0; t < steps_; ++t) {
-      const float* dr = dy.data() + (b * steps_ + t) * dim_;
-      float* pr = dpos_ + t * dim_;
-      for (int64_t j = 0; j < dim_; ++j) pr[j] += dr[j];
-    }
+  tok_.scatter(dy, dx, dpos_, steps_);  // checks dy's size
 }
 
 }  // namespace shardlab

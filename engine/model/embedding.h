@@ -36,12 +36,18 @@ class Embedding : public Layer {
   int64_t dim() const { return dim_; }
 
  private:
+  friend class TokenPositionEmbedding;
+  // forward and backward with a [steps, dim] position table added to row i at i % steps (pos and
+  // dpos null: none), through kernels/cpu/embedding.h.
+  void lookup(const Tensor& x, Tensor& y, const float* pos, int64_t steps);
+  void scatter(const Tensor& dy, Tensor& dx, float* dpos, int64_t steps);
+
   int64_t num_, dim_;
   float init_std_;
   int w_index_ = -1;
   float* w_ = nullptr;
   float* dw_ = nullptr;
-  std::vector<int64_t> ids_;  // of the last forward
+  std::vector<int32_t> ids_;  // of the last forward, checked (the kernels' id type)
   Shape x_shape_;
 };
 

@@ -1,10 +1,10 @@
 #include "engine/model/layer_norm.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "engine/core/error.h"
 #include "engine/model/shape_util.h"
+#include "kernels/cpu/layer_norm.h"
 
 namespace shardlab {
 
@@ -39,49 +39,16 @@ void LayerNorm::forward(const Tensor& x, Tensor& y) {
   xhat_.resize(x.shape());
   if (static_cast<size_t>(rows) > rstd_.capacity()) rstd_.reserve(static_cast<size_t>(rows));
   rstd_.resize(static_cast<size_t>(rows));
-  const double inv_dim = 1.0 / static_cast<double>(dim_);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x.data() + r * dim_;
-    // Two passes in double: the one-pass E[x^2] - E[x]^2 cancels badly when |mean| >> std.
-    double mean = 0;
-    for (int64_t j = 0; j < dim_; ++j) mean += xr[j];
-    mean *= inv_dim;
-    double var = 0;
-    for (int64_t j = 0; j < dim_; ++j) var += (xr[j] - mean) * (xr[j] - mean);
-    var *= inv_dim;
-    const float rstd = static_cast<float>(1.0 / std::sqrt(var + eps_));
-    rstd_[static_cast<size_t>(r)] = rstd;
-    float* hr = xhat_.data() + r * dim_;
-    float* yr = y.data() + r * dim_;
-    for (int64_t j = 0; j < dim_; ++j) {
-      hr[j] = static_cast<float>(xr[j] - mean) * rstd;
-      yr[j] = hr[j] * w_[j] + b_[j];
-    }
-  }
+  kernels::layer_norm_forward(x.data(), w_, b_, y.data(), xhat_.data(), rstd_.data(), rows, dim_,
+                              eps_);
 }
 
 void LayerNorm::backward(const Tensor& dy, Tensor& dx) {
   const int64_t rows = static_cast<int64_t>(rstd_.size());
   detail::check_grad(dy, rows * dim_, dim_, "LayerNorm");
   dx.resize(xhat_.shape());
-  const float inv_dim = 1.0f / static_cast<float>(dim_);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* dyr = dy.data() + r * dim_;
-    const float* hr = xhat_.data() + r * dim_;
-    float* dxr = dx.data() + r * dim_;
-    // With g = dy * weight: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
-    float sum_g = 0, sum_gh = 0;
-    for (int64_t j = 0; j < dim_; ++j) {
-      const float g = dyr[j] * w_[j];
-      sum_g += g;
-      sum_gh += g * hr[j];
-      dw_[j] += dyr[j] * hr[j];
-      db_[j] += dyr[j];
-    }
-    const float mean_g = sum_g * inv_dim, mean_gh = sum_gh * inv_dim;
-    const float rstd = rstd_[static_cast<size_t>(r)];
-    for (int64_t j = 0; j < dim_; ++j) dxr[j] = rstd * (dyr[j] * w_[j] - mean_g - hr[j] * mean_gh);
-  }
+  kernels::layer_norm_backward(dy.data(), xhat_.data(), rstd_.data(), w_, dx.data(), dw_, db_, rows,
+                               dim_);
 }
 
 }  // namespace shardlab

@@ -5,6 +5,7 @@
 
 #include "engine/core/error.h"
 #include "engine/model/shape_util.h"
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
 
 namespace shardlab {
@@ -45,12 +46,7 @@ void Linear::forward(const Tensor& x, Tensor& y) {
   y.resize(detail::with_last(x.shape(), out_));
   if (rows == 0) return;
   gemm(Trans::No, Trans::Yes, rows, out_, in_, 1.0f, x.data(), in_, w_, in_, 0.0f, y.data(), out_);
-  if (bias_) {
-    for (int64_t r = 0; r < rows; ++r) {
-      float* yr = y.data() + r * out_;
-      for (int64_t o = 0; o < out_; ++o) yr[o] += b_[o];
-    }
-  }
+  if (bias_) kernels::bias_add(y.data(), b_, rows, out_);
 }
 
 void Linear::backward(const Tensor& dy, Tensor& dx) {
@@ -61,12 +57,7 @@ void Linear::backward(const Tensor& dy, Tensor& dx) {
   // dW += dy^T x   ([out, rows] x [rows, in])
   gemm(Trans::Yes, Trans::No, out_, in_, rows, 1.0f, dy.data(), out_, x_.data(), in_, 1.0f, dw_,
        in_);
-  if (bias_) {
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* dyr = dy.data() + r * out_;
-      for (int64_t o = 0; o < out_; ++o) db_[o] += dyr[o];
-    }
-  }
+  if (bias_) kernels::bias_grad(dy.data(), db_, rows, out_);
   // dx = dy W   ([rows, out] x [out, in])
   gemm(Trans::No, Trans::No, rows, in_, out_, 1.0f, dy.data(), out_, w_, in_, 0.0f, dx.data(), in_);
 }

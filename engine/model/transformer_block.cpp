@@ -5,6 +5,7 @@
 #include "engine/model/attention.h"
 #include "engine/model/linear.h"
 #include "engine/model/sequential.h"
+#include "kernels/cpu/elementwise.h"
 
 namespace shardlab {
 namespace {
@@ -15,8 +16,7 @@ void add_into(const Tensor& a, const Tensor& b, Tensor& out) {
   SL_ENFORCE_T(InternalError, a.numel() == b.numel(), "residual add of {} and {}",
                to_string(a.shape()), to_string(b.shape()));
   out.resize(b.shape());
-  const int64_t n = a.numel();
-  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+  kernels::add(a.data(), b.data(), out.data(), a.numel());
 }
 
 std::unique_ptr<Layer> make_mlp(int64_t width, int64_t mlp_ratio) {

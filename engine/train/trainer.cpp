@@ -14,14 +14,7 @@
 
 namespace shardlab {
 
-Trainer::Trainer(Model& model, Optimizer& optimizer, const Dataset& train, const Dataset* eval,
-                 const TrainConfig& config, double base_lr)
-    : model_(model),
-      optimizer_(optimizer),
-      train_(train),
-      eval_(eval),
-      config_(config),
-      base_lr_(base_lr) {
+int64_t checked_total_steps(const TrainConfig& config, const Dataset& train) {
   SL_ENFORCE(config.batch_size >= 1, "train.batch_size: must be >= 1, got {}", config.batch_size);
   SL_ENFORCE(config.accumulation_steps >= 1 && config.batch_size % config.accumulation_steps == 0,
              "train.accumulation_steps: must be >= 1 and divide train.batch_size ({}), got {}",
@@ -30,8 +23,20 @@ Trainer::Trainer(Model& model, Optimizer& optimizer, const Dataset& train, const
              "train.batch_size: {} is larger than the training set ({} samples)", config.batch_size,
              train.size());
   const int64_t per_epoch = train.size() / config.batch_size;
-  total_steps_ = config.steps > 0 ? config.steps : config.epochs * per_epoch;
-  SL_ENFORCE(total_steps_ >= 1, "train: neither train.steps nor train.epochs asks for any step");
+  const int64_t total = config.steps > 0 ? config.steps : config.epochs * per_epoch;
+  SL_ENFORCE(total >= 1, "train: neither train.steps nor train.epochs asks for any step");
+  return total;
+}
+
+Trainer::Trainer(Model& model, Optimizer& optimizer, const Dataset& train, const Dataset* eval,
+                 const TrainConfig& config, double base_lr)
+    : model_(model),
+      optimizer_(optimizer),
+      train_(train),
+      eval_(eval),
+      config_(config),
+      base_lr_(base_lr) {
+  total_steps_ = checked_total_steps(config, train);
   optimizer_.attach({0, model_.num_params()});
 }
 

@@ -67,6 +67,12 @@ struct TrainerCallbacks {
   std::function<bool(int64_t steps_done)> should_stop;
 };
 
+// What every trainer (this one, the GPU one) needs of train.* against the training set —
+// batch_size >= 1, accumulation_steps >= 1 dividing it, a batch no larger than the data — and the
+// run's length in optimizer steps (train.steps, else train.epochs full passes). Throws
+// InvalidArgument naming the field.
+int64_t checked_total_steps(const TrainConfig& config, const Dataset& train);
+
 class Trainer {
  public:
   // eval may be null (no evaluation; early stopping then needs none). The optimizer is attached

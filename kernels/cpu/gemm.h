@@ -17,7 +17,8 @@ void gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, cons
 // before any GEMM.
 void use_single_blas_thread();
 
-// The BLAS library and the kernel family it chose for this CPU, e.g. "OpenBLAS 0.3.21 ... / Haswell".
+// The BLAS library and the kernel family it chose for this CPU, e.g. "OpenBLAS 0.3.21 ... /
+// Haswell".
 std::string blas_config();
 std::string blas_core_name();
 

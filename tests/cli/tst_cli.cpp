@@ -605,16 +605,68 @@ class TestCli : public QObject {
              qPrintable(from_model + " vs " + from_seed));
   }
 
-  // A job for the GPU where this process cannot run one stops before reading any data, with one
-  // line naming the device and why (no usable GPU here; on a GPU machine, that device training is
-  // not in this version yet).
+  // A job for the GPU. What the job asks of the device is checked first, so that it gets the same
+  // answer on every machine (zero2 is refused on cuda with device_job_problem's line, GPU or
+  // not); then whether this process has a usable GPU; both before any data is read. Where one is
+  // usable, a 2-step strategy-none run trains on it and names it.
   void deviceCudaStopsBeforeStarting() {
-    const Outcome o = run_cli({"run", kMlpJob, "--set", "device=cuda", "--no-record"});
+    Outcome o = run_cli({"run", kMlpJob, "--set", "device=cuda", "--no-record"});
     QCOMPARE(o.exit_code, 1);
-    QVERIFY2(o.err.startsWith("shardlab: error: device: cuda"), qPrintable(o.err));
-    QVERIFY2(o.err.contains("--set device=cpu"), qPrintable(o.err));
+    QVERIFY2(o.err.startsWith("shardlab: error: device: cuda runs parallel.strategy none or ddp in "
+                              "this version; zero2 runs on cpu (--set device=cpu)"),
+             qPrintable(o.err));
     QCOMPARE(o.err.count('\n'), 1);
     QVERIFY2(!o.out.contains("data:") && !o.out.contains("step "), qPrintable(o.out));
+
+    // Checkpoints are not saved on cuda yet: refused alike everywhere.
+    o = run_cli({"run", kMlpJob, "--set", "device=cuda", "--set", "parallel.strategy=ddp", "--set",
+                 "train.checkpoint_dir=" + tmp_.filePath("ckpt"), "--no-record"});
+    QCOMPARE(o.exit_code, 1);
+    QVERIFY2(o.err.startsWith("shardlab: error: device: cuda does not save checkpoints"),
+             qPrintable(o.err));
+    QCOMPARE(o.err.count('\n'), 1);
+
+    o = run_cli({"run", kMlpJob, "--set", "device=cuda", "--set", "parallel={}", "--set",
+                 "train.steps=2", "--set", "train.log_every=1", "--set", "train.eval_batches=1",
+                 "--no-record"});
+    QCOMPARE(o.status, QProcess::NormalExit);
+    if (o.exit_code == 0) {
+      QVERIFY2(o.out.contains("device: cuda:0 "), qPrintable(o.out));
+      QVERIFY2(o.out.contains("summary:"), qPrintable(o.out));
+      QVERIFY2(o.out.contains("2 steps"), qPrintable(o.out));
+    } else {
+      QCOMPARE(o.exit_code, 1);
+      QVERIFY2(o.err.startsWith("shardlab: error: device: "), qPrintable(o.err));
+      QVERIFY2(o.err.contains("cuda needs a usable GPU") ||
+                   o.err.contains("this shardlab was built without the CUDA kernels"),
+               qPrintable(o.err));
+      QVERIFY2(o.err.contains("--set device=cpu"), qPrintable(o.err));
+      QCOMPARE(o.err.count('\n'), 1);
+      QVERIFY2(!o.out.contains("data:") && !o.out.contains("step "), qPrintable(o.out));
+    }
+  }
+
+  // `bench model --device cuda`: without a usable GPU one line and exit status 1, before any job
+  // is read; with one, the GPU's samples/s and tokens/s. --device tpu is a usage error.
+  void benchModelCuda() {
+    Outcome o = run_cli({"bench", "model", "--device", "cuda", "--steps", "2"});
+    QCOMPARE(o.status, QProcess::NormalExit);
+    if (o.exit_code == 0) {
+      QVERIFY2(o.out.contains(QRegularExpression(R"(^fashion_mlp .* cuda \d+ samples/s$)",
+                                                 QRegularExpression::MultilineOption)),
+               qPrintable(o.out));
+      QVERIFY2(o.out.contains(QRegularExpression(R"(^chars_gpt .* cuda \d+ tokens/s$)",
+                                                 QRegularExpression::MultilineOption)),
+               qPrintable(o.out));
+    } else {
+      QCOMPARE(o.exit_code, 1);
+      QCOMPARE(o.err.count('\n'), 1);
+      QVERIFY2(o.err.startsWith("shardlab: error: bench model --device cuda: "), qPrintable(o.err));
+      QVERIFY2(o.out.isEmpty(), qPrintable(o.out));
+    }
+    o = run_cli({"bench", "model", "--device", "tpu"});
+    QCOMPARE(o.exit_code, 2);
+    QVERIFY2(o.err.startsWith("shardlab: --device: unknown device 'tpu'"), qPrintable(o.err));
   }
 
   // `bench optimizer --device cuda`: where it cannot run (no usable GPU, or a build without the

@@ -5,6 +5,7 @@
 #include "engine/core/error.h"
 #include "engine/model/embedding.h"
 #include "engine/model/shape_util.h"
+#include "kernels/cpu/elementwise.h"
 
 namespace shardlab {
 
@@ -49,10 +50,9 @@ void VocabParallelEmbedding::forward(const Tensor& x, Tensor& y) {
     std::copy(row, row + dim_, y.data() + i * dim_);
   }
   tp_.all_reduce_sum(y.span());  // one rank wrote each row, the others zeros: an exact sum
-  for (int64_t i = 0; i < n; ++i) {
-    const float* p = pos_ + (i % T) * dim_;
-    float* yi = y.data() + i * dim_;
-    for (int64_t j = 0; j < dim_; ++j) yi[j] += p[j];
+  for (int64_t b = 0; b < x.dim(0); ++b) {  // y[b, t] += pos[t]
+    float* yb = y.data() + b * T * dim_;
+    kernels::add(yb, pos_, yb, T * dim_);
   }
 }
 

@@ -1,6 +1,7 @@
 #include "engine/parallel/tensor/tp_linear.h"
 
 #include "engine/core/error.h"
+#include "kernels/cpu/elementwise.h"
 
 namespace shardlab {
 
@@ -49,22 +50,14 @@ void RowParallelLinear::forward(const Tensor& x, Tensor& y) {
   local_.forward(x, y);
   tp_.all_reduce_sum(y.span());
   if (!bias_) return;
-  const int64_t rows = y.numel() / out_;
-  for (int64_t r = 0; r < rows; ++r) {
-    float* yr = y.data() + r * out_;
-    for (int64_t o = 0; o < out_; ++o) yr[o] += b_[o];
-  }
+  kernels::bias_add(y.data(), b_, y.numel() / out_, out_);
 }
 
 void RowParallelLinear::backward(const Tensor& dy, Tensor& dx) {
   local_.backward(dy, dx);  // checks dy against the last output
   // dy is replicated, so every rank adds the same (whole) bias gradient.
   if (!bias_) return;
-  const int64_t rows = dy.numel() / out_;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* dyr = dy.data() + r * out_;
-    for (int64_t o = 0; o < out_; ++o) db_[o] += dyr[o];
-  }
+  kernels::bias_grad(dy.data(), db_, dy.numel() / out_, out_);
 }
 
 }  // namespace shardlab

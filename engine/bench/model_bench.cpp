@@ -1,0 +1,122 @@
+#include "engine/bench/model_bench.h"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <ostream>
+
+#include "engine/core/error.h"
+#include "engine/core/paths.h"
+#include "engine/device/device.h"
+#include "engine/device/device_training.h"
+#include "engine/job/job_spec.h"
+#include "engine/train/build.h"
+
+namespace shardlab {
+
+namespace {
+
+struct BenchJob {
+  const char* name;  // file stem under the jobs folder
+  const char* unit;  // what the rate counts
+};
+constexpr BenchJob kJobs[] = {{"fashion_mlp", "samples"}, {"chars_gpt", "tokens"}};
+
+// The job file as one process on `device`, warmup + steps steps, no evaluation or progress.
+JobSpec bench_job(const std::string& path, const std::string& device, int64_t total_steps) {
+  return load_job(
+      path, {"device=" + device, "parallel={}", fmt::format("train.steps={}", total_steps),
+             "train.epochs=0", fmt::format("train.log_every={}", total_steps), "train.eval_every=0",
+             "train.eval_batches=0", "train.schedule={}", "train.early_stopping={}"});
+}
+
+std::string model_description(const TrainingSetup& s) {
+  const ModelConfig& m = s.job.model;
+  if (m.kind == "gpt")
+    return fmt::format("gpt context {}, width {}, {} layers, {} parameters, batch {} x {} tokens",
+                       m.gpt.context, m.gpt.width, m.gpt.layers, s.model->num_params(),
+                       s.job.train.batch_size, m.gpt.context);
+  std::string dims = std::to_string(m.mlp.input_dim);
+  for (const int64_t h : m.mlp.hidden) dims += fmt::format("-{}", h);
+  dims += fmt::format("-{}", m.mlp.num_classes);
+  return fmt::format("mlp {}, {} parameters, batch {}", dims, s.model->num_params(),
+                     s.job.train.batch_size);
+}
+
+// Trains `setup` and measures the steps after the warm-up.
+ModelBenchRow measure(TrainingSetup& setup, const BenchJob& job, int64_t warmup) {
+  ModelBenchRow row;
+  row.job = job.name;
+  row.device = setup.job.device;
+  row.unit = job.unit;
+  const bool tokens = row.unit == "tokens";
+  double units = 0;
+  TrainerCallbacks cb;
+  cb.on_step = [&](const StepInfo& s) {
+    if (s.step <= warmup) return;
+    ++row.steps;
+    row.seconds += s.step_seconds;
+    units += (tokens ? s.tokens_per_second : s.samples_per_second) * s.step_seconds;
+  };
+  // Training alone is timed: no evaluation set.
+  setup.data.eval.reset();
+  if (row.device == "cuda") {
+    (void)run_device_training(setup, cb);
+  } else {
+    Trainer trainer(*setup.model, *setup.optimizer, *setup.data.train, nullptr, setup.job.train,
+                    setup.job.optimizer.lr);
+    (void)trainer.run(cb);
+  }
+  row.per_second = row.seconds > 0 ? units / row.seconds : 0.0;
+  return row;
+}
+
+}  // namespace
+
+ModelBenchResult run_model_bench(const ModelBenchOptions& o, std::ostream& out) {
+  SL_ENFORCE(o.device == "cpu" || o.device == "cuda" || o.device == "both",
+             "--device: unknown device '{}' (known: cpu, cuda, both)", o.device);
+  SL_ENFORCE(o.steps >= 1, "--steps: must be >= 1, got {}", o.steps);
+  SL_ENFORCE(o.warmup >= 0, "bench model: warm-up steps must be >= 0, got {}", o.warmup);
+  ModelBenchResult result;
+  const std::string cuda_problem = o.device == "cpu" ? std::string() : device_problem("cuda");
+  if (o.device == "cuda") SL_ENFORCE(cuda_problem.empty(), "device: {}", cuda_problem);
+  const bool cpu = o.device != "cuda";
+  const bool cuda = o.device != "cpu" && cuda_problem.empty();
+  if (o.device == "both" && !cuda_problem.empty()) result.cuda_not_measured = cuda_problem;
+  const std::string dir = o.jobs_dir.empty() ? resource_dir() + "/jobs" : o.jobs_dir;
+  const int64_t total = o.warmup + o.steps;
+  fmt::print(out,
+             "bench model: {} timed steps after {} warm-up steps, one process, no evaluation\n",
+             o.steps, o.warmup);
+  out.flush();
+  for (const BenchJob& job : kJobs) {
+    const std::string path = fmt::format("{}/{}.json", dir, job.name);
+    std::string line;
+    const ModelBenchRow* cpu_row = nullptr;
+    const ModelBenchRow* cuda_row = nullptr;
+    std::vector<ModelBenchRow> rows;
+    rows.reserve(2);
+    for (const char* device : {"cpu", "cuda"}) {
+      if ((device == std::string("cpu") && !cpu) || (device == std::string("cuda") && !cuda))
+        continue;
+      TrainingSetup setup = build_training(bench_job(path, device, total));
+      if (line.empty()) line = fmt::format("{} ({}):", job.name, model_description(setup));
+      rows.push_back(measure(setup, job, o.warmup));
+    }
+    for (const ModelBenchRow& r : rows) {
+      (r.device == "cpu" ? cpu_row : cuda_row) = &r;
+      line += fmt::format(" {} {:.0f} {}/s", r.device, r.per_second, r.unit);
+    }
+    if (cpu_row && cuda_row && cpu_row->per_second > 0)
+      line += fmt::format(" | cuda/cpu {:.2f}x", cuda_row->per_second / cpu_row->per_second);
+    fmt::print(out, "{}\n", line);
+    out.flush();
+    for (ModelBenchRow& r : rows) result.rows.push_back(std::move(r));
+  }
+  if (!result.cuda_not_measured.empty())
+    fmt::print(out, "cuda: not measured: {}\n", result.cuda_not_measured);
+  return result;
+}
+
+}  // namespace shardlab

@@ -1,0 +1,137 @@
+// Running a job on its device. Strategy none: GPU 0 on the calling thread. ddp (threads backend):
+// world_size threads, rank r on GPU r, bootstrapped by a threads world into an NCCL world, each
+// rank a GpuTrainer over its own GpuModel and GpuOptimizer; callbacks on rank 0 (should_stop on
+// every rank: their answers must agree, as in run_threads_job), the result from rank 0.
+#include "engine/device/device_training.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <optional>
+
+#include "engine/core/error.h"
+#include "engine/core/memory.h"
+#include "engine/device/device.h"
+
+#if SHARDLAB_HAVE_DEVICE_TRAINING
+#include "engine/comm/threads/world.h"
+#include "engine/device/cuda_context.h"
+#include "engine/device/gpu_model.h"
+#include "engine/device/gpu_optimizer.h"
+#include "engine/device/gpu_trainer.h"
+#if defined(SHARDLAB_HAVE_NCCL) && SHARDLAB_HAVE_NCCL
+#include "engine/comm/nccl/world.h"
+#endif
+#endif
+
+namespace shardlab {
+
+bool device_training_built() {
+  return SHARDLAB_HAVE_DEVICE_TRAINING != 0;
+}
+
+std::string device_job_problem(const JobSpec& job) {
+  if (job.device != "cuda") return {};
+  const ParallelConfig& p = job.parallel;
+  if (uses_model_parallelism(p))
+    return fmt::format(
+        "cuda runs parallel.strategy none or ddp in this version, not pipeline or tensor "
+        "parallelism (parallel.pp {}, parallel.tp {}); run it on cpu (--set device=cpu)",
+        p.pp, p.tp);
+  if (p.strategy != "none" && p.strategy != "ddp")
+    return fmt::format(
+        "cuda runs parallel.strategy none or ddp in this version; {} runs on cpu (--set "
+        "device=cpu)",
+        p.strategy);
+  if (p.strategy == "ddp" && p.backend != "threads")
+    return fmt::format(
+        "cuda runs ddp with parallel.backend threads in this version (one GPU per rank, NCCL); "
+        "backend {} runs on cpu (--set device=cpu), or use --set parallel.backend=threads",
+        p.backend);
+  if (!job.train.checkpoint_dir.empty())
+    return "cuda does not save checkpoints in this version; remove train.checkpoint_dir or run "
+           "it on cpu (--set device=cpu)";
+  return {};
+}
+
+#if SHARDLAB_HAVE_DEVICE_TRAINING
+
+namespace {
+
+// One rank's GPU run: the host model's parameters (initialised by build_training) copied to
+// `ctx`'s device and trained there.
+TrainResult train_on(CudaContext& ctx, TrainingSetup& setup, Communicator* dp,
+                     const TrainerCallbacks& callbacks) {
+  GpuModel model(setup.job.model, setup.model->params(), ctx);
+  GpuOptimizer optimizer(setup.job.optimizer, model.num_params(), ctx);
+  GpuTrainer trainer(model, optimizer, *setup.data.train, setup.data.eval.get(), setup.job.train,
+                     setup.job.optimizer.lr, dp);
+  return trainer.run(callbacks);
+}
+
+}  // namespace
+
+TrainResult run_device_training(TrainingSetup& setup, const TrainerCallbacks& callbacks) {
+  const JobSpec& job = setup.job;
+  SL_ENFORCE(job.device == "cuda", "run_device_training: the job's device is {}, not cuda",
+             job.device);
+  const std::string problem = device_job_problem(job);
+  SL_ENFORCE(problem.empty(), "device: {}", problem);
+  SL_ENFORCE(setup.model && setup.data.train, "run_device_training: the setup is not built");
+  std::string why;
+  const int gpus = usable_gpus(&why);
+  SL_ENFORCE(gpus > 0, "device: cuda needs a usable GPU, but {}; run it with --set device=cpu",
+             why);
+
+  if (job.parallel.strategy == "none") {
+    // The ledger of the calling thread counts the device buffers; a fresh one when none is bound.
+    MemoryLedger own;
+    std::optional<LedgerScope> bind;
+    if (!current_ledger()) bind.emplace(&own);
+    CudaContext ctx(0);
+    return train_on(ctx, setup, nullptr, callbacks);
+  }
+
+#if defined(SHARDLAB_HAVE_NCCL) && SHARDLAB_HAVE_NCCL
+  const auto world = static_cast<int>(job.parallel.world_size);
+  SL_ENFORCE(world <= gpus,
+             "device: cuda with parallel.world_size {} needs {} GPUs (one per rank), this process "
+             "can use {}; use --set parallel.world_size={} or --set device=cpu",
+             world, world, gpus, gpus);
+  CommOptions copts;
+  copts.timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(std::llround(job.parallel.timeout_s * 1000)));
+  TrainerCallbacks others;
+  others.should_stop = callbacks.should_stop;
+  std::optional<TrainResult> result;
+  run_threads(world, copts, [&](Communicator& bootstrap) {
+    const int rank = bootstrap.rank();
+    MemoryLedger ledger;
+    LedgerScope bind(&ledger);
+    CudaContext ctx(rank);
+    std::unique_ptr<Communicator> nccl = make_nccl_world(bootstrap, rank, copts);
+    ctx.make_current();
+    TrainResult r = train_on(ctx, setup, nccl.get(), rank == 0 ? callbacks : others);
+    if (rank == 0) result = std::move(r);
+  });
+  SL_ENFORCE_T(InternalError, result.has_value(), "run_device_training: rank 0 gave no result");
+  return std::move(*result);
+#else
+  SL_THROW(InvalidArgument,
+           "device: cuda runs ddp over NCCL, and this shardlab was built without NCCL; use "
+           "--set parallel.strategy=none for one GPU or --set device=cpu");
+#endif
+}
+
+#else
+
+TrainResult run_device_training(TrainingSetup&, const TrainerCallbacks&) {
+  SL_THROW(InvalidArgument,
+           "device: this shardlab was built without the CUDA kernels (nvcc was not found when it "
+           "was built), so it cannot train on a GPU; run it with --set device=cpu");
+}
+
+#endif
+
+}  // namespace shardlab

@@ -1,0 +1,30 @@
+// Running a job on its device: the entry the CLI (shardlab run, shardlab bench model) uses for
+// "device": "cuda". Always built; without the CUDA kernels in this build every function says so
+// instead of training.
+#pragma once
+
+#include <string>
+
+#include "engine/job/job_spec.h"
+#include "engine/train/build.h"
+#include "engine/train/trainer.h"
+
+namespace shardlab {
+
+// True when this shardlab was built with the GPU training path (the CUDA kernels).
+bool device_training_built();
+
+// Why this job cannot train on its device in this version, or "" when it can ("cpu" always can).
+// For "cuda": strategy none (one GPU) or ddp with the threads backend (one GPU per rank, NCCL);
+// no checkpoints or resume yet. Says nothing about whether a GPU is present
+// (engine/device/device.h does).
+std::string device_job_problem(const JobSpec& job);
+
+// Trains setup.job on GPU 0 (strategy none) or on world_size GPUs as threads (ddp): the model is
+// built and initialised on the host exactly as build_training did (setup.model), copied to the
+// device, and trained by GpuTrainer. result.params holds the final parameters. Throws
+// InvalidArgument with device_job_problem's reason, DeviceError / TimeoutError for a device
+// failure.
+TrainResult run_device_training(TrainingSetup& setup, const TrainerCallbacks& callbacks = {});
+
+}  // namespace shardlab
