@@ -8,7 +8,8 @@
 // "device": "cuda" runs on GPUs (engine/device/device_training.h): strategy none on GPU 0, ddp
 // with the threads backend on one GPU per rank. Checked right after the job is loaded, before any
 // data is read: first what the job asks of the device (device_job_problem, the same answer on
-// every machine), then whether this process has the device (require_device).
+// every machine), then whether this process has the device and the GPUs the job needs
+// (require_job_device).
 #include <fmt/format.h>
 
 #include <unistd.h>
@@ -265,14 +266,16 @@ int run_command(const std::vector<std::string>& argv) {
   Stopwatch total;
   const std::string path = args.positional()[0];
   const JobSpec job = load_job(path, args.all("--set"));
-  // Before any data is read or rank started: the job's own problem first, so that it is reported
-  // alike on every machine, then whether this process has the device.
-  const std::string device_job = device_job_problem(job);
-  SL_ENFORCE(device_job.empty(), "device: {}", device_job);
-  require_device(job.device);
+  // Before any data is read or rank started: what the job and its flags ask of the device first,
+  // so that it is reported alike on every machine, then whether this process has it.
   SL_ENFORCE(job.device != "cuda" || !args.has("--resume"),
              "device: cuda cannot resume from a checkpoint in this version; resume it on cpu "
              "(--set device=cpu)");
+  SL_ENFORCE(job.device != "cuda" || max_restarts == 0,
+             "device: cuda does not save checkpoints in this version, so --max-restarts has "
+             "nothing to restart from; run it without --max-restarts, or on cpu (--set "
+             "device=cpu)");
+  require_job_device(job);
   if (max_restarts > 0 && job.train.checkpoint_dir.empty())
     SL_THROW(
         UsageError,

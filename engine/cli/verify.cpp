@@ -9,6 +9,7 @@
 
 #include "engine/cli/args.h"
 #include "engine/core/error.h"
+#include "engine/device/device_training.h"
 #include "engine/train/build.h"
 
 namespace shardlab::cli {
@@ -41,10 +42,14 @@ bool verify_against_single_process(const JobSpec& job, std::span<const float> sh
   single.train.checkpoint_dir.clear();
   single.train.checkpoint_every = TrainConfig{}.checkpoint_every;
   single.train.keep_checkpoints = TrainConfig{}.keep_checkpoints;
-  fmt::print("verify: running the same job in one process without sharding...\n");
+  // A GPU job's reference runs on one GPU (the same kernels; only the data-parallel sum order
+  // differs), not on the CPU, whose BLAS sums in another order.
+  const bool gpu = single.device == "cuda";
+  fmt::print("verify: running the same job {} without sharding...\n",
+             gpu ? "on one GPU" : "in one process");
   std::fflush(stdout);
   TrainingSetup setup = build_training(single);
-  const TrainResult ref = run_training(setup);
+  const TrainResult ref = gpu ? run_device_training(setup) : run_training(setup);
   const double d = max_rel_diff(sharded, ref.params);
   const bool ok = d <= tolerance;
   fmt::print("verify: max_rel_diff={:.3e} tolerance={:g} {}\n", d, tolerance, ok ? "OK" : "FAIL");

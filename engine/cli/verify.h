@@ -13,8 +13,9 @@ namespace shardlab::cli {
 double parse_tolerance(const std::string& text);
 // max |a - b| / max |b|.
 double max_rel_diff(std::span<const float> a, std::span<const float> b);
-// Runs the job in one process without sharding and compares its final parameters with
-// `sharded`; prints "verify: max_rel_diff=<x> tolerance=<t> OK|FAIL" and returns whether OK.
+// Runs the job in one process without sharding (a cuda job: on one GPU) and compares its final
+// parameters with `sharded`; prints "verify: max_rel_diff=<x> tolerance=<t> OK|FAIL" and returns
+// whether OK.
 bool verify_against_single_process(const JobSpec& job, std::span<const float> sharded,
                                    double tolerance);
 

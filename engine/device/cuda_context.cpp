@@ -56,6 +56,7 @@ void CudaContext::make_current() const {
 }
 
 void CudaContext::order_after_default_stream() const {
+  make_current();  // the legacy stream is the current device's
   cudaEvent_t ev = nullptr;
   cuda_check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
   cudaError_t err = cudaEventRecord(ev, cudaStreamLegacy);

@@ -31,13 +31,37 @@ std::string device_problem(const std::string& device) {
   if (device == "cpu") return {};
   if (device != "cuda") return fmt::format("unknown device '{}' (known: cpu, cuda)", device);
   std::string why;
-  if (usable_gpus(&why) == 0)
-    return fmt::format("cuda needs a usable GPU, but {}; run it with --set device=cpu", why);
+  if (usable_gpus(&why) == 0) return fmt::format("cuda needs a usable GPU, but {}", why);
 #if SHARDLAB_HAVE_CUDA_KERNELS
+  return gpu_problem(0);
+#else
+  return "this shardlab was built without the CUDA kernels (nvcc was not found when it was "
+         "built); rebuild where the CUDA toolkit's nvcc is found";
+#endif
+}
+
+std::string gpu_problem(int index) {
+#if SHARDLAB_HAVE_CUDA
+  cudaDeviceProp prop{};
+  const cudaError_t err = cudaGetDeviceProperties(&prop, index);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return fmt::format("GPU {} cannot be used: {} ({})", index, cudaGetErrorString(err),
+                       cudaGetErrorName(err));
+  }
+  const int arch = prop.major * 10 + prop.minor;
+  // The lowest architecture the kernels were built for (0: unknown, e.g. "native": no check).
+  // Newer GPUs run the compute_XX PTX through the driver's JIT; older ones cannot run them.
+  constexpr int kMinArch = SHARDLAB_CUDA_MIN_ARCH;
+  if (kMinArch > 0 && arch < kMinArch)
+    return fmt::format(
+        "GPU {} ({}) is sm_{}, and this build's CUDA kernels need sm_{} or newer (rebuild with "
+        "-DCMAKE_CUDA_ARCHITECTURES={})",
+        index, prop.name, arch, kMinArch, arch);
   return {};
 #else
-  return "this shardlab was built without the CUDA kernels (nvcc was not found when it was built); "
-         "run it with --set device=cpu, or rebuild where the CUDA toolkit's nvcc is found";
+  return fmt::format("GPU {} cannot be used: this shardlab was built without a CUDA toolkit",
+                     index);
 #endif
 }
 
@@ -59,7 +83,7 @@ std::string describe_gpu(int index) {
 
 void require_device(const std::string& device) {
   const std::string problem = device_problem(device);
-  SL_ENFORCE(problem.empty(), "device: {}", problem);
+  SL_ENFORCE(problem.empty(), "device: {}; run it with --set device=cpu", problem);
 }
 
 }  // namespace shardlab

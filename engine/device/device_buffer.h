@@ -58,9 +58,11 @@ class DeviceBuffer {
     if (n == 0) return;
     void* p = nullptr;
     cuda_check(cudaMalloc(&p, n * sizeof(T)), to_string(category_));
+    const cudaError_t set = cudaMemset(p, 0, n * sizeof(T));
+    if (set != cudaSuccess) (void)cudaFree(p);  // not ours yet: the destructor would not free it
+    cuda_check(set, "cudaMemset");
     data_ = static_cast<T*>(p);
     size_ = capacity_ = n;
-    cuda_check(cudaMemset(p, 0, n * sizeof(T)), "cudaMemset");
     ledger_ = current_ledger();
     if (ledger_) ledger_->charge(category_, static_cast<int64_t>(n * sizeof(T)));
   }

@@ -55,18 +55,53 @@ std::string device_job_problem(const JobSpec& job) {
   return {};
 }
 
+void require_job_device(const JobSpec& job) {
+  const std::string problem = device_job_problem(job);
+  SL_ENFORCE(problem.empty(), "device: {}", problem);
+  require_device(job.device);
+  if (job.device != "cuda" || job.parallel.strategy != "ddp") return;
+  const ParallelConfig& p = job.parallel;
+  std::string why;
+  const int gpus = usable_gpus(&why);
+  SL_ENFORCE(p.world_size <= gpus,
+             "device: cuda with parallel.world_size {} needs {} GPUs (one per rank), this process "
+             "can use {}; use --set parallel.world_size={} or --set device=cpu",
+             p.world_size, p.world_size, gpus, gpus);
+  for (int g = 1; g < static_cast<int>(p.world_size); ++g) {
+    const std::string gpu = gpu_problem(g);
+    SL_ENFORCE(gpu.empty(), "device: {}; run it with --set device=cpu", gpu);
+  }
+  const int64_t split = p.world_size * job.train.accumulation_steps;
+  SL_ENFORCE(job.train.batch_size % split == 0,
+             "train.batch_size: must be divisible by parallel.world_size x "
+             "train.accumulation_steps = {} on cuda ddp, got {}",
+             split, job.train.batch_size);
+}
+
 #if SHARDLAB_HAVE_DEVICE_TRAINING
 
 namespace {
 
-// One rank's GPU run: the host model's parameters (initialised by build_training) copied to
-// `ctx`'s device and trained there.
-TrainResult train_on(CudaContext& ctx, TrainingSetup& setup, Communicator* dp,
-                     const TrainerCallbacks& callbacks) {
+// One rank's GPU run on `ctx`: the host model's parameters (initialised by build_training) copied
+// to the device and trained there. With data parallelism the NCCL world is made after the model
+// and optimizer and so goes first when a rank fails: its destructor settles or aborts what is
+// still queued (bounded) before their device buffers are freed (cudaFree waits for the device).
+TrainResult train_on(CudaContext& ctx, TrainingSetup& setup, Communicator* bootstrap,
+                     const CommOptions& options, const TrainerCallbacks& callbacks) {
   GpuModel model(setup.job.model, setup.model->params(), ctx);
   GpuOptimizer optimizer(setup.job.optimizer, model.num_params(), ctx);
+  std::unique_ptr<Communicator> nccl;
+#if defined(SHARDLAB_HAVE_NCCL) && SHARDLAB_HAVE_NCCL
+  if (bootstrap) {
+    nccl = make_nccl_world(*bootstrap, ctx.device(), options);
+    ctx.make_current();
+  }
+#else
+  (void)options;
+  SL_ENFORCE_T(InternalError, bootstrap == nullptr, "train_on: data parallel without NCCL");
+#endif
   GpuTrainer trainer(model, optimizer, *setup.data.train, setup.data.eval.get(), setup.job.train,
-                     setup.job.optimizer.lr, dp);
+                     setup.job.optimizer.lr, nccl.get());
   return trainer.run(callbacks);
 }
 
@@ -76,13 +111,8 @@ TrainResult run_device_training(TrainingSetup& setup, const TrainerCallbacks& ca
   const JobSpec& job = setup.job;
   SL_ENFORCE(job.device == "cuda", "run_device_training: the job's device is {}, not cuda",
              job.device);
-  const std::string problem = device_job_problem(job);
-  SL_ENFORCE(problem.empty(), "device: {}", problem);
+  require_job_device(job);
   SL_ENFORCE(setup.model && setup.data.train, "run_device_training: the setup is not built");
-  std::string why;
-  const int gpus = usable_gpus(&why);
-  SL_ENFORCE(gpus > 0, "device: cuda needs a usable GPU, but {}; run it with --set device=cpu",
-             why);
 
   if (job.parallel.strategy == "none") {
     // The ledger of the calling thread counts the device buffers; a fresh one when none is bound.
@@ -90,15 +120,11 @@ TrainResult run_device_training(TrainingSetup& setup, const TrainerCallbacks& ca
     std::optional<LedgerScope> bind;
     if (!current_ledger()) bind.emplace(&own);
     CudaContext ctx(0);
-    return train_on(ctx, setup, nullptr, callbacks);
+    return train_on(ctx, setup, nullptr, CommOptions{}, callbacks);
   }
 
 #if defined(SHARDLAB_HAVE_NCCL) && SHARDLAB_HAVE_NCCL
   const auto world = static_cast<int>(job.parallel.world_size);
-  SL_ENFORCE(world <= gpus,
-             "device: cuda with parallel.world_size {} needs {} GPUs (one per rank), this process "
-             "can use {}; use --set parallel.world_size={} or --set device=cpu",
-             world, world, gpus, gpus);
   CommOptions copts;
   copts.timeout =
       std::chrono::milliseconds(static_cast<int64_t>(std::llround(job.parallel.timeout_s * 1000)));
@@ -110,9 +136,7 @@ TrainResult run_device_training(TrainingSetup& setup, const TrainerCallbacks& ca
     MemoryLedger ledger;
     LedgerScope bind(&ledger);
     CudaContext ctx(rank);
-    std::unique_ptr<Communicator> nccl = make_nccl_world(bootstrap, rank, copts);
-    ctx.make_current();
-    TrainResult r = train_on(ctx, setup, nccl.get(), rank == 0 ? callbacks : others);
+    TrainResult r = train_on(ctx, setup, &bootstrap, copts, rank == 0 ? callbacks : others);
     if (rank == 0) result = std::move(r);
   });
   SL_ENFORCE_T(InternalError, result.has_value(), "run_device_training: rank 0 gave no result");

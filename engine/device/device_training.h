@@ -20,6 +20,13 @@ bool device_training_built();
 // (engine/device/device.h does).
 std::string device_job_problem(const JobSpec& job);
 
+// Everything a job asks of this process's devices, checked before any data is read, in this order:
+// device_job_problem (the same answer on every machine), require_device (a usable GPU 0 this
+// build's kernels run on), and for cuda ddp: world_size usable GPUs, each able to run the kernels,
+// and train.batch_size divisible by world_size x train.accumulation_steps. Throws InvalidArgument
+// "device: ..." naming the problem and what to do.
+void require_job_device(const JobSpec& job);
+
 // Trains setup.job on GPU 0 (strategy none) or on world_size GPUs as threads (ddp): the model is
 // built and initialised on the host exactly as build_training did (setup.model), copied to the
 // device, and trained by GpuTrainer. result.params holds the final parameters. Throws

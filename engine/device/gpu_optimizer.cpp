@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "engine/core/error.h"
+#include "engine/device/pinned_buffer.h"
 #include "engine/optim/optimizer.h"
 #include "kernels/cuda/adagrad_update.h"
 #include "kernels/cuda/adam_update.h"
@@ -21,7 +22,10 @@ namespace {
 // device-to-device copies (log2(n) of them), so no host array of n floats is needed.
 void fill_device(float* data, int64_t n, float value, CudaContext& ctx) {
   if (n == 0) return;
-  cuda_check(cudaMemcpyAsync(data, &value, sizeof(float), cudaMemcpyHostToDevice, ctx.stream()),
+  // From page-locked memory, so the copy is asynchronous and the one wait is the bounded sync.
+  PinnedBuffer<float> one(1);
+  one.data()[0] = value;
+  cuda_check(cudaMemcpyAsync(data, one.data(), sizeof(float), cudaMemcpyHostToDevice, ctx.stream()),
              "cudaMemcpyAsync (optimizer state fill)");
   for (int64_t have = 1; have < n;) {
     const int64_t take = std::min(have, n - have);
@@ -30,7 +34,7 @@ void fill_device(float* data, int64_t n, float value, CudaContext& ctx) {
                "cudaMemcpyAsync (optimizer state fill)");
     have += take;
   }
-  // `value` lives on this stack frame: the first copy must have read it.
+  // `one` is freed on return: the first copy must have read it.
   ctx.sync("filling the optimizer state");
 }
 
@@ -133,14 +137,20 @@ void GpuOptimizer::step(float* params, const float* grads, double lr) {
 
 std::vector<std::pair<std::string, std::vector<float>>> GpuOptimizer::download_state() const {
   ctx_.make_current();
+  // Through page-locked staging: a copy into pageable memory would wait unbounded.
   std::vector<std::pair<std::string, std::vector<float>>> out;
-  for (const auto& [name, b] : state_) out.emplace_back(name, std::vector<float>(b.size()));
-  for (size_t i = 0; i < state_.size(); ++i)
-    if (!out[i].second.empty())
-      cuda_check(cudaMemcpyAsync(out[i].second.data(), state_[i].second.data(),
-                                 state_[i].second.bytes(), cudaMemcpyDeviceToHost, ctx_.stream()),
+  PinnedBuffer<float> stage;
+  for (const auto& [name, b] : state_) {
+    std::vector<float> host(b.size());
+    if (!host.empty()) {
+      cuda_check(cudaMemcpyAsync(stage.reserve(b.size()), b.data(), b.bytes(),
+                                 cudaMemcpyDeviceToHost, ctx_.stream()),
                  "cudaMemcpyAsync (optimizer state download)");
-  ctx_.sync("downloading the optimizer state");
+      ctx_.sync("downloading the optimizer state");
+      std::copy_n(stage.data(), b.size(), host.data());
+    }
+    out.emplace_back(name, std::move(host));
+  }
   return out;
 }
 

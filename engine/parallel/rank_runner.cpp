@@ -179,13 +179,13 @@ ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Dataset
   SL_ENFORCE(job.parallel.strategy != "none",
              "parallel.strategy: 'none' runs in one process; choose ddp, zero1, zero2 or fsdp");
   SL_ENFORCE(data.train != nullptr, "run_rank: no training data");
-  require_device(job.device);
   // The sharded strategies hold host buffers; a cuda job runs through run_device_training
   // (engine/device/device_training.h), so one reaching here would silently train on the CPU.
   SL_ENFORCE(job.device == "cpu",
              "device: {} jobs do not run as CPU ranks; shardlab run trains them on the GPU "
              "(parallel.strategy none, or ddp with parallel.backend threads)",
              job.device);
+  require_device(job.device);
   SL_ENFORCE(!options.callbacks.should_stop,
              "run_rank: callbacks.should_stop would run on rank 0 only; use RankRunOptions::stop");
   ParallelRunResult out;

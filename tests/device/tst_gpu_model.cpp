@@ -181,7 +181,8 @@ class tst_GpuModel : public QObject {
             QStringLiteral("loss %1 vs cpu %2").arg(loss, 0, 'g', 9).arg(want.loss, 0, 'g', 9)));
     QCOMPARE(correct, want.correct);
     // Without the count asked for, the same loss.
-    QCOMPARE(gpu.forward_loss(batch), loss);
+    // (exactly: QCOMPARE on floats is fuzzy, and the device run is deterministic)
+    QVERIFY(gpu.forward_loss(batch) == loss);
 
     const double err = rel_err(grads, want.grads);
     qInfo("%s: gradients max|g-c|/max|c| = %.3g", qPrintable(name), err);
