@@ -45,16 +45,34 @@ JobSpec gpt_job() {
                    "train.eval_every=5", "train.eval_batches=1"});
 }
 
+// Qt Test reports an exception escaping a test function and then terminates the whole suite; a
+// device or NCCL failure in one case must fail that case only. Runs f; an exception becomes a
+// failure of the current test (whose function then returns normally).
+template <class F>
+void guard(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    QTest::qFail(e.what(), __FILE__, __LINE__);
+  }
+}
+
 TrainResult cpu_run(JobSpec job) {
   job.device = "cpu";
   TrainingSetup s = build_training(job);
   return run_training(s);
 }
 
+// The job on the GPU; a failure fails the current test and gives an empty result (which no
+// comparison accepts).
 TrainResult gpu_run(JobSpec job, const TrainerCallbacks& callbacks = {}) {
   job.device = "cuda";
-  TrainingSetup s = build_training(job);
-  return run_device_training(s, callbacks);
+  TrainResult r;
+  guard([&] {
+    TrainingSetup s = build_training(job);
+    r = run_device_training(s, callbacks);
+  });
+  return r;
 }
 
 double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
@@ -72,6 +90,7 @@ bool close(double a, double b, double tol) {
 
 // `got` (a device run) against `want` (the reference run).
 void compare(const TrainResult& got, const TrainResult& want, double tol = kTol) {
+  if (QTest::currentTestFailed()) return;  // a run failed (guard): already reported
   QCOMPARE(got.steps, want.steps);
   QCOMPARE(got.losses.size(), want.losses.size());
   for (size_t i = 0; i < want.losses.size(); ++i)
@@ -212,7 +231,12 @@ class TestDeviceTraining : public QObject {
     const int64_t host_grads = ledger.current(MemCategory::grads);
     const int64_t host_state = ledger.current(MemCategory::optimizer_state);
     const int64_t host_acts = ledger.current(MemCategory::activations);
-    (void)run_device_training(s, cb);
+    bool ran = false;
+    guard([&] {
+      (void)run_device_training(s, cb);
+      ran = true;
+    });
+    if (!ran) return;  // the failure is recorded
     QCOMPARE(params - host_params, n * 4);
     QCOMPARE(grads - host_grads, n * 4);
     QCOMPARE(state - host_state, 2 * n * 4);  // adam: exp_avg, exp_avg_sq

@@ -369,7 +369,11 @@ class tst_KernelsCuda : public QObject {
     note("sq_norm", err);
     qInfo("sq_norm n=%lld: %.17g vs CPU %.17g, rel err %.3g", static_cast<long long>(n), got[0],
           want, err);
-    QVERIFY2(err <= 1e-12, qPrintable(QStringLiteral("rel err %1").arg(err)));
+    // The CPU adds left to right, whose rounding error grows up to ~n u (u = 2^-53) relative; the
+    // GPU's tree is more accurate (measured on a CPU emulation of the kernel: 1.3e-12 from the CPU
+    // at n = 2^24 + 1, and equal to a compensated sum). Allow the CPU's bound, 2 n u.
+    const double tol = std::max(1e-15, 2.0 * static_cast<double>(n) * std::ldexp(1.0, -53));
+    QVERIFY2(err <= tol, qPrintable(QStringLiteral("rel err %1 > %2").arg(err).arg(tol)));
     QCOMPARE(std::bit_cast<uint64_t>(got[1]), std::bit_cast<uint64_t>(got[0]));  // deterministic
   }
 
