@@ -29,9 +29,8 @@ void require_job_device(const JobSpec& job);
 
 // Trains setup.job on GPU 0 (strategy none) or on world_size GPUs as threads (ddp): the model is
 // built and initialised on the host exactly as build_training did (setup.model), copied to the
-// device, and trained by GpuTrainer. result.params holds the final parameters. Throws
-// InvalidArgument with device_job_problem's reason, DeviceError / TimeoutError for a device
-// failure.
+// device, and trained by GpuTrainer. result.params holds the final parameters. Checks
+// require_job_device first (InvalidArgument); DeviceError / TimeoutError for a device failure.
 TrainResult run_device_training(TrainingSetup& setup, const TrainerCallbacks& callbacks = {});
 
 }  // namespace shardlab

@@ -24,9 +24,10 @@ namespace shardlab {
 
 class GpuTrainer {
  public:
-  // As Trainer's constructor (InvalidArgument for accumulation_steps that does not divide
-  // batch_size, a batch larger than the data). data_parallel: null for one GPU, else an nccl
-  // communicator whose size divides the micro-batch size.
+  // As Trainer's constructor (checked_total_steps: InvalidArgument for accumulation_steps that
+  // does not divide batch_size, a batch larger than the data). data_parallel: null for one GPU,
+  // else an nccl communicator on the model's GPU, with batch_size divisible by its size x
+  // accumulation_steps.
   GpuTrainer(GpuModel& model, GpuOptimizer& optimizer, const Dataset& train, const Dataset* eval,
              const TrainConfig& config, double base_lr, Communicator* data_parallel = nullptr);
 
