@@ -9,6 +9,7 @@
 #include "engine/core/error.h"
 #include "engine/device/pinned_buffer.h"
 #include "engine/optim/optimizer.h"
+#include "engine/optim/update_args.h"
 #include "kernels/cuda/adagrad_update.h"
 #include "kernels/cuda/adam_update.h"
 #include "kernels/cuda/rmsprop_update.h"
@@ -83,54 +84,19 @@ void GpuOptimizer::step(float* params, const float* grads, double lr) {
   };
   const std::string& o = config_.name;
   const cudaStream_t stream = ctx_.stream();
+  const OptimizerConfig& c = config_;
   if (o == "sgd") {
-    kernels::SgdArgs a;
-    a.param = params;
-    a.grad = grads;
-    a.momentum_buf = buf("momentum_buffer");
-    a.n = n_;
-    a.lr = lr;
-    a.momentum = config_.momentum;
-    a.weight_decay = config_.weight_decay;
-    a.nesterov = config_.nesterov;
+    const auto a = sgd_args(c, params, grads, n_, lr, buf("momentum_buffer"));
     device_call("sgd_update", [&] { kernels::sgd_update_cuda(a, stream); });
   } else if (o == "adam" || o == "adamw") {
-    kernels::AdamArgs a;
-    a.param = params;
-    a.grad = grads;
-    a.exp_avg = buf("exp_avg");
-    a.exp_avg_sq = buf("exp_avg_sq");
-    a.n = n_;
-    a.lr = lr;
-    a.beta1 = config_.beta1;
-    a.beta2 = config_.beta2;
-    a.eps = config_.eps;
-    a.weight_decay = config_.weight_decay;
-    a.decoupled = o == "adamw";
-    a.step = steps_;
+    const auto a = adam_args(c, params, grads, n_, lr, steps_, buf("exp_avg"), buf("exp_avg_sq"));
     device_call("adam_update", [&] { kernels::adam_update_cuda(a, stream); });
   } else if (o == "rmsprop") {
-    kernels::RmspropArgs a;
-    a.param = params;
-    a.grad = grads;
-    a.square_avg = buf("square_avg");
-    a.momentum_buf = buf("momentum_buffer");
-    a.n = n_;
-    a.lr = lr;
-    a.alpha = config_.alpha;
-    a.eps = config_.eps;
-    a.momentum = config_.momentum;
-    a.weight_decay = config_.weight_decay;
+    const auto a =
+        rmsprop_args(c, params, grads, n_, lr, buf("square_avg"), buf("momentum_buffer"));
     device_call("rmsprop_update", [&] { kernels::rmsprop_update_cuda(a, stream); });
   } else {
-    kernels::AdagradArgs a;
-    a.param = params;
-    a.grad = grads;
-    a.sum = buf("sum");
-    a.n = n_;
-    a.lr = lr;
-    a.eps = config_.eps;
-    a.weight_decay = config_.weight_decay;
+    const auto a = adagrad_args(c, params, grads, n_, lr, buf("sum"));
     device_call("adagrad_update", [&] { kernels::adagrad_update_cuda(a, stream); });
   }
 }

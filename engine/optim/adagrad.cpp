@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "engine/core/error.h"
+#include "engine/optim/update_args.h"
 #include "engine/optim/validate.h"
-#include "kernels/cpu/adagrad_update.h"
 
 namespace shardlab {
 
@@ -24,15 +24,8 @@ void Adagrad::allocate_state(int64_t n) {
 }
 
 void Adagrad::update(std::span<float> params, std::span<const float> grads, double lr) {
-  kernels::AdagradArgs a;
-  a.param = params.data();
-  a.grad = grads.data();
-  a.sum = sum_.data();
-  a.n = static_cast<int64_t>(params.size());
-  a.lr = lr;
-  a.eps = config_.eps;
-  a.weight_decay = config_.weight_decay;
-  kernels::adagrad_update(a);
+  kernels::adagrad_update(adagrad_args(config_, params.data(), grads.data(),
+                                       static_cast<int64_t>(params.size()), lr, sum_.data()));
 }
 
 }  // namespace shardlab

@@ -21,7 +21,6 @@ class Adam : public Optimizer {
   void update(std::span<float> params, std::span<const float> grads, double lr) override;
 
  private:
-  bool decoupled_;
   Buffer exp_avg_;
   Buffer exp_avg_sq_;
 };

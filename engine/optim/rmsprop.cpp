@@ -1,8 +1,8 @@
 #include "engine/optim/rmsprop.h"
 
 #include "engine/core/error.h"
+#include "engine/optim/update_args.h"
 #include "engine/optim/validate.h"
-#include "kernels/cpu/rmsprop_update.h"
 
 namespace shardlab {
 
@@ -24,18 +24,9 @@ void Rmsprop::allocate_state(int64_t n) {
 }
 
 void Rmsprop::update(std::span<float> params, std::span<const float> grads, double lr) {
-  kernels::RmspropArgs a;
-  a.param = params.data();
-  a.grad = grads.data();
-  a.square_avg = square_avg_.data();
-  a.momentum_buf = momentum_buf_.data();
-  a.n = static_cast<int64_t>(params.size());
-  a.lr = lr;
-  a.alpha = config_.alpha;
-  a.eps = config_.eps;
-  a.momentum = config_.momentum;
-  a.weight_decay = config_.weight_decay;
-  kernels::rmsprop_update(a);
+  kernels::rmsprop_update(rmsprop_args(config_, params.data(), grads.data(),
+                                       static_cast<int64_t>(params.size()), lr, square_avg_.data(),
+                                       momentum_buf_.data()));
 }
 
 }  // namespace shardlab

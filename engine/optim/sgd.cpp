@@ -1,8 +1,8 @@
 #include "engine/optim/sgd.h"
 
 #include "engine/core/error.h"
+#include "engine/optim/update_args.h"
 #include "engine/optim/validate.h"
-#include "kernels/cpu/sgd_update.h"
 
 namespace shardlab {
 
@@ -24,16 +24,8 @@ void Sgd::allocate_state(int64_t n) {
 }
 
 void Sgd::update(std::span<float> params, std::span<const float> grads, double lr) {
-  kernels::SgdArgs a;
-  a.param = params.data();
-  a.grad = grads.data();
-  a.momentum_buf = momentum_buf_.data();
-  a.n = static_cast<int64_t>(params.size());
-  a.lr = lr;
-  a.momentum = config_.momentum;
-  a.weight_decay = config_.weight_decay;
-  a.nesterov = config_.nesterov;
-  kernels::sgd_update(a);
+  kernels::sgd_update(sgd_args(config_, params.data(), grads.data(),
+                               static_cast<int64_t>(params.size()), lr, momentum_buf_.data()));
 }
 
 }  // namespace shardlab
