@@ -261,7 +261,8 @@ int run_command(const std::vector<std::string>& argv) {
   const bool quiet = args.has("--quiet");
   if (args.has("--tolerance") && !args.has("--verify"))
     SL_THROW(UsageError, "--tolerance only applies with --verify");
-  const double tolerance = parse_tolerance(args.get("--tolerance", "1e-5"));
+  // 0: measured on the job (its noise floor), see verify.h.
+  const double tolerance = args.has("--tolerance") ? parse_tolerance(args.get("--tolerance")) : 0.0;
   const int max_restarts = static_cast<int>(args.get_int("--max-restarts", 0, 0, 1000));
   Stopwatch total;
   const std::string path = args.positional()[0];

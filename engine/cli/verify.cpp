@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +10,7 @@
 #include "engine/core/error.h"
 #include "engine/device/device_training.h"
 #include "engine/train/build.h"
+#include "engine/train/equivalence.h"
 
 namespace shardlab::cli {
 
@@ -24,35 +24,46 @@ double parse_tolerance(const std::string& text) {
   return t;
 }
 
-double max_rel_diff(std::span<const float> a, std::span<const float> b) {
-  SL_ENFORCE(a.size() == b.size(), "verify: {} parameters against {}", a.size(), b.size());
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
-    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
-
 bool verify_against_single_process(const JobSpec& job, std::span<const float> sharded,
                                    double tolerance) {
-  JobSpec single = job;
-  single.parallel = ParallelConfig{};
-  // The reference saves no checkpoints (one process cannot).
-  single.train.checkpoint_dir.clear();
-  single.train.checkpoint_every = TrainConfig{}.checkpoint_every;
-  single.train.keep_checkpoints = TrainConfig{}.keep_checkpoints;
+  const JobSpec single = single_process_job(job);
   // A GPU job's reference runs on one GPU (the same kernels; only the data-parallel sum order
   // differs), not on the CPU, whose BLAS sums in another order.
   const bool gpu = single.device == "cuda";
+  const SingleRunner runner = [gpu](TrainingSetup& s, const TrainerCallbacks& cb) {
+    return gpu ? run_device_training(s, cb) : run_training(s, cb);
+  };
   fmt::print("verify: running the same job {} without sharding...\n",
              gpu ? "on one GPU" : "in one process");
   std::fflush(stdout);
-  TrainingSetup setup = build_training(single);
-  const TrainResult ref = gpu ? run_device_training(setup) : run_training(setup);
-  const double d = max_rel_diff(sharded, ref.params);
+  const RunFigures ref = run_figures(single, runner);
+  const double d = max_rel_diff(sharded, ref.result.params);
+  std::string basis;
+  if (tolerance > 0) {
+    basis = "given with --tolerance";
+  } else {
+    const std::vector<int64_t> cuts = reordering_cuts(job);
+    if (!cuts.empty()) {
+      fmt::print(
+          "verify: measuring the noise floor: the same job {} with its batch cut into "
+          "micro-batches...\n",
+          gpu ? "on one GPU" : "in one process");
+      std::fflush(stdout);
+    }
+    const NoiseFloor floor = measure_noise_floor(job, ref, runner);
+    std::string why;
+    if (!floor_is_consistent(floor, &why)) {
+      fmt::print("verify: max_rel_diff={:.3e} INCONCLUSIVE: {}\n", d, why);
+      std::fflush(stdout);
+      return false;
+    }
+    tolerance = equivalence_tolerance(floor.params, ref.result.steps);
+    basis = fmt::format("{}; tolerance = max({:g} x floor, {:g} roundings x {} steps)",
+                        describe(floor), kNoiseMultiple, kRoundingsPerStep, ref.result.steps);
+  }
   const bool ok = d <= tolerance;
-  fmt::print("verify: max_rel_diff={:.3e} tolerance={:g} {}\n", d, tolerance, ok ? "OK" : "FAIL");
+  fmt::print("verify: max_rel_diff={:.3e} tolerance={:.3e} ({}) {}\n", d, tolerance, basis,
+             ok ? "OK" : "FAIL");
   std::fflush(stdout);
   return ok;
 }

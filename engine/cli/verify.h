@@ -1,5 +1,6 @@
 // `shardlab run --verify`: the same job in one process without sharding, compared parameter by
-// parameter with a sharded run's result.
+// parameter with a sharded run's result, against a tolerance measured on the job itself (the
+// rule and why: engine/train/equivalence.h).
 #pragma once
 
 #include <span>
@@ -11,11 +12,13 @@ namespace shardlab::cli {
 
 // --tolerance's value: a positive finite number, the whole string (UsageError otherwise).
 double parse_tolerance(const std::string& text);
-// max |a - b| / max |b|.
-double max_rel_diff(std::span<const float> a, std::span<const float> b);
 // Runs the job in one process without sharding (a cuda job: on one GPU) and compares its final
-// parameters with `sharded`; prints "verify: max_rel_diff=<x> tolerance=<t> OK|FAIL" and returns
-// whether OK.
+// parameters with `sharded` (max |a - b| / max |b|). The tolerance is `tolerance` when positive
+// (--tolerance), otherwise equivalence_tolerance() of the noise floor, measured by running the
+// job in one process again with its batch cut into micro-batches. Prints
+// "verify: max_rel_diff=<x> tolerance=<t> (<what t is based on>) OK|FAIL" and returns whether OK;
+// when the reordered runs disagree beyond kFloorCeiling, "verify: ... INCONCLUSIVE: <why>" and
+// false.
 bool verify_against_single_process(const JobSpec& job, std::span<const float> sharded,
                                    double tolerance);
 

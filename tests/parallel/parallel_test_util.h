@@ -29,6 +29,7 @@
 #include "engine/parallel/parallel_config.h"
 #include "engine/parallel/sharded_optimizer.h"
 #include "engine/train/build.h"
+#include "engine/train/equivalence.h"
 #include "engine/train/trainer.h"
 
 namespace shardlab::ptest {
@@ -158,6 +159,40 @@ inline const TrainResult& reference(const JobSpec& job) {
   TrainingSetup setup = build_training(single);
   auto r = std::make_unique<TrainResult>(run_training(setup));
   return *cache.emplace(key, std::move(r)).first->second;
+}
+
+// What a sharded run of `job` is compared with: the single-process run (build_training + Trainer,
+// never the code under test) with every step's gradient norm, and the tolerances measured on the
+// job itself (engine/train/equivalence.h: the same job in one process with its batch cut into
+// micro-batches sets the noise floor). Cached by the job's full JSON.
+struct Judged {
+  RunFigures reference;
+  NoiseFloor floor;
+  Tolerances tol;
+};
+inline const Judged& judged(const JobSpec& job) {
+  static std::map<std::string, std::unique_ptr<Judged>> cache;
+  const JobSpec single = single_process_job(job);
+  char extra[96];
+  std::snprintf(extra, sizeof extra, "|acc=%lld|clip=%.17g",
+                static_cast<long long>(single.train.accumulation_steps),
+                single.train.clip_grad_norm);
+  // The cuts depend on the layout, so the key holds them too.
+  std::string key = job_to_json(single).dump() + extra + "|cuts";
+  for (int64_t c : reordering_cuts(job)) {
+    key += ' ';
+    key += std::to_string(c);
+  }
+  auto it = cache.find(key);
+  if (it != cache.end()) return *it->second;
+  auto j = std::make_unique<Judged>();
+  const SingleRunner runner = [](TrainingSetup& s, const TrainerCallbacks& cb) {
+    return run_training(s, cb);
+  };
+  j->reference = run_figures(single, runner);
+  j->floor = measure_noise_floor(job, j->reference, runner);
+  j->tol = equivalence_tolerances(j->floor, j->reference.result.steps);
+  return *cache.emplace(key, std::move(j)).first->second;
 }
 
 // The loss gradient of the initial model on the first global batch of `job` (drawn from `data`,

@@ -2,10 +2,14 @@
 // pp * tp * dp <= 8 that the model allows (4 heads: tp in {1, 2, 4}; 4 blocks: pp in {1, 2, 4}),
 // with both pipeline schedules where pp > 1 and the data-parallel strategies ddp, zero1 and zero2
 // in turn, trains 5 Adam steps on threads and ends with the single-process run's parameters
-// (build_training + Trainer, never the code under test) within 1e-5 relative; every step's loss
-// and the final evaluation match likewise. Each rank's ledger equals the planner's per-rank plan,
-// and GPipe holds more activations on the first stage than 1F1B. Bad layouts fail naming the
-// field.
+// (build_training + Trainer, never the code under test); every step's loss and gradient norm and
+// the final evaluation match likewise, all within the tolerances measured on the job
+// (engine/train/equivalence.h: a small multiple of its noise floor, the single-process run's own
+// difference when its batch is cut into micro-batches; Adam turns last-bit differences of gradient
+// elements that cancel to within eps of zero into parameter differences of a fraction of lr, so a
+// fixed threshold holds on one BLAS kernel and fails on another). Each rank's ledger equals the
+// planner's per-rank plan, and GPipe holds more activations on the first stage than 1F1B. Bad
+// layouts fail naming the field.
 #include <QtTest>
 
 #include "engine/parallel/hybrid_optimizer.h"
@@ -18,8 +22,6 @@ using namespace shardlab;
 using namespace shardlab::ptest;
 
 namespace {
-
-constexpr double kTolerance = 1e-5;
 
 struct Layout {
   int pp, tp, dp;
@@ -89,27 +91,6 @@ JobSpec job_for(const Layout& l, int64_t vocab) {
   return j;
 }
 
-// The single-process run of `job` (build_training + Trainer, never the code under test) with
-// every step's pre-clip gradient norm.
-struct Reference {
-  TrainResult result;
-  std::vector<double> grad_norms;
-};
-const Reference& reference_with_norms(const JobSpec& job) {
-  static std::map<std::string, std::unique_ptr<Reference>> cache;
-  const JobSpec single = single_process(job);
-  const std::string key =
-      job_to_json(single).dump() + "|clip=" + std::to_string(single.train.clip_grad_norm);
-  auto it = cache.find(key);
-  if (it != cache.end()) return *it->second;
-  auto ref = std::make_unique<Reference>();
-  TrainingSetup setup = build_training(single);
-  TrainerCallbacks cb;
-  cb.on_step = [&](const StepInfo& info) { ref->grad_norms.push_back(info.grad_norm); };
-  ref->result = run_training(setup, cb);
-  return *cache.emplace(key, std::move(ref)).first->second;
-}
-
 const Datasets& gpt_data_once() {
   static const Datasets data = [] {
     JobSpec j = gpt_job("ddp", 1, 0);
@@ -171,37 +152,38 @@ class TestHybridEquivalence : public QObject {
     QFETCH(int, index);
     const Layout l = all_layouts()[static_cast<size_t>(index)];
     const JobSpec job = job_for(l, corpus_vocab());
-    const Reference& reference = reference_with_norms(job);
-    const TrainResult& ref = reference.result;
+    const Judged& judge = judged(job);
+    const TrainResult& ref = judge.reference.result;
+    const Tolerances& tol = judge.tol;
+    std::string why;
+    QVERIFY2(floor_is_consistent(judge.floor, &why), why.c_str());
     std::vector<double> norms;
     const std::vector<ParallelRunResult> runs = run_every_rank(job, &norms);
     const TrainResult& r0 = runs[0].result;
+    const double d = max_rel_diff(r0.params, ref.params);
+    qInfo("params: max rel diff %.3g, tolerance %.3g (%s)", d, tol.params,
+          describe(judge.floor).c_str());
     // Every step's global gradient norm (before clipping): each element counted exactly once.
-    QCOMPARE(norms.size(), reference.grad_norms.size());
-    for (size_t s = 0; s < norms.size(); ++s) {
-      const double a = norms[s], b = reference.grad_norms[s];
-      QVERIFY2(std::abs(a - b) <= kTolerance * std::abs(b),
-               qPrintable(QString("step %1: grad norm %2 vs one process %3")
-                              .arg(s + 1)
-                              .arg(a, 0, 'g', 9)
-                              .arg(b, 0, 'g', 9)));
-    }
+    QCOMPARE(norms.size(), judge.reference.grad_norms.size());
+    const double dn = max_rel_diff(norms, judge.reference.grad_norms);
+    QVERIFY2(
+        dn <= tol.grad_norms,
+        qPrintable(
+            QString("grad norms: max rel diff %1 > tolerance %2").arg(dn).arg(tol.grad_norms)));
     // Parameters, reassembled from every stage and tp slice.
-    const double d = rel_diff(r0.params, ref.params);
-    QVERIFY2(d <= kTolerance, qPrintable(QString("params: max rel diff %1").arg(d)));
+    QVERIFY2(d <= tol.params,
+             qPrintable(QString("params: max rel diff %1 > tolerance %2").arg(d).arg(tol.params)));
     for (const ParallelRunResult& r : runs)
       QVERIFY2(bit_equal(r.result.params, r0.params), "ranks gathered different parameters");
     // Every step's loss.
     QCOMPARE(r0.losses.size(), ref.losses.size());
-    for (size_t s = 0; s < ref.losses.size(); ++s) {
-      const double a = r0.losses[s], b = ref.losses[s];
-      QVERIFY2(std::abs(a - b) <= kTolerance * std::abs(b),
-               qPrintable(QString("step %1: loss %2 vs one process %3").arg(s + 1).arg(a).arg(b)));
-    }
+    const double dl = max_rel_diff(r0.losses, ref.losses);
+    QVERIFY2(dl <= tol.losses,
+             qPrintable(QString("losses: max rel diff %1 > tolerance %2").arg(dl).arg(tol.losses)));
     // The final evaluation ran through the pipeline.
     QVERIFY(!r0.evals.empty() && !ref.evals.empty());
     const double ea = r0.final_eval().loss, eb = ref.final_eval().loss;
-    QVERIFY2(std::abs(ea - eb) <= kTolerance * std::abs(eb),
+    QVERIFY2(std::abs(ea - eb) <= tol.eval_loss * std::abs(eb),
              qPrintable(QString("eval loss %1 vs one process %2").arg(ea).arg(eb)));
     QCOMPARE(r0.final_eval().accuracy, ref.final_eval().accuracy);
     // What every rank holds at rest is what the planner predicts for that rank.

@@ -6,11 +6,14 @@
 //   gpipe + zero1                            optimize() for the 5 steps
 // it compares with the single-process reference that this process trains itself (build_training
 // + Trainer, parallel.strategy none):
-//   - parameters within 1e-5 relative (max|a-b| / max|b|);
-//   - every step's loss within 1e-5 relative;
+//   - parameters and every step's loss within the tolerances measured on the job
+//     (engine/train/equivalence.h: a small multiple of its noise floor, the reference's own
+//     difference when its batch is cut into micro-batches);
 //   - every rank's gathered parameters bit-identical to rank 0's.
 // A plain main (Qt Test under mpirun is awkward): one line per failed check, prefixed with the
 // rank and configuration, and exit status 1 on any rank that saw a failure (mpirun then fails).
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -27,7 +30,6 @@ using namespace shardlab::ptest;
 
 namespace {
 
-constexpr double kTolerance = 1e-5;
 constexpr int kSteps = 5;
 
 int g_rank = 0;
@@ -91,21 +93,28 @@ void check(Communicator& world, const Datasets& data, int64_t vocab, const std::
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const TrainResult& ref = reference(job);  // this process, strategy none, the whole batch
+  // This process, strategy none, the whole batch; and the tolerances measured on the job (its
+  // noise floor: the same in one process with the batch cut into micro-batches).
+  const Judged& judge = judged(job);
+  const TrainResult& ref = judge.reference.result;
+  std::string why;
+  if (!floor_is_consistent(judge.floor, &why)) fail(name, why);
 
   if (params.size() != ref.params.size())
     fail(name, "params size " + std::to_string(params.size()) + " vs reference " +
                    std::to_string(ref.params.size()));
-  const double d = rel_diff(params, ref.params);
-  if (!(d <= kTolerance)) fail(name, "params: max|a-b|/max|b| = " + std::to_string(d) + " > 1e-5");
+  const double d = max_rel_diff(params, ref.params);
+  if (!(d <= judge.tol.params))
+    fail(name, fmt::format("params: max|a-b|/max|b| = {:.3g} > tolerance {:.3g} ({})", d,
+                           judge.tol.params, describe(judge.floor)));
   if (losses.size() != ref.losses.size()) {
     fail(name, "ran " + std::to_string(losses.size()) + " steps, the reference " +
                    std::to_string(ref.losses.size()));
   } else {
-    for (size_t s = 0; s < ref.losses.size(); ++s)
-      if (!(std::abs(losses[s] - ref.losses[s]) <= kTolerance * std::abs(ref.losses[s])))
-        fail(name, "loss of step " + std::to_string(s + 1) + ": " + std::to_string(losses[s]) +
-                       " vs " + std::to_string(ref.losses[s]));
+    const double dl = max_rel_diff(losses, ref.losses);
+    if (!(dl <= judge.tol.losses))
+      fail(name,
+           fmt::format("losses: max rel diff {:.3g} > tolerance {:.3g}", dl, judge.tol.losses));
   }
   // Bit-identical across ranks: rank 0's params broadcast (buffers of the reference's size, so
   // every rank issues the same broadcast even when a size is wrong, reported above).

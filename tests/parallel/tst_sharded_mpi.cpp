@@ -2,12 +2,16 @@
 // Every process is one rank. For each strategy (ddp, zero1, zero2, fsdp) it trains the MLP with
 // Adam for 10 steps through run_rank() on the MPI world, trains the single-process reference
 // itself (build_training + Trainer, in this process), and checks:
-//   - its parameters are within 1e-5 relative (max|a-b| / max|b|) of the reference's;
+//   - its parameters and losses are within the tolerances measured on the job
+//     (engine/train/equivalence.h: a small multiple of its noise floor, the reference's own
+//     difference when its batch is cut into micro-batches);
 //   - every rank's parameters and losses are bit-identical to rank 0's (broadcast and compared);
 //   - every rank's ledger equals the planner's steady state (params, grads, optimizer_state), with
 //     no communication buffer left, and the plan equals the ZeRO formulas recomputed here.
 // A plain main (Qt Test under mpirun is awkward): one line per failed check, prefixed with the
 // rank and strategy, and exit status 1 on any rank that saw a failure (mpirun then fails too).
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -71,23 +75,29 @@ void check_strategy(Communicator& world, const Datasets& data, const std::string
   const ParallelRunResult run = run_rank(job, world, data, ro);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const TrainResult& mine = run.result;
-  const TrainResult& ref = reference(job);  // this process, one rank, the whole batch
+  // This process, one rank, the whole batch; and the tolerances measured on the job (its noise
+  // floor: the same in one process with the batch cut into micro-batches).
+  const Judged& judge = judged(job);
+  const TrainResult& ref = judge.reference.result;
+  std::string why;
+  if (!floor_is_consistent(judge.floor, &why)) fail(strategy, why);
 
   // Against the reference.
   if (mine.steps != job.train.steps) fail(strategy, "ran " + std::to_string(mine.steps) + " steps");
   if (mine.params.size() != ref.params.size())
     fail(strategy, "params size " + std::to_string(mine.params.size()) + " vs reference " +
                        std::to_string(ref.params.size()));
-  const double d = rel_diff(mine.params, ref.params);
-  if (!(d <= 1e-5)) fail(strategy, "max|a-b|/max|b| = " + std::to_string(d) + " > 1e-5");
+  const double d = max_rel_diff(mine.params, ref.params);
+  if (!(d <= judge.tol.params))
+    fail(strategy, fmt::format("params: max|a-b|/max|b| = {:.3g} > tolerance {:.3g} ({})", d,
+                               judge.tol.params, describe(judge.floor)));
   if (mine.losses.size() != ref.losses.size()) {
     fail(strategy, "loss history length differs");
   } else {
-    for (size_t s = 0; s < ref.losses.size(); ++s) {
-      if (!(std::abs(mine.losses[s] - ref.losses[s]) <= 1e-5 * std::abs(ref.losses[s]) + 1e-7))
-        fail(strategy, "loss of step " + std::to_string(s + 1) + ": " +
-                           std::to_string(mine.losses[s]) + " vs " + std::to_string(ref.losses[s]));
-    }
+    const double dl = max_rel_diff(mine.losses, ref.losses);
+    if (!(dl <= judge.tol.losses))
+      fail(strategy,
+           fmt::format("losses: max rel diff {:.3g} > tolerance {:.3g}", dl, judge.tol.losses));
   }
 
   // Bit-identical across ranks: rank 0's params and losses (as floats, exactly) broadcast. The

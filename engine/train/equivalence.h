@@ -1,0 +1,110 @@
+// How ShardLab judges that a sharded run trained the same model as one process: the rule behind
+// `shardlab run --verify` and the equivalence suites, written once.
+//
+// Why not a fixed tolerance. A sharded run adds the same numbers as one process in another order
+// (each rank sums its own samples, the collective sums the ranks; tensor parallelism splits the
+// feature sums), and the BLAS kernel OpenBLAS picks for the CPU changes the order again. Most
+// parameters then differ in their last bit or two. But Adam, RMSprop and Adagrad divide by the
+// gradient's RMS plus eps: a gradient element that cancels to within about eps of zero at some
+// step is stepped by lr * g / eps, so its rounding error (about u * sum |terms|) is amplified by
+// lr / eps (3e5 for lr 3e-3, eps 1e-8) into a parameter difference that can reach a fraction of
+// lr. Which elements land there depends on the data, the layout and the kernel; a fixed 1e-5 after
+// a few Adam steps held on some CPUs and failed on others.
+//
+// The rule. The noise floor is measured on the job itself: the single-process run is repeated with
+// its global batch cut into micro-batches (gradient accumulation) in two ways — the cut the
+// sharded layout makes (dp x micro-batches, or world x accumulation) and one other — which are the
+// same computation in another summation order, so they differ from the reference exactly as much
+// as reordering makes this job differ on this CPU. A sharded run is equivalent when it differs from
+// the reference by at most kNoiseMultiple times that floor, and never needs to be closer than
+// kRoundingsPerStep roundings per step (the floor of a job no cut perturbs). A real mistake (a
+// missing reduction, a gradient counted twice, a wrong scale, a damaged shard) moves parameters
+// by lr-sized amounts everywhere: orders of magnitude above the floor (tests/parallel shows each).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/job/job_spec.h"
+#include "engine/train/build.h"
+#include "engine/train/trainer.h"
+
+namespace shardlab {
+
+// max |a - b| / max |b| over all elements (|a - b| when b is all zeros); infinity when the sizes
+// differ or an element is NaN.
+double max_rel_diff(std::span<const float> a, std::span<const float> b);
+double max_rel_diff(std::span<const double> a, std::span<const double> b);
+
+// A run of the job on one process with everything compared: final parameters, every step's loss
+// and pre-clip gradient norm, the final evaluation loss.
+struct RunFigures {
+  TrainResult result;
+  std::vector<double> grad_norms;
+};
+
+// Trains `setup` (build_training's result) and returns its figures: run_training, or the GPU
+// trainer for a cuda job (passed in by the caller, which links it).
+using SingleRunner = std::function<TrainResult(TrainingSetup&, const TrainerCallbacks&)>;
+RunFigures run_figures(const JobSpec& single, const SingleRunner& runner);
+
+// The same job as one process: strategy none, world 1, default parallel options, no checkpoints.
+JobSpec single_process_job(const JobSpec& job);
+
+// The micro-batch counts (train.accumulation_steps of the single-process job) the noise floor is
+// measured with: the number of pieces `job`'s layout cuts each global batch into (world x
+// accumulation_steps, or dp x micro_batches with pp or tp > 1) when that is more than one, then
+// the smallest other divisors of the batch above one, kReorderings cuts in all where the batch
+// has that many divisors. Empty when the batch is 1 (nothing to cut).
+inline constexpr size_t kReorderings = 3;
+std::vector<int64_t> reordering_cuts(const JobSpec& job);
+
+// How far the reordered single-process runs ended from the reference: each figure is the largest
+// max_rel_diff over the cuts.
+struct NoiseFloor {
+  std::vector<int64_t> cuts;  // as reordering_cuts
+  double params = 0;
+  double losses = 0;
+  double grad_norms = 0;
+  double eval_loss = 0;
+};
+NoiseFloor measure_noise_floor(const JobSpec& job, const RunFigures& reference,
+                               const SingleRunner& runner);
+
+// The rule's constants. kNoiseMultiple: a reordering's effect is a random draw of the same size as
+// the sharded run's (same elements near zero, rounding errors of the same scale), and the floor is
+// the larger of two draws; 8 leaves room for the sharded run drawing a larger one without
+// admitting a mistake, whose effect is 100x or more above the floor. kRoundingsPerStep: every
+// step rounds each update and each parameter once, from gradients that may differ in their last
+// bits, so two correct runs may drift apart by a few roundings (2^-24 relative) per step.
+inline constexpr double kNoiseMultiple = 8;
+inline constexpr double kRoundingsPerStep = 16;
+inline constexpr double kUnitRoundoff = 0x1p-24;  // float32: half the spacing at 1.0
+
+// The largest spread a family of reorderings of one computation may have: beyond it the
+// reordered runs did not do the same computation (gradient accumulation, which they share with
+// the sharded strategies, is broken, so a floor measured with it would hide the mistake) or the
+// run is too chaotic at this length for a tight check. 25 times the largest spread seen (3.7e-5,
+// an eps event in a 5-step Adam run of the 3D suite) and 10 times below the effect of the
+// mistakes the suites are shown to catch.
+inline constexpr double kFloorCeiling = 1e-3;
+// Whether every figure of `floor` is within kFloorCeiling; otherwise `why` names the first that
+// is not.
+bool floor_is_consistent(const NoiseFloor& floor, std::string* why = nullptr);
+
+// max(kNoiseMultiple * floor, kRoundingsPerStep * steps * 2^-24).
+double equivalence_tolerance(double floor, int64_t steps);
+
+// The four tolerances of one comparison, from one floor.
+struct Tolerances {
+  double params = 0, losses = 0, grad_norms = 0, eval_loss = 0;
+};
+Tolerances equivalence_tolerances(const NoiseFloor& floor, int64_t steps);
+
+// "noise floor 2.7e-06 from the batch cut into 3 and 2 micro-batches in one process"
+std::string describe(const NoiseFloor& floor);
+
+}  // namespace shardlab
