@@ -58,8 +58,8 @@ bool verify_against_single_process(const JobSpec& job, std::span<const float> sh
       return false;
     }
     tolerance = equivalence_tolerance(floor.params, ref.result.steps);
-    basis = fmt::format("{}; tolerance = max({:g} x floor, {:g} roundings x {} steps)",
-                        describe(floor), kNoiseMultiple, kRoundingsPerStep, ref.result.steps);
+    basis = fmt::format("{}; tolerance = max({:g} x floor, {:g} roundings x sqrt({} steps))",
+                        describe(floor), kNoiseMultiple, kRoundings, ref.result.steps);
   }
   const bool ok = d <= tolerance;
   fmt::print("verify: max_rel_diff={:.3e} tolerance={:.3e} ({}) {}\n", d, tolerance, basis,

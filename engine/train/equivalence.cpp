@@ -122,7 +122,7 @@ bool floor_is_consistent(const NoiseFloor& floor, std::string* why) {
 
 double equivalence_tolerance(double floor, int64_t steps) {
   const double roundings =
-      kRoundingsPerStep * static_cast<double>(std::max<int64_t>(steps, 1)) * kUnitRoundoff;
+      kRoundings * std::sqrt(static_cast<double>(std::max<int64_t>(steps, 1))) * kUnitRoundoff;
   return std::max(kNoiseMultiple * floor, roundings);
 }
 
