@@ -18,10 +18,10 @@ double rel_diff(std::span<const T> a, std::span<const T> b) {
   double num = 0, den = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     const double d = std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i]));
-    if (!(d <= num)) num = d;  // a NaN makes num NaN ...
+    if (std::isnan(d)) return std::numeric_limits<double>::infinity();  // never "close"
+    num = std::max(num, d);
     den = std::max(den, std::fabs(static_cast<double>(b[i])));
   }
-  if (std::isnan(num)) return std::numeric_limits<double>::infinity();  // ... reported as infinite
   return den > 0 ? num / den : num;
 }
 

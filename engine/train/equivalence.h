@@ -92,10 +92,10 @@ inline constexpr double kUnitRoundoff = 0x1p-24;  // float32: half the spacing a
 
 // The largest spread a family of reorderings of one computation may have: beyond it the
 // reordered runs did not do the same computation (gradient accumulation, which they share with
-// the sharded strategies, is broken, so a floor measured with it would hide the mistake) or the
-// run is too chaotic at this length for a tight check. 25 times the largest spread seen (3.7e-5,
-// an eps event in a 5-step Adam run of the 3D suite) and 10 times below the effect of the
-// mistakes the suites are shown to catch.
+// the 1-D strategies, is broken, so a floor measured with it would hide the mistake) or the run
+// is too chaotic at this length for a tight check. 25 times the largest spread seen (3.7e-5, an
+// eps event in a 5-step Adam run of the 3D suite); accumulation without its 1/A scale puts the
+// gradient norms' spread at 1.
 inline constexpr double kFloorCeiling = 1e-3;
 // Whether every figure of `floor` is within kFloorCeiling; otherwise `why` names the first that
 // is not.

@@ -171,6 +171,25 @@ class TestCli : public QObject {
     QVERIFY(o.err.isEmpty());
   }
 
+  // --verify says what its tolerance is based on (the noise floor measured on the job), and a
+  // tolerance below the difference fails with exit status 1.
+  void verifyStatesItsBasisAndCanFail() {
+    const QStringList job{"run",     "resources/jobs/fashion_mlp.json",
+                          "--set",   "train.steps=3",
+                          "--set",   "train.eval_every=0",
+                          "--quiet", "--no-record",
+                          "--verify"};
+    Outcome o = run_cli(job);
+    QVERIFY2(o.exit_code == 0, qPrintable(o.out + o.err));
+    QVERIFY2(o.out.contains("(noise floor ") && o.out.contains("micro-batches") &&
+                 o.out.contains("x sqrt(3 steps))) OK"),
+             qPrintable(o.out));
+    o = run_cli(job + QStringList{"--tolerance", "1e-30"});
+    QVERIFY2(o.exit_code == 1, qPrintable(o.out + o.err));
+    QVERIFY2(o.out.contains("tolerance=1.000e-30 (given with --tolerance) FAIL"),
+             qPrintable(o.out));
+  }
+
   // The 3D example job (pp 2 x tp 2 x dp 2 on 8 thread ranks), shortened: it trains, prints
   // the 3D parallel line, the per-rank table and the bubble beside the formula, and --verify
   // finds the single-process run's parameters.

@@ -229,7 +229,8 @@ inline double rel_diff(const std::vector<float>& a, const std::vector<float>& b)
   double num = 0, den = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     const double d = std::abs(static_cast<double>(a[i]) - b[i]);
-    if (!(d <= num)) num = d;  // NaN propagates as a failure
+    if (std::isnan(d)) return std::numeric_limits<double>::infinity();  // a failure
+    num = std::max(num, d);
     den = std::max(den, std::abs(static_cast<double>(b[i])));
   }
   return den > 0 ? num / den : num;
