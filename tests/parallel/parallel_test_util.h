@@ -223,17 +223,11 @@ inline double first_step_grad_norm(const JobSpec& job, const Datasets& data) {
   return std::sqrt(sq);
 }
 
-// max |a - b| / max |b| over all elements; infinity when the sizes differ.
+// max |a - b| / max |b| over all elements (engine/train/equivalence.h's max_rel_diff); infinity
+// when the sizes differ, an element is NaN, or there is nothing to compare.
 inline double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size() || b.empty()) return std::numeric_limits<double>::infinity();
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = std::abs(static_cast<double>(a[i]) - b[i]);
-    if (std::isnan(d)) return std::numeric_limits<double>::infinity();  // a failure
-    num = std::max(num, d);
-    den = std::max(den, std::abs(static_cast<double>(b[i])));
-  }
-  return den > 0 ? num / den : num;
+  if (b.empty()) return std::numeric_limits<double>::infinity();
+  return max_rel_diff(a, b);
 }
 
 // Bitwise equality of two float arrays (distinguishes -0 from 0, compares NaN payloads).
