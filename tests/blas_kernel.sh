@@ -7,7 +7,8 @@
 # CPU lacks dies with SIGILL, so the CPU flags are checked first (the "flags" line of /proc/cpuinfo,
 # or of the file named by SHARDLAB_CPUINFO): if one is missing, or the machine is not x86-64, or
 # the flags cannot be read, one line says why and the exit status is 77 (ctest SKIP_RETURN_CODE).
-# An unknown CORETYPE exits 2.
+# An unknown CORETYPE exits 2. With SHARDLAB_CLI set (the shardlab command), it also skips when
+# OpenBLAS does not really switch to CORETYPE.
 
 if [ $# -lt 2 ]; then
   echo "usage: $0 CORETYPE COMMAND [ARGS...]" >&2
@@ -59,4 +60,18 @@ fi
 
 OPENBLAS_CORETYPE=$coretype
 export OPENBLAS_CORETYPE
+
+# OpenBLAS ignores a name it does not know, and a build without DYNAMIC_ARCH ignores the variable
+# altogether; then the command would run the default kernel and prove nothing. `shardlab info`
+# (SHARDLAB_CLI, set by the test registration) says which kernels the library really runs.
+if [ -n "$SHARDLAB_CLI" ]; then
+  running=$("$SHARDLAB_CLI" info 2>/dev/null | grep -a '^blas:' | sed -n 's/.*kernels for //p')
+  want=$(printf '%s' "$coretype" | tr '[:upper:]' '[:lower:]')
+  got=$(printf '%s' "$running" | tr '[:upper:]' '[:lower:]')
+  if [ "$got" != "$want" ]; then
+    echo "skipped: OpenBLAS did not switch to OPENBLAS_CORETYPE=$coretype: it runs the" \
+      "'${running:-unknown}' kernels (a build without DYNAMIC_ARCH?)"
+    exit 77
+  fi
+fi
 exec "$@"

@@ -37,16 +37,18 @@ bool verify_against_single_process(const JobSpec& job, std::span<const float> sh
              gpu ? "on one GPU" : "in one process");
   std::fflush(stdout);
   const RunFigures ref = run_figures(single, runner);
+  SL_ENFORCE(sharded.size() == ref.result.params.size(),
+             "verify: the sharded run has {} parameters, the same job in one process {}",
+             sharded.size(), ref.result.params.size());
   const double d = max_rel_diff(sharded, ref.result.params);
   std::string basis;
   if (tolerance > 0) {
     basis = "given with --tolerance";
   } else {
-    const std::vector<int64_t> cuts = reordering_cuts(job);
-    if (!cuts.empty()) {
+    if (job.train.batch_size > 1) {
       fmt::print(
           "verify: measuring the noise floor: the same job {} with its batch cut into "
-          "micro-batches...\n",
+          "micro-batches and in reverse order...\n",
           gpu ? "on one GPU" : "in one process");
       std::fflush(stdout);
     }
@@ -58,6 +60,16 @@ bool verify_against_single_process(const JobSpec& job, std::span<const float> sh
       return false;
     }
     tolerance = equivalence_tolerance(floor.params, ref.result.steps);
+    const double moved = training_movement(ref);
+    if (!(moved > kMinMovement * tolerance)) {
+      fmt::print(
+          "verify: max_rel_diff={:.3e} INCONCLUSIVE: training moved the parameters by only {:.3e}, "
+          "not {:g} times the tolerance {:.3e}, so a run that never stepped would pass too (train "
+          "more steps or a larger optimizer.lr)\n",
+          d, moved, kMinMovement, tolerance);
+      std::fflush(stdout);
+      return false;
+    }
     basis = fmt::format("{}; tolerance = max({:g} x floor, {:g} roundings x sqrt({} steps))",
                         describe(floor), kNoiseMultiple, kRoundings, ref.result.steps);
   }

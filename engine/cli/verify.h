@@ -17,8 +17,9 @@ double parse_tolerance(const std::string& text);
 // (--tolerance), otherwise equivalence_tolerance() of the noise floor, measured by running the
 // job in one process again with its batch cut into micro-batches. Prints
 // "verify: max_rel_diff=<x> tolerance=<t> (<what t is based on>) OK|FAIL" and returns whether OK;
-// when the reordered runs disagree beyond kFloorCeiling, "verify: ... INCONCLUSIVE: <why>" and
-// false.
+// when the reordered runs disagree beyond kFloorCeiling, or training moved the parameters by less
+// than kMinMovement times the tolerance, "verify: ... INCONCLUSIVE: <why>" and false (the command
+// exits 1 for both FAIL and INCONCLUSIVE). Throws when the parameter counts differ.
 bool verify_against_single_process(const JobSpec& job, std::span<const float> sharded,
                                    double tolerance);
 

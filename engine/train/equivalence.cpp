@@ -22,14 +22,24 @@ double rel_diff(std::span<const T> a, std::span<const T> b) {
     num = std::max(num, d);
     den = std::max(den, std::fabs(static_cast<double>(b[i])));
   }
-  return den > 0 ? num / den : num;
+  const double r = den > 0 ? num / den : num;
+  return std::isnan(r) ? std::numeric_limits<double>::infinity() : r;  // inf / inf: not close
+}
+
+// The larger of two differences, an infinite one (a NaN turned into infinity) winning.
+void widen(double& floor, double d) {
+  floor = std::isnan(d) ? std::numeric_limits<double>::infinity() : std::max(floor, d);
 }
 
 // Pieces each global batch of `job` is cut into by its layout.
 int64_t layout_pieces(const JobSpec& job) {
   const ParallelConfig& p = job.parallel;
   if (p.strategy == "none" || p.world_size <= 1) return job.train.accumulation_steps;
-  if (p.pp > 1 || p.tp > 1) return p.dp * p.micro_batches;
+  if (p.pp > 1 || p.tp > 1) {
+    // parallel.dp may be left at -1: world_size / (pp * tp).
+    const int64_t dp = p.dp > 0 ? p.dp : p.world_size / std::max<int64_t>(p.pp * p.tp, 1);
+    return dp * p.micro_batches;
+  }
   return p.world_size * job.train.accumulation_steps;
 }
 
@@ -53,10 +63,15 @@ JobSpec single_process_job(const JobSpec& job) {
   return single;
 }
 
-RunFigures run_figures(const JobSpec& single, const SingleRunner& runner) {
+RunFigures run_figures(const JobSpec& single, const SingleRunner& runner, bool reversed) {
   RunFigures f;
   TrainingSetup setup = build_training(single);
+  f.initial.assign(setup.model->params().begin(), setup.model->params().end());
   TrainerCallbacks cb;
+  if (reversed)
+    cb.reorder_batch = [](std::vector<int64_t>& indices) {
+      std::reverse(indices.begin(), indices.end());
+    };
   cb.on_step = [&f](const StepInfo& info) { f.grad_norms.push_back(info.grad_norm); };
   f.result = runner(setup, cb);
   return f;
@@ -65,10 +80,12 @@ RunFigures run_figures(const JobSpec& single, const SingleRunner& runner) {
 std::vector<int64_t> reordering_cuts(const JobSpec& job) {
   const int64_t batch = job.train.batch_size;
   std::vector<int64_t> cuts;
+  // The reference's own accumulation is no reordering of it.
+  const int64_t own = single_process_job(job).train.accumulation_steps;
   const int64_t pieces = layout_pieces(job);
-  if (pieces > 1 && batch % pieces == 0) cuts.push_back(pieces);
-  for (int64_t d = 2; d <= batch && cuts.size() < kReorderings; ++d)
-    if (batch % d == 0 && (cuts.empty() || cuts[0] != d)) cuts.push_back(d);
+  if (pieces > 1 && pieces != own && batch % pieces == 0) cuts.push_back(pieces);
+  for (int64_t d = 2; d <= batch && cuts.size() < kCuts; ++d)
+    if (batch % d == 0 && d != own && (cuts.empty() || cuts[0] != d)) cuts.push_back(d);
   return cuts;
 }
 
@@ -84,21 +101,34 @@ NoiseFloor measure_noise_floor(const JobSpec& job, const RunFigures& reference,
     single.train.accumulation_steps = cut;
     family.push_back(run_figures(single, runner));
   }
-  const RunFigures* all_first = &reference;
+  // Contiguous cuts of a kernel that sums its K dimension in order, accumulating into the
+  // gradient, can add in exactly the reference's order (power-of-two cuts then scale exactly):
+  // the reversed batch changes the order under every kernel.
+  if (job.train.batch_size > 1) {
+    family.push_back(run_figures(single_process_job(job), runner, /*reversed=*/true));
+    floor.reversed = true;
+  }
   auto spread = [&](const RunFigures& a, const RunFigures& b) {
-    floor.params = std::max(floor.params, max_rel_diff(a.result.params, b.result.params));
-    floor.losses = std::max(floor.losses, max_rel_diff(a.result.losses, b.result.losses));
-    floor.grad_norms = std::max(floor.grad_norms, max_rel_diff(a.grad_norms, b.grad_norms));
-    if (!a.result.evals.empty() && !b.result.evals.empty()) {
+    widen(floor.params, max_rel_diff(a.result.params, b.result.params));
+    widen(floor.losses, max_rel_diff(a.result.losses, b.result.losses));
+    widen(floor.grad_norms, max_rel_diff(a.grad_norms, b.grad_norms));
+    if (a.result.evals.empty() != b.result.evals.empty()) {
+      widen(floor.eval_loss, std::numeric_limits<double>::infinity());
+    } else if (!a.result.evals.empty()) {
       const double x = a.result.final_eval().loss, y = b.result.final_eval().loss;
-      floor.eval_loss = std::max(floor.eval_loss, y != 0 ? std::fabs(x - y) / std::fabs(y) : 0.0);
+      widen(floor.eval_loss,
+            max_rel_diff(std::span<const double>(&x, 1), std::span<const double>(&y, 1)));
     }
   };
   for (size_t i = 0; i < family.size(); ++i) {
-    spread(family[i], *all_first);
+    spread(family[i], reference);
     for (size_t j = 0; j < i; ++j) spread(family[i], family[j]);
   }
   return floor;
+}
+
+double training_movement(const RunFigures& run) {
+  return max_rel_diff(run.result.params, run.initial);
 }
 
 bool floor_is_consistent(const NoiseFloor& floor, std::string* why) {
@@ -133,13 +163,19 @@ Tolerances equivalence_tolerances(const NoiseFloor& floor, int64_t steps) {
 }
 
 std::string describe(const NoiseFloor& floor) {
-  if (floor.cuts.empty()) return "no noise floor: a batch of one sample cannot be cut";
-  std::string cuts;
-  for (size_t i = 0; i < floor.cuts.size(); ++i)
-    cuts += (i == 0 ? "" : (i + 1 == floor.cuts.size() ? " and " : ", ")) +
-            std::to_string(floor.cuts[i]);
-  return fmt::format("noise floor {:.2e}: one process with the batch cut into {} micro-batches",
-                     floor.params, cuts);
+  std::vector<std::string> ways;
+  if (!floor.cuts.empty()) {
+    std::string cuts;
+    for (size_t i = 0; i < floor.cuts.size(); ++i) {
+      if (i > 0) cuts += i + 1 == floor.cuts.size() ? " and " : ", ";
+      cuts += std::to_string(floor.cuts[i]);
+    }
+    ways.push_back(fmt::format("the batch cut into {} micro-batches", cuts));
+  }
+  if (floor.reversed) ways.emplace_back("its samples in reverse order");
+  if (ways.empty()) return "no noise floor: a batch of one sample has no other order";
+  return fmt::format("noise floor {:.2e}: one process with {}", floor.params,
+                     ways.size() == 1 ? ways[0] : ways[0] + ", and with " + ways[1]);
 }
 
 }  // namespace shardlab

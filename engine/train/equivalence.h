@@ -12,9 +12,12 @@
 // a few Adam steps held on some CPUs and failed on others.
 //
 // The rule. The noise floor is measured on the job itself: the single-process run is repeated with
-// its global batch cut into micro-batches (gradient accumulation) in up to kReorderings ways — the
-// cut the sharded layout makes (dp x micro-batches, or world x accumulation) and the smallest
-// other divisors of the batch. Those runs are the same computation in another summation order,
+// its global batch cut into micro-batches (gradient accumulation) in up to kCuts ways — the cut
+// the sharded layout makes (dp x micro-batches, or world x accumulation) and the smallest other
+// divisor of the batch — and once with each batch's samples in reverse order (a kernel that sums
+// in order and accumulates into the gradient can make contiguous cuts add exactly as the whole
+// batch does; reversal reorders under every kernel). Those runs are the same computation in
+// another summation order,
 // so their spread (the largest difference between any two of them and the reference) is how far
 // reordering alone moves this job on this CPU and kernel. A sharded run is equivalent when it is
 // within kNoiseMultiple times that floor of the reference, or within kRoundings * sqrt(steps)
@@ -24,6 +27,7 @@
 // dropped scale, a damaged shard) is caught by orders of magnitude: tests/parallel shows each.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -46,12 +50,21 @@ double max_rel_diff(std::span<const double> a, std::span<const double> b);
 struct RunFigures {
   TrainResult result;
   std::vector<double> grad_norms;
+  std::vector<float> initial;  // the parameters before the first step
 };
 
 // Trains `setup` (build_training's result) and returns its figures: run_training, or the GPU
 // trainer for a cuda job (passed in by the caller, which links it).
 using SingleRunner = std::function<TrainResult(TrainingSetup&, const TrainerCallbacks&)>;
-RunFigures run_figures(const JobSpec& single, const SingleRunner& runner);
+// reversed: each batch's samples in reverse order (TrainerCallbacks::reorder_batch; the CPU
+// Trainer honours it, the GPU trainer does not).
+RunFigures run_figures(const JobSpec& single, const SingleRunner& runner, bool reversed = false);
+
+// How far training moved the parameters: max_rel_diff(final, initial). A comparison is only
+// meaningful when this is well above its tolerance (a run that never stepped would pass
+// otherwise); the suites and --verify require kMinMovement times the tolerance.
+double training_movement(const RunFigures& run);
+inline constexpr double kMinMovement = 10;
 
 // The same job as one process: strategy none, world 1, default parallel options, no checkpoints.
 JobSpec single_process_job(const JobSpec& job);
@@ -59,15 +72,17 @@ JobSpec single_process_job(const JobSpec& job);
 // The micro-batch counts (train.accumulation_steps of the single-process job) the noise floor is
 // measured with: the number of pieces `job`'s layout cuts each global batch into (world x
 // accumulation_steps, or dp x micro_batches with pp or tp > 1) when that is more than one, then
-// the smallest other divisors of the batch above one, kReorderings cuts in all where the batch
-// has that many divisors. Empty when the batch is 1 (nothing to cut).
-inline constexpr size_t kReorderings = 3;
+// the smallest other divisors of the batch above one, kCuts cuts in all where the batch has that
+// many divisors; never the reference's own accumulation_steps (no reordering of it).
+// Empty when the batch has no other divisor (1 sample, or a prime batch already cut that way).
+inline constexpr size_t kCuts = 2;
 std::vector<int64_t> reordering_cuts(const JobSpec& job);
 
 // How far the reordered single-process runs ended from the reference: each figure is the largest
 // max_rel_diff over the cuts.
 struct NoiseFloor {
   std::vector<int64_t> cuts;  // as reordering_cuts
+  bool reversed = false;      // and a run with each batch's samples in reverse order
   double params = 0;
   double losses = 0;
   double grad_norms = 0;
@@ -78,8 +93,9 @@ NoiseFloor measure_noise_floor(const JobSpec& job, const RunFigures& reference,
 
 // The rule's constants.
 // kNoiseMultiple: in an eps event the sharded run's rounding at the element is one more random
-// draw of the same size as the reordered runs' draws; over the 3D suite's 41 rows under nine
-// OpenBLAS kernels it came to at most 3.5 times the family's spread (and bulk rounding in the
+// draw of the same size as the reordered runs' draws; over the 3D suite's 41 rows under eight
+// OpenBLAS kernels (Prescott, Core2, Atom, Nehalem, Sandybridge, Haswell, Zen, SkylakeX) it came
+// to at most 3.5 times the family's spread (and bulk rounding in the
 // tp rows to 5.8 times, where the rounding term below governs). 16 leaves 4.5 times room; a
 // skipped gradient reduction still lands 800 times above the resulting tolerance.
 // kRoundings: without any eps event two correct runs differ by roundings of the last bit

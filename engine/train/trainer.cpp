@@ -78,7 +78,8 @@ TrainResult Trainer::run(const TrainerCallbacks& callbacks) {
   spec.epoch = [&] { return sampler.epoch(); };
   if (eval_) spec.evaluate = [&](int64_t max_samples) { return evaluate(*eval_, max_samples); };
   spec.step = [&](int64_t step, double lr) {
-    const std::vector<int64_t> idx = sampler.next();
+    std::vector<int64_t> idx = sampler.next();
+    if (callbacks.reorder_batch) callbacks.reorder_batch(idx);
     model_.zero_grad();
     const MicroBatchOutcome mb =
         run_micro_batches(model_, train_, idx, config_.accumulation_steps, step, batch, dlogits);

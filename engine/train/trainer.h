@@ -65,6 +65,12 @@ struct TrainerCallbacks {
   // rank's answer must agree for the same steps_done (a StopRequest's should_stop does:
   // engine/train/stop_request.h). Null: never stop.
   std::function<bool(int64_t steps_done)> should_stop;
+  // The single-process Trainer only (not the sharded strategies, not the GPU trainer): called with
+  // each step's sample indices before they are read; it may reorder them. The step's gradient is
+  // the mean over the same samples whatever their order, so this is the same computation added in
+  // another order (engine/train/equivalence.h reverses them to measure a noise floor). Null: as
+  // sampled.
+  std::function<void(std::vector<int64_t>& indices)> reorder_batch;
 };
 
 // What every trainer (this one, the GPU one) needs of train.* against the training set —

@@ -135,11 +135,9 @@ inline JobSpec gpt_job(const std::string& strategy, int world, int64_t vocab) {
   return j;
 }
 
-// The same job as one process: strategy "none", world 1, default parallel options.
+// The same job as one process (engine/train/equivalence.h single_process_job).
 inline JobSpec single_process(const JobSpec& job) {
-  JobSpec j = job;
-  j.parallel = ParallelConfig{};
-  return j;
+  return single_process_job(job);
 }
 
 // The single-process reference of `job`: build_training(job as one process) + Trainer::run.

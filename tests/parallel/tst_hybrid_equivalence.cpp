@@ -157,6 +157,11 @@ class TestHybridEquivalence : public QObject {
     const Tolerances& tol = judge.tol;
     std::string why;
     QVERIFY2(floor_is_consistent(judge.floor, &why), why.c_str());
+    // The reference trained well beyond the tolerance (a run that never stepped cannot pass).
+    const double moved = training_movement(judge.reference);
+    QVERIFY2(moved > kMinMovement * tol.params,
+             qPrintable(
+                 QString("reference moved by only %1 (tolerance %2)").arg(moved).arg(tol.params)));
     std::vector<double> norms;
     const std::vector<ParallelRunResult> runs = run_every_rank(job, &norms);
     const TrainResult& r0 = runs[0].result;

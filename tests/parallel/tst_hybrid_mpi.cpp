@@ -99,6 +99,9 @@ void check(Communicator& world, const Datasets& data, int64_t vocab, const std::
   const TrainResult& ref = judge.reference.result;
   std::string why;
   if (!floor_is_consistent(judge.floor, &why)) fail(name, why);
+  if (!(training_movement(judge.reference) > kMinMovement * judge.tol.params))
+    fail(name, fmt::format("the reference moved by only {:.3g} (tolerance {:.3g})",
+                           training_movement(judge.reference), judge.tol.params));
 
   if (params.size() != ref.params.size())
     fail(name, "params size " + std::to_string(params.size()) + " vs reference " +

@@ -126,8 +126,10 @@ class TestShardedEquivalence : public QObject {
     // initial model).
     std::unique_ptr<Model> init = build_model(job.model);
     const std::vector<float> p0(init->params().begin(), init->params().end());
-    QVERIFY2(rel_diff(ref.params, p0) > 1e-3,
-             qPrintable(QString("reference barely moved: %1").arg(rel_diff(ref.params, p0))));
+    const double moved = training_movement(judge.reference);
+    QVERIFY2(moved > 1e-3 && moved > kMinMovement * tol.params,
+             qPrintable(
+                 QString("reference moved by only %1 (tolerance %2)").arg(moved).arg(tol.params)));
 
     const double d = max_rel_diff(r0.params, ref.params);
     qInfo("params: max rel diff %.3g, tolerance %.3g (%s)", d, tol.params,
@@ -314,7 +316,8 @@ class TestShardedEquivalence : public QObject {
     }
   }
 
-  // The tiny GPT with Adam (and with SGD with momentum, on 2 ranks), every element to 1e-5. The
+  // The tiny GPT with Adam (and with SGD with momentum, on 2 ranks), every element within the
+  // tolerance measured on the job. The
   // key bias of every attention layer (qkv.bias columns [C, 2C)) has a gradient that is zero in
   // exact arithmetic (adding a constant to a query's scores does not change its softmax); a summed
   // gradient would be rounding noise that depends on summation order, which Adam (dividing by the

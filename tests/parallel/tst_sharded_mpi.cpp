@@ -81,6 +81,9 @@ void check_strategy(Communicator& world, const Datasets& data, const std::string
   const TrainResult& ref = judge.reference.result;
   std::string why;
   if (!floor_is_consistent(judge.floor, &why)) fail(strategy, why);
+  if (!(training_movement(judge.reference) > kMinMovement * judge.tol.params))
+    fail(strategy, fmt::format("the reference moved by only {:.3g} (tolerance {:.3g})",
+                               training_movement(judge.reference), judge.tol.params));
 
   // Against the reference.
   if (mine.steps != job.train.steps) fail(strategy, "ran " + std::to_string(mine.steps) + " steps");

@@ -1,12 +1,14 @@
 // The equivalence rule (engine/train/equivalence.h) on its own: which batch cuts set the noise
 // floor for each kind of layout, the tolerance formula against the numbers written out here, the
-// ceiling that refuses an inconsistent floor, and max_rel_diff's edge cases (sizes, NaN, zeros).
+// ceiling that refuses an inconsistent floor, max_rel_diff's edge cases (sizes, NaN, zeros), and
+// the family measured on a real job.
 // That the rule passes correct sharded runs and fails broken ones is shown by tests/parallel.
 #include <QtTest>
 
 #include <cmath>
 #include <limits>
 
+#include "engine/train/build.h"
 #include "engine/train/equivalence.h"
 
 using namespace shardlab;
@@ -38,13 +40,17 @@ class TestEquivalence : public QObject {
 
  private slots:
   void cutsFollowTheLayout() {
-    // 1-D: world x accumulation first, then the smallest other divisors of the batch.
-    QCOMPARE(reordering_cuts(job_with("zero2", 4, 64, 1)), v({4, 2, 8}));
-    QCOMPARE(reordering_cuts(job_with("ddp", 2, 24, 3)), v({6, 2, 3}));
+    // 1-D: world x accumulation first, then the smallest other divisor of the batch (kCuts = 2).
+    QCOMPARE(reordering_cuts(job_with("zero2", 4, 64, 1)), v({4, 2}));
+    QCOMPARE(reordering_cuts(job_with("ddp", 2, 24, 3)), v({6, 2}));
     // 3-D: dp x micro-batches (accumulation is 1 there).
-    QCOMPARE(reordering_cuts(job_with("zero1", 8, 16, 1, 2, 2, 2, 4)), v({8, 2, 4}));
+    QCOMPARE(reordering_cuts(job_with("zero1", 8, 16, 1, 2, 2, 2, 4)), v({8, 2}));
+    // parallel.dp left at -1: world / (pp * tp).
+    QCOMPARE(reordering_cuts(job_with("zero1", 8, 16, 1, 2, 2, -1, 4)), v({8, 2}));
+    // The reference's own accumulation is no reordering: world 1 with accumulation 2.
+    QCOMPARE(reordering_cuts(job_with("ddp", 1, 12, 2)), v({3, 4}));
     // Pure tp with one micro-batch cuts nothing itself: the divisors of the batch.
-    QCOMPARE(reordering_cuts(job_with("ddp", 2, 6, 1, 1, 2, 1, 1)), v({2, 3, 6}));
+    QCOMPARE(reordering_cuts(job_with("ddp", 2, 6, 1, 1, 2, 1, 1)), v({2, 3}));
     // A prime batch has one cut; a batch of one none.
     QCOMPARE(reordering_cuts(job_with("ddp", 1, 7, 1)), v({7}));
     QCOMPARE(reordering_cuts(job_with("ddp", 1, 1, 1)), v({}));
@@ -78,6 +84,52 @@ class TestEquivalence : public QObject {
     QVERIFY2(why.find("gradient norms") != std::string::npos, why.c_str());
     f.grad_norms = std::numeric_limits<double>::quiet_NaN();
     QVERIFY(!floor_is_consistent(f));
+    f.grad_norms = std::numeric_limits<double>::infinity();
+    QVERIFY(!floor_is_consistent(f));
+  }
+
+  // The whole family on a real job (the tiny character GPT, Adam, 5 steps, batch 12 as 2 ranks
+  // would cut it): every reordered run trained the same model to rounding, none is bit-identical
+  // to the reference under every kernel (the reversed batch sees to that), and the floor is
+  // consistent and small.
+  void floorOfARealJob() {
+    JobSpec j;
+    j.name = "floor";
+    j.model.kind = "gpt";
+    j.model.seed = 5;
+    j.model.gpt.context = 8;
+    j.model.gpt.width = 16;
+    j.model.gpt.layers = 2;
+    j.model.gpt.heads = 2;
+    j.data.dataset = "chars";
+    j.data.train_limit = 600;
+    j.data.eval_limit = 300;
+    j.optimizer.name = "adam";
+    j.optimizer.lr = 3e-3;
+    j.train.steps = 5;
+    j.train.batch_size = 12;
+    j.train.eval_batches = 1;
+    j.parallel.strategy = "ddp";
+    j.parallel.world_size = 2;
+    const SingleRunner runner = [](TrainingSetup& s, const TrainerCallbacks& cb) {
+      return run_training(s, cb);
+    };
+    const RunFigures ref = run_figures(single_process_job(j), runner);
+    QCOMPARE(ref.result.steps, int64_t{5});
+    QCOMPARE(ref.grad_norms.size(), size_t{5});
+    const RunFigures rev = run_figures(single_process_job(j), runner, /*reversed=*/true);
+    QVERIFY2(rev.result.params != ref.result.params, "reversing the batch changed no bit");
+    const NoiseFloor f = measure_noise_floor(j, ref, runner);
+    QCOMPARE(f.cuts, v({2, 3}));
+    QVERIFY(f.reversed);
+    QVERIFY2(f.params > 0 && f.params >= max_rel_diff(rev.result.params, ref.result.params),
+             qPrintable(QString("floor %1").arg(f.params)));
+    std::string why;
+    QVERIFY2(floor_is_consistent(f, &why), why.c_str());
+    QVERIFY2(training_movement(ref) > kMinMovement * equivalence_tolerance(f.params, 5),
+             qPrintable(QString("moved %1").arg(training_movement(ref))));
+    qInfo("floor: params %.3g, losses %.3g, grad norms %.3g, eval loss %.3g; %s", f.params,
+          f.losses, f.grad_norms, f.eval_loss, describe(f).c_str());
   }
 
   void maxRelDiff() {
@@ -87,6 +139,9 @@ class TestEquivalence : public QObject {
     QVERIFY(std::isinf(max_rel_diff(std::vector<float>{1.0f, -4.0f}, b)));
     const float nan = std::numeric_limits<float>::quiet_NaN();
     QVERIFY(std::isinf(max_rel_diff(std::vector<float>{1.0f, nan, 2.0f}, b)));
+    // An infinite reference element: inf / inf is not "close".
+    const float inf = std::numeric_limits<float>::infinity();
+    QVERIFY(std::isinf(max_rel_diff(std::vector<float>{1.0f, inf}, std::vector<float>{1.0f, inf})));
     // All-zero reference: the absolute difference.
     QCOMPARE(max_rel_diff(std::vector<double>{0.25, 0.0}, std::vector<double>{0.0, 0.0}), 0.25);
   }
