@@ -15,7 +15,7 @@ double parse_tolerance(const std::string& text);
 // Runs the job in one process without sharding (a cuda job: on one GPU) and compares its final
 // parameters with `sharded` (max |a - b| / max |b|). The tolerance is `tolerance` when positive
 // (--tolerance), otherwise equivalence_tolerance() of the noise floor, measured by running the
-// job in one process again with its batch cut into micro-batches. Prints
+// job in one process again with its batch cut into micro-batches and reversed. Prints
 // "verify: max_rel_diff=<x> tolerance=<t> (<what t is based on>) OK|FAIL" and returns whether OK;
 // when the reordered runs disagree beyond kFloorCeiling, or training moved the parameters by less
 // than kMinMovement times the tolerance, "verify: ... INCONCLUSIVE: <why>" and false (the command

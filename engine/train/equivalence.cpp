@@ -140,8 +140,8 @@ bool floor_is_consistent(const NoiseFloor& floor, std::string* why) {
     if (value <= kFloorCeiling) continue;  // (NaN is not)
     if (why)
       *why = fmt::format(
-          "the single-process runs with the batch cut into micro-batches differ from the "
-          "whole-batch run in their {} by {:.3g} (more than {:g}): gradient accumulation does not "
+          "the single-process runs with the batch cut into micro-batches or reversed differ from "
+          "the plain run in their {} by {:.3g} (more than {:g}): gradient accumulation does not "
           "compute the same gradients, or the job is too chaotic at this length for a tight "
           "check (try fewer steps)",
           name, value, kFloorCeiling);

@@ -95,9 +95,9 @@ NoiseFloor measure_noise_floor(const JobSpec& job, const RunFigures& reference,
 // kNoiseMultiple: in an eps event the sharded run's rounding at the element is one more random
 // draw of the same size as the reordered runs' draws; over the 3D suite's 41 rows under eight
 // OpenBLAS kernels (Prescott, Core2, Atom, Nehalem, Sandybridge, Haswell, Zen, SkylakeX) it came
-// to at most 3.5 times the family's spread (and bulk rounding in the
-// tp rows to 5.8 times, where the rounding term below governs). 16 leaves 4.5 times room; a
-// skipped gradient reduction still lands 800 times above the resulting tolerance.
+// to at most 3.5 times the family's spread (and bulk rounding in the tp rows to 5.8 times, where
+// the rounding term below governs); the worst row ended at 0.22 of its tolerance. A skipped
+// gradient reduction still lands 2,000 times above the resulting tolerance.
 // kRoundings: without any eps event two correct runs differ by roundings of the last bit
 // (2^-24 relative to the largest parameter) that each step adds to the parameters and the
 // gradients; independent from step to step, they add like a random walk, so sqrt(steps). 16

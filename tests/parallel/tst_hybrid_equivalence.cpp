@@ -2,14 +2,14 @@
 // pp * tp * dp <= 8 that the model allows (4 heads: tp in {1, 2, 4}; 4 blocks: pp in {1, 2, 4}),
 // with both pipeline schedules where pp > 1 and the data-parallel strategies ddp, zero1 and zero2
 // in turn, trains 5 Adam steps on threads and ends with the single-process run's parameters
-// (build_training + Trainer, never the code under test); every step's loss and gradient norm and
-// the final evaluation match likewise, all within the tolerances measured on the job
-// (engine/train/equivalence.h: a small multiple of its noise floor, the single-process run's own
-// difference when its batch is cut into micro-batches; Adam turns last-bit differences of gradient
-// elements that cancel to within eps of zero into parameter differences of a fraction of lr, so a
-// fixed threshold holds on one BLAS kernel and fails on another). Each rank's ledger equals the
-// planner's per-rank plan, and GPipe holds more activations on the first stage than 1F1B. Bad
-// layouts fail naming the field.
+// (build_training + Trainer, never the code under test); every step's loss and gradient norm
+// (each series relative to its largest value) and the final evaluation match likewise. "Match"
+// is judged by engine/train/equivalence.h: within a small multiple of the job's noise floor (the
+// single-process run's own spread when its batch is cut into micro-batches or reversed), because
+// Adam turns last-bit differences of gradient elements that cancel to within eps of zero into
+// parameter differences of a fraction of lr, so a fixed threshold holds on one BLAS kernel and
+// fails on another. Each rank's ledger equals the planner's per-rank plan, and GPipe holds more
+// activations on the first stage than 1F1B. Bad layouts fail naming the field.
 #include <QtTest>
 
 #include "engine/parallel/hybrid_optimizer.h"

@@ -8,7 +8,7 @@
 // + Trainer, parallel.strategy none):
 //   - parameters and every step's loss within the tolerances measured on the job
 //     (engine/train/equivalence.h: a small multiple of its noise floor, the reference's own
-//     difference when its batch is cut into micro-batches);
+//     difference when its batch is cut into micro-batches or reversed);
 //   - every rank's gathered parameters bit-identical to rank 0's.
 // A plain main (Qt Test under mpirun is awkward): one line per failed check, prefixed with the
 // rank and configuration, and exit status 1 on any rank that saw a failure (mpirun then fails).
@@ -94,7 +94,7 @@ void check(Communicator& world, const Datasets& data, int64_t vocab, const std::
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // This process, strategy none, the whole batch; and the tolerances measured on the job (its
-  // noise floor: the same in one process with the batch cut into micro-batches).
+  // noise floor: the same in one process with the batch cut into micro-batches or reversed).
   const Judged& judge = judged(job);
   const TrainResult& ref = judge.reference.result;
   std::string why;

@@ -3,12 +3,12 @@
 // training on the whole batch (build_training + Trainer), and every rank ends with bit-identical
 // parameters. "Equal" is judged by engine/train/equivalence.h: within a small multiple of the
 // job's noise floor (how far the same job in one process moves when its batch is cut into
-// micro-batches, i.e. added in another order), measured here on every row and under whatever
-// BLAS kernel runs, so the check holds on every CPU and still catches lr-sized mistakes; the
-// floor itself must stay below kFloorCeiling (a broken gradient accumulation cannot inflate it).
-// Extra rows vary what must not change the result: overlap off, tiny buckets (several collectives
-// per step), FSDP keeping gathered blocks, gradient accumulation and global-norm clipping; and the
-// tiny GPT character model on 2 and 3 ranks.
+// micro-batches or reversed, i.e. added in another order), measured here on every row and under
+// whatever BLAS kernel runs, so the check holds on every CPU and still catches lr-sized mistakes;
+// the floor itself must stay below kFloorCeiling (a broken gradient accumulation cannot inflate
+// it). Extra rows vary what must not change the result: overlap off, tiny buckets (several
+// collectives per step), FSDP keeping gathered blocks, gradient accumulation and global-norm
+// clipping; and the tiny GPT character model on 2 and 3 ranks.
 #include <QElapsedTimer>
 #include <QtTest>
 

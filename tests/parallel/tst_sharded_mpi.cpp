@@ -4,7 +4,7 @@
 // itself (build_training + Trainer, in this process), and checks:
 //   - its parameters and losses are within the tolerances measured on the job
 //     (engine/train/equivalence.h: a small multiple of its noise floor, the reference's own
-//     difference when its batch is cut into micro-batches);
+//     difference when its batch is cut into micro-batches or reversed);
 //   - every rank's parameters and losses are bit-identical to rank 0's (broadcast and compared);
 //   - every rank's ledger equals the planner's steady state (params, grads, optimizer_state), with
 //     no communication buffer left, and the plan equals the ZeRO formulas recomputed here.
@@ -76,7 +76,7 @@ void check_strategy(Communicator& world, const Datasets& data, const std::string
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const TrainResult& mine = run.result;
   // This process, one rank, the whole batch; and the tolerances measured on the job (its noise
-  // floor: the same in one process with the batch cut into micro-batches).
+  // floor: the same in one process with the batch cut into micro-batches or reversed).
   const Judged& judge = judged(job);
   const TrainResult& ref = judge.reference.result;
   std::string why;
