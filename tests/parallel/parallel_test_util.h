@@ -140,18 +140,22 @@ inline JobSpec single_process(const JobSpec& job) {
   return single_process_job(job);
 }
 
+// A cache key for a single-process job: its full JSON, and the fields the suites vary spelled
+// out too, so the key never depends on the schema writing them.
+inline std::string cache_key(const JobSpec& single) {
+  char extra[96];
+  std::snprintf(extra, sizeof extra, "|acc=%lld|clip=%.17g",
+                static_cast<long long>(single.train.accumulation_steps),
+                single.train.clip_grad_norm);
+  return job_to_json(single).dump() + extra;
+}
+
 // The single-process reference of `job`: build_training(job as one process) + Trainer::run.
 // Cached by the job's full JSON (so the same configuration is trained once per suite).
 inline const TrainResult& reference(const JobSpec& job) {
   static std::map<std::string, std::unique_ptr<TrainResult>> cache;
   const JobSpec single = single_process(job);
-  // The fields the suites vary are spelled out too, so the key never depends on the schema
-  // writing them.
-  char extra[96];
-  std::snprintf(extra, sizeof extra, "|acc=%lld|clip=%.17g",
-                static_cast<long long>(single.train.accumulation_steps),
-                single.train.clip_grad_norm);
-  const std::string key = job_to_json(single).dump() + extra;
+  const std::string key = cache_key(single);
   auto it = cache.find(key);
   if (it != cache.end()) return *it->second;
   TrainingSetup setup = build_training(single);
@@ -162,7 +166,7 @@ inline const TrainResult& reference(const JobSpec& job) {
 // What a sharded run of `job` is compared with: the single-process run (build_training + Trainer,
 // never the code under test) with every step's gradient norm, and the tolerances measured on the
 // job itself (engine/train/equivalence.h: the same job in one process with its batch cut into
-// micro-batches sets the noise floor). Cached by the job's full JSON.
+// micro-batches or reversed sets the noise floor). Cached by cache_key and the cuts.
 struct Judged {
   RunFigures reference;
   NoiseFloor floor;
@@ -171,12 +175,8 @@ struct Judged {
 inline const Judged& judged(const JobSpec& job) {
   static std::map<std::string, std::unique_ptr<Judged>> cache;
   const JobSpec single = single_process_job(job);
-  char extra[96];
-  std::snprintf(extra, sizeof extra, "|acc=%lld|clip=%.17g",
-                static_cast<long long>(single.train.accumulation_steps),
-                single.train.clip_grad_norm);
   // The cuts depend on the layout, so the key holds them too.
-  std::string key = job_to_json(single).dump() + extra + "|cuts";
+  std::string key = cache_key(single) + "|cuts";
   for (int64_t c : reordering_cuts(job)) {
     key += ' ';
     key += std::to_string(c);
