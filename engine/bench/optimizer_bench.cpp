@@ -14,10 +14,15 @@ namespace shardlab {
 
 namespace {
 
-// The configuration each optimizer is benchmarked in. SGD uses momentum because that is how it
-// is trained in practice (and plain SGD would be a 12-byte triad in disguise); AdamW gets a
-// weight decay so its decoupled-decay multiply is exercised.
-OptimizerConfig bench_config(const std::string& name, std::string& setting) {
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+}  // namespace
+
+OptimizerConfig optimizer_bench_config(const std::string& name, std::string& setting) {
   OptimizerConfig c;
   c.name = name;
   c.lr = 1e-3;
@@ -33,14 +38,6 @@ OptimizerConfig bench_config(const std::string& name, std::string& setting) {
   return c;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
-}  // namespace
-
 std::vector<OptimizerBenchRow> run_optimizer_bench(const OptimizerBenchOptions& options,
                                                    std::ostream& out) {
   SL_ENFORCE(options.n >= 1, "bench.n: must be >= 1, got {}", options.n);
@@ -50,7 +47,8 @@ std::vector<OptimizerBenchRow> run_optimizer_bench(const OptimizerBenchOptions& 
       options.optimizers.empty() ? optimizer_names() : options.optimizers;
   // Build every optimizer before timing anything, so a bad name fails fast.
   std::vector<std::string> settings(names.size());
-  for (size_t i = 0; i < names.size(); ++i) make_optimizer(bench_config(names[i], settings[i]));
+  for (size_t i = 0; i < names.size(); ++i)
+    make_optimizer(optimizer_bench_config(names[i], settings[i]));
 
   const int64_t n = options.n;
   const TriadResult triad = measure_triad(n, options.reps);
@@ -65,7 +63,7 @@ std::vector<OptimizerBenchRow> run_optimizer_bench(const OptimizerBenchOptions& 
       params[static_cast<size_t>(j)] = 0.5f + 1e-3f * static_cast<float>(j % 1000);
       grads[static_cast<size_t>(j)] = 1e-2f * static_cast<float>(j % 97 + 1) - 0.49f;
     }
-    auto opt = make_optimizer(bench_config(names[i], settings[i]));
+    auto opt = make_optimizer(optimizer_bench_config(names[i], settings[i]));
     opt->attach({0, n});
     const int64_t state_arrays = static_cast<int64_t>(opt->state().size());
     for (int w = 0; w < options.warmup; ++w) opt->step(params, grads, 1e-3);

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/optim/optimizer_config.h"
+
 namespace shardlab {
 
 struct OptimizerBenchOptions {
@@ -30,6 +32,12 @@ struct OptimizerBenchRow {
   double triad_gb_per_s = 0;  // the triad measured in this run
   double triad_ratio = 0;     // gb_per_s / triad_gb_per_s
 };
+
+// The configuration `name` is benchmarked in (CPU and CUDA alike), and in `setting` its
+// non-default hyper-parameters ("momentum=0.9"; "defaults"). SGD uses momentum because that is
+// how it is trained in practice (and plain SGD would be a 12-byte triad in disguise); AdamW gets a
+// weight decay so its decoupled-decay multiply is exercised.
+OptimizerConfig optimizer_bench_config(const std::string& name, std::string& setting);
 
 // Measures the triad, then for each optimizer: attach to n parameters, `warmup` steps, then
 // `reps` timed steps; rates use the best step. Bytes per parameter are counted from the

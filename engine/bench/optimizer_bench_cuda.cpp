@@ -8,12 +8,10 @@
 #include <functional>
 #include <ostream>
 
+#include "engine/bench/optimizer_bench.h"
 #include "engine/core/error.h"
-#include "engine/optim/optimizer.h"
-#include "kernels/cuda/adagrad_update.h"
-#include "kernels/cuda/adam_update.h"
-#include "kernels/cuda/rmsprop_update.h"
-#include "kernels/cuda/sgd_update.h"
+#include "engine/device/cuda_update.h"
+#include "engine/optim/registry.h"
 
 namespace shardlab {
 
@@ -103,9 +101,10 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
-// One benchmarked configuration: the same hyper-parameters as the CPU bench (optimizer_bench.cpp).
+// One benchmarked configuration: the CPU bench's (optimizer_bench.h), plus Adam's bf16 master.
 struct Case {
-  std::string optimizer, setting;
+  OptimizerConfig config;
+  std::string setting;
   int state_arrays = 0;  // fp32 state arrays, each read and written
   bool bf16 = false;     // also writes a bf16 copy of the parameters
 };
@@ -113,19 +112,15 @@ struct Case {
 std::vector<Case> cases_for(const std::vector<std::string>& names) {
   std::vector<Case> cases;
   for (const auto& name : names) {
-    if (name == "sgd")
-      cases.push_back({name, "momentum=0.9", 1, false});
-    else if (name == "adam") {
-      cases.push_back({name, "defaults", 2, false});
-      cases.push_back({name, "bf16 master", 2, true});
-    } else if (name == "adamw")
-      cases.push_back({name, "weight_decay=0.01", 2, false});
-    else if (name == "rmsprop")
-      cases.push_back({name, "defaults", 1, false});
-    else if (name == "adagrad")
-      cases.push_back({name, "defaults", 1, false});
-    else
-      SL_THROW(InvalidArgument, "bench.optimizers: no CUDA kernel for optimizer '{}'", name);
+    Case c;
+    c.config = optimizer_bench_config(name, c.setting);
+    c.state_arrays = static_cast<int>(state_arrays(c.config).size());
+    cases.push_back(c);
+    if (name == "adam") {
+      c.setting = "bf16 master";
+      c.bf16 = true;
+      cases.push_back(c);
+    }
   }
   return cases;
 }
@@ -185,39 +180,17 @@ std::vector<OptimizerBenchCudaRow> run_optimizer_bench_cuda(
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 
     int64_t step = 0;
-    std::function<void()> update;
-    if (c.optimizer == "sgd") {
-      update = [&] {
-        kernels::SgdArgs a;
-        a.param = param.f(), a.grad = grad.f(), a.momentum_buf = state0.f(), a.n = n;
-        a.lr = 1e-3, a.momentum = 0.9;
-        launch([&] { kernels::sgd_update_cuda(a, stream.get()); });
-      };
-    } else if (c.optimizer == "adam" || c.optimizer == "adamw") {
-      const bool decoupled = c.optimizer == "adamw", with_bf16 = c.bf16;
-      update = [&, decoupled, with_bf16] {
-        kernels::AdamArgs a;
-        a.param = param.f(), a.grad = grad.f(), a.exp_avg = state0.f(), a.exp_avg_sq = state1.f(),
-        a.n = n, a.lr = 1e-3;
-        a.decoupled = decoupled;
-        a.weight_decay = decoupled ? 0.01 : 0.0;
-        a.step = ++step;
-        a.param_bf16 = with_bf16 ? bf16.u16() : nullptr;
-        launch([&] { kernels::adam_update_cuda(a, stream.get()); });
-      };
-    } else if (c.optimizer == "rmsprop") {
-      update = [&] {
-        kernels::RmspropArgs a;
-        a.param = param.f(), a.grad = grad.f(), a.square_avg = state0.f(), a.n = n, a.lr = 1e-3;
-        launch([&] { kernels::rmsprop_update_cuda(a, stream.get()); });
-      };
-    } else {  // adagrad
-      update = [&] {
-        kernels::AdagradArgs a;
-        a.param = param.f(), a.grad = grad.f(), a.sum = state0.f(), a.n = n, a.lr = 1e-3;
-        launch([&] { kernels::adagrad_update_cuda(a, stream.get()); });
-      };
-    }
+    float* const state[] = {state0.f(), state1.f()};
+    const auto update = [&] {
+      UpdateArgs args = update_args(c.config, {.param = param.f(),
+                                               .grad = grad.f(),
+                                               .n = n,
+                                               .lr = c.config.lr,
+                                               .step = ++step,
+                                               .state = state});
+      if (c.bf16) std::get<kernels::AdamArgs>(args).param_bf16 = bf16.u16();
+      launch([&] { run_cuda_update(args, stream.get()); });
+    };
 
     for (int w = 0; w < options.warmup; ++w) update();
     check(cudaStreamSynchronize(stream.get()), "cudaStreamSynchronize");
@@ -225,7 +198,7 @@ std::vector<OptimizerBenchCudaRow> run_optimizer_bench_cuda(
     for (int r = 0; r < options.reps; ++r) times.push_back(events.time(stream.get(), update));
 
     OptimizerBenchCudaRow row;
-    row.optimizer = c.optimizer;
+    row.optimizer = c.config.name;
     row.setting = c.setting;
     row.n = n;
     // p r+w, g r, each state array r+w (4 B each), + the bf16 parameter copy's write (2 B).

@@ -1,19 +1,17 @@
-// GpuOptimizer: engine/optim's optimizers (sgd.cpp, adam.cpp, rmsprop.cpp, adagrad.cpp) mapped onto
-// the kernels/cuda launchers: the same config-to-Args mapping, the same step counting
-// (Optimizer::step), state arrays of the same names in DeviceBuffers.
+// GpuOptimizer: engine/optim's optimizers (their registry.h entries) mapped onto the kernels/cuda
+// launchers: the same config-to-Args mapping, the same step counting (Optimizer::step), state
+// arrays of the same names in DeviceBuffers.
 #include "engine/device/gpu_optimizer.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "engine/core/error.h"
+#include "engine/device/cuda_update.h"
 #include "engine/device/pinned_buffer.h"
 #include "engine/optim/optimizer.h"
+#include "engine/optim/registry.h"
 #include "engine/optim/update_args.h"
-#include "kernels/cuda/adagrad_update.h"
-#include "kernels/cuda/adam_update.h"
-#include "kernels/cuda/rmsprop_update.h"
-#include "kernels/cuda/sgd_update.h"
 
 namespace shardlab {
 
@@ -47,28 +45,15 @@ GpuOptimizer::GpuOptimizer(const OptimizerConfig& config, int64_t n, CudaContext
   (void)make_optimizer(config_);
   SL_ENFORCE(n >= 0, "GpuOptimizer: negative size {}", n);
   ctx_.make_current();
-  const auto un = static_cast<size_t>(n);
-  auto add = [&](const char* name) {
-    state_.emplace_back(name, DeviceBuffer<float>(MemCategory::optimizer_state, un));
-  };
-  const std::string& o = config_.name;
-  if (o == "sgd") {
-    if (config_.momentum != 0.0) add("momentum_buffer");
-  } else if (o == "adam" || o == "adamw") {
-    add("exp_avg");
-    add("exp_avg_sq");
-  } else if (o == "rmsprop") {
-    add("square_avg");
-    if (config_.momentum != 0.0) add("momentum_buffer");
-  } else if (o == "adagrad") {
-    add("sum");
-  } else {
-    SL_THROW(InternalError, "GpuOptimizer: '{}' passed validation but has no implementation", o);
-  }
+  const std::vector<StateArray> arrays = state_arrays(config_);
+  for (const StateArray& a : arrays)
+    state_.emplace_back(a.name, DeviceBuffer<float>(MemCategory::optimizer_state,
+                                                    static_cast<size_t>(n * a.per_param)));
   ctx_.order_after_default_stream();
-  if (o == "adagrad" && config_.initial_accumulator != 0.0)
-    fill_device(state_.back().second.data(), n, static_cast<float>(config_.initial_accumulator),
-                ctx_);
+  for (size_t i = 0; i < arrays.size(); ++i)
+    if (arrays[i].initial != 0.0)
+      fill_device(state_[i].second.data(), n * arrays[i].per_param,
+                  static_cast<float>(arrays[i].initial), ctx_);
 }
 
 void GpuOptimizer::step(float* params, const float* grads, double lr) {
@@ -77,28 +62,20 @@ void GpuOptimizer::step(float* params, const float* grads, double lr) {
   SL_ENFORCE(n_ == 0 || (params != nullptr && grads != nullptr),
              "optimizer.step: null device pointer for {} elements", n_);
   ++steps_;
-  auto buf = [&](const char* name) -> float* {
+  // The registry's state order, null where an array is not kept (as the CPU optimizer passes).
+  std::vector<float*> pointers;
+  for (const StateArraySpec& s : optimizer_spec(config_).state) {
+    float* p = nullptr;
     for (auto& [k, b] : state_)
-      if (k == name) return b.data();
-    return nullptr;
-  };
-  const std::string& o = config_.name;
-  const cudaStream_t stream = ctx_.stream();
-  const OptimizerConfig& c = config_;
-  if (o == "sgd") {
-    const auto a = sgd_args(c, params, grads, n_, lr, buf("momentum_buffer"));
-    device_call("sgd_update", [&] { kernels::sgd_update_cuda(a, stream); });
-  } else if (o == "adam" || o == "adamw") {
-    const auto a = adam_args(c, params, grads, n_, lr, steps_, buf("exp_avg"), buf("exp_avg_sq"));
-    device_call("adam_update", [&] { kernels::adam_update_cuda(a, stream); });
-  } else if (o == "rmsprop") {
-    const auto a =
-        rmsprop_args(c, params, grads, n_, lr, buf("square_avg"), buf("momentum_buffer"));
-    device_call("rmsprop_update", [&] { kernels::rmsprop_update_cuda(a, stream); });
-  } else {
-    const auto a = adagrad_args(c, params, grads, n_, lr, buf("sum"));
-    device_call("adagrad_update", [&] { kernels::adagrad_update_cuda(a, stream); });
+      if (k == s.name) p = b.data();
+    pointers.push_back(p);
   }
+  const cudaStream_t stream = ctx_.stream();
+  run_cuda_update(
+      update_args(
+          config_,
+          {.param = params, .grad = grads, .n = n_, .lr = lr, .step = steps_, .state = pointers}),
+      stream);
 }
 
 std::vector<std::pair<std::string, std::vector<float>>> GpuOptimizer::download_state() const {

@@ -5,15 +5,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "engine/core/error.h"
 #include "engine/job/job_schema.h"
+#include "engine/optim/registry.h"
 #include "engine/optim/validate.h"
 #include "engine/parallel/topology.h"
 
@@ -45,16 +44,6 @@ constexpr bool kHaveMpi = false;
 constexpr int64_t kMaxAccumulationSteps = 1024;
 constexpr double kMaxBucketMb = 4096;
 constexpr double kMaxTimeoutSeconds = 86400;  // one day
-
-// Fields that validate_optimizer_config() (the optimizer module's own rules: names, ranges and
-// the zero-default fields momentum, nesterov, initial_accumulator) does not reject when set for an
-// optimizer that ignores them, with the optimizers that read them.
-const std::map<std::string, std::set<std::string>> kOptimizerFieldUsers = {
-    {"beta1", {"adam", "adamw"}},
-    {"beta2", {"adam", "adamw"}},
-    {"eps", {"adam", "adamw", "rmsprop", "adagrad"}},
-    {"alpha", {"rmsprop"}},
-};
 
 std::string quoted_list(const std::vector<std::string>& items) {
   std::string s;
@@ -208,8 +197,15 @@ void check_optimizer(Checker& c, const OptimizerConfig& o) {
       c.fail("optimizer", what);
     return;
   }
-  for (const auto& [key, users] : kOptimizerFieldUsers)
-    if (!users.count(o.name)) c.unused_field("optimizer." + key, "not used by " + o.name);
+  // The fields validate_optimizer_config() cannot call unused (their defaults are not zero), by
+  // name: the order these reports always had.
+  std::vector<std::string> keys;
+  for (const HyperParameter& h : hyper_parameters())
+    if (!h.zero_default) keys.emplace_back(h.name);
+  std::sort(keys.begin(), keys.end());
+  const OptimizerSpec& spec = optimizer_spec(o);
+  for (const auto& key : keys)
+    if (!spec.reads(key)) c.unused_field("optimizer." + key, "not used by " + o.name);
 }
 
 void check_train(Checker& c, const TrainConfig& t) {

@@ -1,5 +1,5 @@
-// The shared half of every optimizer: range bookkeeping, the step count, hyper-parameter
-// validation, the factory and the binary state format.
+// The shared half of every optimizer: range bookkeeping, the step count and the binary state
+// format. The optimizers themselves, their validation and the factory are in registry.cpp.
 //
 // State format, version 1 (all integers and floats little-endian):
 //   magic      8 bytes  "SLOPTIM\0"
@@ -23,11 +23,7 @@
 
 #include "engine/core/bytes.h"
 #include "engine/core/error.h"
-#include "engine/optim/adagrad.h"
-#include "engine/optim/adam.h"
-#include "engine/optim/rmsprop.h"
-#include "engine/optim/sgd.h"
-#include "engine/optim/validate.h"
+#include "engine/optim/registry.h"
 
 namespace shardlab {
 
@@ -35,18 +31,6 @@ namespace {
 
 constexpr char kMagic[8] = {'S', 'L', 'O', 'P', 'T', 'I', 'M', '\0'};
 constexpr uint32_t kVersion = 1;
-
-std::vector<std::pair<std::string, double>> hyper_parameters(const OptimizerConfig& c) {
-  return {{"lr", c.lr},
-          {"weight_decay", c.weight_decay},
-          {"momentum", c.momentum},
-          {"nesterov", c.nesterov ? 1.0 : 0.0},
-          {"beta1", c.beta1},
-          {"beta2", c.beta2},
-          {"eps", c.eps},
-          {"alpha", c.alpha},
-          {"initial_accumulator", c.initial_accumulator}};
-}
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
@@ -56,27 +40,6 @@ std::string join(const std::vector<std::string>& v) {
 
 std::string range_str(IndexRange r) {
   return fmt::format("[{}, {})", r.begin, r.end);
-}
-
-// Helpers for validate_optimizer_config: each names the field as the job file spells it.
-void check_finite(double v, const char* field) {
-  SL_ENFORCE(std::isfinite(v), "optimizer.{}: must be a finite number, got {}", field, v);
-}
-void check_positive(double v, const char* field) {
-  check_finite(v, field);
-  SL_ENFORCE(v > 0.0, "optimizer.{}: must be > 0, got {}", field, v);
-}
-void check_non_negative(double v, const char* field) {
-  check_finite(v, field);
-  SL_ENFORCE(v >= 0.0, "optimizer.{}: must be >= 0, got {}", field, v);
-}
-void check_unit(double v, const char* field) {
-  check_finite(v, field);
-  SL_ENFORCE(v >= 0.0 && v < 1.0, "optimizer.{}: must be in [0, 1), got {}", field, v);
-}
-void check_unused(bool set, const std::string& name, const char* field, const char* users,
-                  double v) {
-  SL_ENFORCE(!set, "optimizer.{}: not used by {} (only by {}), got {}", field, name, users, v);
 }
 
 }  // namespace
@@ -118,9 +81,9 @@ int64_t Optimizer::state_bytes() {
 
 std::vector<uint8_t> Optimizer::serialize() {
   const auto arrays = state();
-  const auto hyper = hyper_parameters(config_);
+  const auto& hyper = hyper_parameters();
   size_t size = sizeof kMagic + 4 + 4 + name().size() + 4 + 2 * 8 + 8 + 4 + 4;
-  for (const auto& [k, v] : hyper) size += 4 + k.size() + 8;
+  for (const HyperParameter& h : hyper) size += 4 + std::strlen(h.name) + 8;
   for (const auto& [k, s] : arrays) size += 4 + k.size() + 8 + s.size() * sizeof(float);
 
   ByteWriter w(size);
@@ -128,9 +91,9 @@ std::vector<uint8_t> Optimizer::serialize() {
   w.pod(kVersion);
   w.str(name());
   w.pod(static_cast<uint32_t>(hyper.size()));
-  for (const auto& [k, v] : hyper) {
-    w.str(k);
-    w.pod(v);
+  for (const HyperParameter& h : hyper) {
+    w.str(h.name);
+    w.pod(h.get(config_));
   }
   w.pod(range_.begin);
   w.pod(range_.end);
@@ -226,58 +189,9 @@ void Optimizer::deserialize(std::span<const uint8_t> bytes) {
   steps_ = stored_steps;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Validation and the factory
-
-void validate_optimizer_config(const OptimizerConfig& c) {
-  const auto& names = optimizer_names();
-  SL_ENFORCE(std::find(names.begin(), names.end(), c.name) != names.end(),
-             "optimizer.name: unknown optimizer '{}' (known: {})", c.name, join(names));
-  const bool sgd = c.name == "sgd", adam = c.name == "adam" || c.name == "adamw",
-             rmsprop = c.name == "rmsprop", adagrad = c.name == "adagrad";
-
-  check_positive(c.lr, "lr");
-  check_non_negative(c.weight_decay, "weight_decay");
-  if (sgd || rmsprop)
-    check_non_negative(c.momentum, "momentum");
-  else
-    check_unused(c.momentum != 0.0, c.name, "momentum", "sgd, rmsprop", c.momentum);
-  if (sgd)
-    SL_ENFORCE(!c.nesterov || c.momentum > 0.0,
-               "optimizer.nesterov: needs optimizer.momentum > 0, got momentum {}", c.momentum);
-  else
-    check_unused(c.nesterov, c.name, "nesterov", "sgd", 1.0);
-  if (adam) {
-    check_unit(c.beta1, "beta1");
-    check_unit(c.beta2, "beta2");
-  }
-  if (adam || rmsprop || adagrad) check_positive(c.eps, "eps");
-  if (rmsprop) check_unit(c.alpha, "alpha");
-  if (adagrad)
-    check_non_negative(c.initial_accumulator, "initial_accumulator");
-  else
-    check_unused(c.initial_accumulator != 0.0, c.name, "initial_accumulator", "adagrad",
-                 c.initial_accumulator);
-}
-
 void Optimizer::restore_steps(int64_t steps) {
   SL_ENFORCE(steps >= 0, "optimizer step count must be >= 0, got {}", steps);
   steps_ = steps;
-}
-
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config) {
-  validate_optimizer_config(config);
-  if (config.name == "sgd") return std::make_unique<Sgd>(config);
-  if (config.name == "adam" || config.name == "adamw") return std::make_unique<Adam>(config);
-  if (config.name == "rmsprop") return std::make_unique<Rmsprop>(config);
-  if (config.name == "adagrad") return std::make_unique<Adagrad>(config);
-  SL_THROW(InternalError, "make_optimizer: '{}' passed validation but has no implementation",
-           config.name);
-}
-
-const std::vector<std::string>& optimizer_names() {
-  static const std::vector<std::string> names = {"sgd", "adam", "adamw", "rmsprop", "adagrad"};
-  return names;
 }
 
 }  // namespace shardlab

@@ -60,10 +60,10 @@ class Optimizer {
   int64_t steps_ = 0;
 };
 
-// Builds the optimizer named by config.name; throws InvalidArgument for an unknown name (listing
-// the known ones) or a hyper-parameter out of range.
+// Builds the optimizer named by config.name (its registry.h entry); throws InvalidArgument for an
+// unknown name (listing the known ones) or a hyper-parameter out of range.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config);
-// "sgd", "adam", "adamw", "rmsprop", "adagrad".
+// The registry's names, in its order: "sgd", "adam", "adamw", "rmsprop", "adagrad".
 const std::vector<std::string>& optimizer_names();
 
 }  // namespace shardlab

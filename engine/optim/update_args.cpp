@@ -1,66 +1,68 @@
 #include "engine/optim/update_args.h"
 
+#include "engine/optim/registry.h"
+
 namespace shardlab {
 
-kernels::SgdArgs sgd_args(const OptimizerConfig& config, float* param, const float* grad, int64_t n,
-                          double lr, float* momentum_buf) {
-  kernels::SgdArgs a;
-  a.param = param;
-  a.grad = grad;
-  a.momentum_buf = momentum_buf;
-  a.n = n;
-  a.lr = lr;
-  a.momentum = config.momentum;
-  a.weight_decay = config.weight_decay;
-  a.nesterov = config.nesterov;
-  return a;
+UpdateArgs sgd_args(const OptimizerConfig& c, const UpdateBuffers& b) {
+  return kernels::SgdArgs{.param = b.param,
+                          .grad = b.grad,
+                          .momentum_buf = b.state[0],
+                          .n = b.n,
+                          .lr = b.lr,
+                          .momentum = c.momentum,
+                          .weight_decay = c.weight_decay,
+                          .nesterov = c.nesterov};
 }
 
-kernels::AdamArgs adam_args(const OptimizerConfig& config, float* param, const float* grad,
-                            int64_t n, double lr, int64_t step, float* exp_avg, float* exp_avg_sq) {
-  kernels::AdamArgs a;
-  a.param = param;
-  a.grad = grad;
-  a.exp_avg = exp_avg;
-  a.exp_avg_sq = exp_avg_sq;
-  a.n = n;
-  a.lr = lr;
-  a.beta1 = config.beta1;
-  a.beta2 = config.beta2;
-  a.eps = config.eps;
-  a.weight_decay = config.weight_decay;
-  a.decoupled = config.name == "adamw";
-  a.step = step;
-  return a;
+UpdateArgs adam_args(const OptimizerConfig& c, const UpdateBuffers& b) {
+  return kernels::AdamArgs{.param = b.param,
+                           .grad = b.grad,
+                           .exp_avg = b.state[0],
+                           .exp_avg_sq = b.state[1],
+                           .n = b.n,
+                           .lr = b.lr,
+                           .beta1 = c.beta1,
+                           .beta2 = c.beta2,
+                           .eps = c.eps,
+                           .weight_decay = c.weight_decay,
+                           .decoupled = c.name == "adamw",
+                           .step = b.step};
 }
 
-kernels::RmspropArgs rmsprop_args(const OptimizerConfig& config, float* param, const float* grad,
-                                  int64_t n, double lr, float* square_avg, float* momentum_buf) {
-  kernels::RmspropArgs a;
-  a.param = param;
-  a.grad = grad;
-  a.square_avg = square_avg;
-  a.momentum_buf = momentum_buf;
-  a.n = n;
-  a.lr = lr;
-  a.alpha = config.alpha;
-  a.eps = config.eps;
-  a.momentum = config.momentum;
-  a.weight_decay = config.weight_decay;
-  return a;
+UpdateArgs rmsprop_args(const OptimizerConfig& c, const UpdateBuffers& b) {
+  return kernels::RmspropArgs{.param = b.param,
+                              .grad = b.grad,
+                              .square_avg = b.state[0],
+                              .momentum_buf = b.state[1],
+                              .n = b.n,
+                              .lr = b.lr,
+                              .alpha = c.alpha,
+                              .eps = c.eps,
+                              .momentum = c.momentum,
+                              .weight_decay = c.weight_decay};
 }
 
-kernels::AdagradArgs adagrad_args(const OptimizerConfig& config, float* param, const float* grad,
-                                  int64_t n, double lr, float* sum) {
-  kernels::AdagradArgs a;
-  a.param = param;
-  a.grad = grad;
-  a.sum = sum;
-  a.n = n;
-  a.lr = lr;
-  a.eps = config.eps;
-  a.weight_decay = config.weight_decay;
-  return a;
+UpdateArgs adagrad_args(const OptimizerConfig& c, const UpdateBuffers& b) {
+  return kernels::AdagradArgs{.param = b.param,
+                              .grad = b.grad,
+                              .sum = b.state[0],
+                              .n = b.n,
+                              .lr = b.lr,
+                              .eps = c.eps,
+                              .weight_decay = c.weight_decay};
+}
+
+UpdateArgs update_args(const OptimizerConfig& config, const UpdateBuffers& b) {
+  return optimizer_spec(config).args(config, b);
+}
+
+void run_cpu_update(const UpdateArgs& args) {
+  std::visit(Overloaded{[](const kernels::SgdArgs& a) { kernels::sgd_update(a); },
+                        [](const kernels::AdamArgs& a) { kernels::adam_update(a); },
+                        [](const kernels::RmspropArgs& a) { kernels::rmsprop_update(a); },
+                        [](const kernels::AdagradArgs& a) { kernels::adagrad_update(a); }},
+             args);
 }
 
 }  // namespace shardlab

@@ -1,10 +1,13 @@
 // The fused update kernels' arguments for one step under an OptimizerConfig: how each base
 // optimizer's hyper-parameters map onto kernels/cpu/*_update.h, written once for the CPU
 // optimizers (engine/optim) and the GPU one (engine/device/gpu_optimizer.h), whose kernels take
-// the same Args. Pointers are host or device alike; lr is this step's rate (schedule applied).
+// the same Args. Pointers are host or device alike. Which mapping an optimizer uses is its
+// registry entry's (registry.h).
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <variant>
 
 #include "engine/optim/optimizer_config.h"
 #include "kernels/cpu/adagrad_update.h"
@@ -14,16 +17,39 @@
 
 namespace shardlab {
 
-// momentum_buf: n floats, or null when config.momentum is 0.
-kernels::SgdArgs sgd_args(const OptimizerConfig& config, float* param, const float* grad, int64_t n,
-                          double lr, float* momentum_buf);
-// AdamW's decoupled decay when config.name is "adamw"; step: the 1-based step count.
-kernels::AdamArgs adam_args(const OptimizerConfig& config, float* param, const float* grad,
-                            int64_t n, double lr, int64_t step, float* exp_avg, float* exp_avg_sq);
-// momentum_buf: n floats, or null when config.momentum is 0.
-kernels::RmspropArgs rmsprop_args(const OptimizerConfig& config, float* param, const float* grad,
-                                  int64_t n, double lr, float* square_avg, float* momentum_buf);
-kernels::AdagradArgs adagrad_args(const OptimizerConfig& config, float* param, const float* grad,
-                                  int64_t n, double lr, float* sum);
+// One update's arguments, for whichever kernel the optimizer runs.
+using UpdateArgs =
+    std::variant<kernels::SgdArgs, kernels::AdamArgs, kernels::RmspropArgs, kernels::AdagradArgs>;
+
+// What one update works on: n parameters and gradients, this step's rate (schedule applied), the
+// 1-based step count, and the optimizer's state arrays in its registry order (null for one it does
+// not keep under this config, e.g. a momentum buffer with momentum 0).
+struct UpdateBuffers {
+  float* param = nullptr;
+  const float* grad = nullptr;
+  int64_t n = 0;
+  double lr = 0.0;
+  int64_t step = 1;
+  std::span<float* const> state;
+};
+
+// The mappings, one per kernel (state: sgd [momentum_buffer]; adam [exp_avg, exp_avg_sq], AdamW's
+// decoupled decay when config.name is "adamw"; rmsprop [square_avg, momentum_buffer]; adagrad
+// [sum]).
+UpdateArgs sgd_args(const OptimizerConfig& config, const UpdateBuffers& b);
+UpdateArgs adam_args(const OptimizerConfig& config, const UpdateBuffers& b);
+UpdateArgs rmsprop_args(const OptimizerConfig& config, const UpdateBuffers& b);
+UpdateArgs adagrad_args(const OptimizerConfig& config, const UpdateBuffers& b);
+
+// The arguments config's optimizer passes its kernel (through its registry entry).
+UpdateArgs update_args(const OptimizerConfig& config, const UpdateBuffers& b);
+// Runs the CPU kernel the arguments are for.
+void run_cpu_update(const UpdateArgs& args);
+
+// For std::visit over UpdateArgs with one lambda per kernel.
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
 
 }  // namespace shardlab

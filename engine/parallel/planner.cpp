@@ -6,6 +6,7 @@
 
 #include "engine/core/error.h"
 #include "engine/model/model.h"
+#include "engine/optim/registry.h"
 #include "engine/parallel/pipeline_stage.h"
 #include "engine/parallel/shard_layout.h"
 #include "engine/parallel/topology.h"
@@ -13,11 +14,7 @@
 namespace shardlab {
 
 int optimizer_state_floats(const OptimizerConfig& c) {
-  if (c.name == "sgd") return c.momentum != 0.0 ? 1 : 0;
-  if (c.name == "adam" || c.name == "adamw") return 2;
-  if (c.name == "rmsprop") return 1 + (c.momentum != 0.0 ? 1 : 0);
-  if (c.name == "adagrad") return 1;
-  SL_THROW(InvalidArgument, "optimizer.name: unknown optimizer '{}'", c.name);
+  return static_cast<int>(state_floats_per_param(c));
 }
 
 ParamLayout model_layout(const ModelConfig& config) {

@@ -35,7 +35,8 @@ struct MemoryPlan {
   std::string formula;        // e.g. "zero2: 4*Psi' + 4*Psi'/N + 8*Psi'/N"
 };
 
-// Optimizer state floats per parameter for a base optimizer (Adam 2, SGD with momentum 1, ...).
+// Optimizer state floats per parameter for a base optimizer (Adam 2, SGD with momentum 1, ...):
+// the optimizer registry's state_floats_per_param, as the plan's int.
 int optimizer_state_floats(const OptimizerConfig& config);
 
 // The plan for one rank of `world` ranks. strategy "none" plans one process (like ddp, N = 1).
