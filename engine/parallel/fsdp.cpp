@@ -30,8 +30,7 @@ class Fsdp final : public ShardedOptimizer {
 
  protected:
   void setup() override {
-    model_ = build_model(options_.model, ModelStorage::external);
-    optimizer_ = make_optimizer(options_.optimizer);
+    build_model_and_optimizer(ModelStorage::external);
     layout_ = ShardLayout::blocks(model_->layout(), world_size());
     const int blocks = model_->num_blocks();
     gathered_.resize(static_cast<size_t>(blocks));

@@ -15,7 +15,7 @@
 #include "engine/parallel/pipeline_schedule.h"
 #include "engine/parallel/pipeline_stage.h"
 #include "engine/parallel/tensor/vocab_cross_entropy.h"
-#include "engine/parallel/tensor_parallel_optimizer.h"
+#include "engine/parallel/tensor_parallel_grad_sync.h"
 #include "engine/train/training_loop.h"
 
 namespace shardlab {
@@ -32,16 +32,10 @@ struct HybridShardedOptimizer::Impl {
   std::unique_ptr<PipelineSchedule> schedule;
   std::vector<PipelineOp> ops;  // this stage's, in order
   std::unique_ptr<PipelineStage> stage;
-  std::unique_ptr<TensorParallelOptimizer> tp_opt;
+  std::unique_ptr<TensorParallelGradSync> tp_sync;
   std::unique_ptr<DataParallelSync> dp_sync;
   IndexRange vocab;                   // the logit columns this tp rank holds (last stage)
   int64_t width = 0, vocab_size = 0;  // model.gpt.width and vocab_size
-
-  std::unique_ptr<Sampler> sampler;
-  SamplerState pending_sampler{};
-  bool has_pending_sampler = false;
-  int64_t total_steps = 0;
-  EarlyStopState early;
 
   // Per activation slot: the stage input it received, its loss (last stage), the shape of its
   // output, and its sends still in flight.

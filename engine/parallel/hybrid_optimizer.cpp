@@ -48,39 +48,64 @@ void check_options(Communicator& world, const ShardedOptions& o) {
   SL_ENFORCE(std::isfinite(p.bucket_mb) && p.bucket_mb > 0 && p.bucket_mb <= 4096,
              "parallel.bucket_mb: must be in (0, 4096] MiB, got {}", p.bucket_mb);
   SL_ENFORCE(!p.fsdp_keep_params, "parallel.fsdp_keep_params: only used by fsdp");
+  SL_ENFORCE(!o.blocks,
+             "model: a model of the caller's own blocks runs on ddp, zero1, zero2 or fsdp; tensor "
+             "and pipeline parallelism slice the GPT model");
+}
+
+// The checked options' topology, after checking that the GPT model fits it.
+Topology checked_topology(Communicator& world, const ShardedOptions& o) {
+  check_options(world, o);
+  const ParallelConfig& p = o.sharding;
+  const GptConfig& gpt = o.model.gpt;
+  Topology topo = Topology::make({p.pp, p.tp, p.dp}, world.size());
+  validate_tp_gpt(gpt, topo.tp());
+  check_model_fits(topo, gpt.layers + 2, gpt.heads, gpt.width, p.micro_batches, o.train.batch_size);
+  return topo;
 }
 
 }  // namespace
 
 std::unique_ptr<HybridShardedOptimizer> HybridShardedOptimizer::create(
-    Communicator& world, const ShardedOptions& options) {
-  check_options(world, options);
+    Communicator& world, const ShardedOptions& options, std::unique_ptr<Optimizer> wrapped) {
+  return std::unique_ptr<HybridShardedOptimizer>(
+      new HybridShardedOptimizer(world, options, std::move(wrapped)));
+}
+
+HybridShardedOptimizer::HybridShardedOptimizer(Communicator& world,
+                                               std::unique_ptr<Optimizer> wrapped,
+                                               const ShardedOptions& options)
+    : HybridShardedOptimizer(world, launched_on(world, options), std::move(wrapped)) {}
+
+HybridShardedOptimizer::HybridShardedOptimizer(Communicator& world, const ShardedOptions& options,
+                                               std::unique_ptr<Optimizer> wrapped)
+    : world_(world),
+      options_(options),
+      topo_(checked_topology(world, options)),
+      impl_(std::make_unique<Impl>()),
+      optimizer_(std::move(wrapped)) {
   const ParallelConfig& p = options.sharding;
   const GptConfig& gpt = options.model.gpt;
-  Topology topo = Topology::make({p.pp, p.tp, p.dp}, world.size());
-  validate_tp_gpt(gpt, topo.tp());
-  check_model_fits(topo, gpt.layers + 2, gpt.heads, gpt.width, p.micro_batches,
-                   options.train.batch_size);
-  std::unique_ptr<HybridShardedOptimizer> opt(new HybridShardedOptimizer(world, options, topo));
-  Impl& im = *opt->impl_;
-  im.groups = topo.build_groups(world);
+  if (optimizer_) options_.optimizer = optimizer_->config();
+  Impl& im = *impl_;
+  im.groups = topo_.build_groups(world);
   im.tp = TpGroup::of(*im.groups.tp);
-  im.coord = topo.coord(world.rank());
-  im.schedule = make_schedule(p.schedule, topo.pp(), static_cast<int>(p.micro_batches));
+  im.coord = topo_.coord(world.rank());
+  im.schedule = make_schedule(p.schedule, topo_.pp(), static_cast<int>(p.micro_batches));
   im.ops = im.schedule->ops(im.coord.pp);
   const std::vector<IndexRange> stages =
-      partition_stages(model_layout(options.model), topo.pp(), p.pp_partition);
+      partition_stages(model_layout(options.model), topo_.pp(), p.pp_partition);
   const int slots = std::max(1, max_in_flight(*im.schedule, im.coord.pp));
-  const int64_t pad = p.strategy == "ddp" ? 1 : topo.dp();
+  const int64_t pad = p.strategy == "ddp" ? 1 : topo_.dp();
   im.stage = std::make_unique<PipelineStage>(gpt, stages[static_cast<size_t>(im.coord.pp)], slots,
                                              im.tp, pad);
   im.stage->init(options.model.seed);
-  im.tp_opt =
-      std::make_unique<TensorParallelOptimizer>(im.tp, im.stage->layout(), im.stage->slices());
+  im.tp_sync =
+      std::make_unique<TensorParallelGradSync>(im.tp, im.stage->layout(), im.stage->slices());
   im.dp_sync = std::make_unique<DataParallelSync>(
       *im.groups.dp, p.strategy, im.stage->layout().size(), parallel_detail::bucket_elements(p));
-  opt->optimizer_ = make_optimizer(options.optimizer);
-  im.dp_sync->attach(*opt->optimizer_);
+  if (!optimizer_) optimizer_ = make_optimizer(options.optimizer);
+  im.dp_sync->attach(*optimizer_);
   if (im.dp_sync->frees_grads()) im.stage->release_grads();
   im.vocab = tp_vocab_part(gpt, im.tp);
   im.width = gpt.width;
@@ -90,12 +115,7 @@ std::unique_ptr<HybridShardedOptimizer> HybridShardedOptimizer::create(
   im.out_shapes.resize(static_cast<size_t>(slots));
   im.act_sends.resize(static_cast<size_t>(slots));
   im.grad_sends.resize(static_cast<size_t>(slots));
-  return opt;
 }
-
-HybridShardedOptimizer::HybridShardedOptimizer(Communicator& world, const ShardedOptions& options,
-                                               Topology topo)
-    : world_(world), options_(options), topo_(topo), impl_(std::make_unique<Impl>()) {}
 
 HybridShardedOptimizer::~HybridShardedOptimizer() {
   // Sends still in flight after a failed step must stop touching their buffers first.
@@ -116,7 +136,7 @@ const ParamLayout& HybridShardedOptimizer::full_layout() const {
 
 double HybridShardedOptimizer::step(const Dataset& data, const std::vector<int64_t>& indices,
                                     double lr) {
-  return run_step(data, indices, steps_done_, lr).loss;
+  return run_step(data, indices, position_.steps_done, lr).loss;
 }
 
 StepOutcome HybridShardedOptimizer::run_step(const Dataset& data,
@@ -138,14 +158,14 @@ StepOutcome HybridShardedOptimizer::run_step(const Dataset& data,
   ++times_.steps;
   // No rank steps before the gradients are synchronised: replicated parameters across tp, then
   // every parameter across dp.
-  im.tp_opt->synchronize_grads(stage.grads());
+  im.tp_sync->synchronize_grads(stage.grads());
   im.dp_sync->reduce(stage.grads());
   // Each loss and each gradient element counted once: the last stage's first tp rank of every
   // replica brings its loss, every rank its owned gradient elements.
   const bool counts_loss = stage.last() && im.coord.tp == 0;
   const double dp = topo_.dp();
   const double local[3] = {counts_loss ? pipe.loss / dp : 0.0,
-                           im.dp_sync->owned_square_sum(stage.grads(), im.tp_opt->not_counted()),
+                           im.dp_sync->owned_square_sum(stage.grads(), im.tp_sync->not_counted()),
                            counts_loss ? static_cast<double>(pipe.rows) : 0.0};
   if (im.dp_sync->frees_grads()) stage.release_grads();
   const std::vector<double> total = sum_over_ranks(world_, local);
@@ -165,7 +185,7 @@ StepOutcome HybridShardedOptimizer::run_step(const Dataset& data,
   if (im.telemetry)
     publish_phase(im.telemetry, im.world_rank, im.coord.pp, -1, telemetry::Phase::optimizer,
                   update_start, telemetry::now_seconds());
-  ++steps_done_;
+  ++position_.steps_done;
   if (const MemoryLedger* ledger = current_ledger()) steady_memory_ = ledger->snapshot();
   return out;
 }
@@ -219,13 +239,12 @@ EvalResult HybridShardedOptimizer::evaluate(const Dataset& data, int64_t max_sam
 }
 
 bool HybridShardedOptimizer::should_early_stop() const {
-  return impl_->early.stop;
+  return position_.early.stop;
 }
 
 // --- the training loop ---------------------------------------------------------------------
 
 TrainResult HybridShardedOptimizer::optimize(const OptimizeInput& input) {
-  SL_ENFORCE(input.train != nullptr, "HybridShardedOptimizer::optimize: no training data");
   Impl& im = *impl_;
   // The sink is the caller's for this run only: step() outside optimize() publishes nothing.
   struct ResetSink {
@@ -234,39 +253,13 @@ TrainResult HybridShardedOptimizer::optimize(const OptimizeInput& input) {
   } reset{im.telemetry};
   im.telemetry = input.telemetry;
   im.world_rank = rank();
-  const TrainConfig& t = options_.train;
-  if (!im.sampler) {
-    SamplerOptions so;
-    so.batch_size = t.batch_size;
-    so.seed = t.seed;
-    so.rank = im.coord.dp;  // every rank of a replica reads the same slice
-    so.world = topo_.dp();
-    im.sampler = std::make_unique<Sampler>(input.train->size(), so);
-    if (im.has_pending_sampler) im.sampler->set_state(im.pending_sampler);
-    im.has_pending_sampler = false;
-  }
-  SL_ENFORCE(im.sampler->dataset_size() == input.train->size(),
-             "HybridShardedOptimizer: the training set changed size ({} -> {} samples)",
-             im.sampler->dataset_size(), input.train->size());
-  im.total_steps = t.steps > 0 ? t.steps : t.epochs * im.sampler->batches_per_epoch();
-  SL_ENFORCE(im.total_steps >= 1, "train: neither train.steps nor train.epochs asks for any step");
-  LoopSpec spec;
-  spec.config = &options_.train;
-  spec.base_lr = options_.optimizer.lr;
-  spec.total_steps = im.total_steps;
-  spec.first_step = steps_done_;
-  spec.stop_at = input.max_steps > 0 ? std::min(im.total_steps, steps_done_ + input.max_steps)
-                                     : im.total_steps;
-  spec.after_step = input.after_step;
-  spec.epoch = [&im] { return im.sampler->epoch(); };
-  if (input.eval)
-    spec.evaluate = [this, &input](int64_t max_samples) {
-      return evaluate(*input.eval, max_samples);
-    };
-  spec.step = [this, &input, &im](int64_t step, double lr) {
-    return run_step(*input.train, im.sampler->next(), step, lr);
-  };
-  TrainResult result = run_training_loop(spec, im.early, input.callbacks);
+  // Every rank of a replica reads the same slice: the sampler's rank is the dp coordinate.
+  TrainResult result = position_.run(
+      input, options_, im.coord.dp, topo_.dp(), "HybridShardedOptimizer",
+      [this, &input](const std::vector<int64_t>& indices, int64_t step, double lr) {
+        return run_step(*input.train, indices, step, lr);
+      },
+      [this](const Dataset& data, int64_t max_samples) { return evaluate(data, max_samples); });
   result.params = gather_params();
   return result;
 }

@@ -1,7 +1,8 @@
-// HybridShardedOptimizer: the seed's HybridShardedOptimizer, 3D parallelism for the GPT model.
+// HybridShardedOptimizer: the seed's HybridShardedOptimizer (an IShardedOptimizer,
+// sharded_optimizer_interface.h), 3D parallelism for the GPT model.
 //
 //   tensor   inside each tp group: Megatron-style layers (engine/parallel/tensor/) and the
-//            TensorParallelOptimizer's all-reduce of replicated parameters' gradients
+//            TensorParallelGradSync's all-reduce of replicated parameters' gradients
 //   pipeline across the pp group: stages are contiguous runs of blocks (PipelineStage); the
 //            dp replica's batch is cut into micro-batches by samples, activations travel forward
 //            and activation gradients backward with send/recv between neighbouring stages, in the
@@ -35,83 +36,79 @@
 #include "engine/data/dataset.h"
 #include "engine/optim/optimizer.h"
 #include "engine/parallel/checkpoint_view.h"
-#include "engine/parallel/sharded_optimizer.h"
+#include "engine/parallel/sharded_optimizer_interface.h"
 #include "engine/parallel/topology.h"
+#include "engine/parallel/training_position.h"
 #include "engine/train/trainer.h"
 #include "engine/train/training_loop.h"
 
 namespace shardlab {
 
-// Seconds a stage spent in the pipeline part of its steps.
-struct PipelineTimes {
-  double busy = 0;  // running forward and backward ops (tensor-parallel all-reduces included)
-  double idle = 0;  // waiting to receive from a neighbouring stage
-  int64_t steps = 0;
-  // idle / (busy + idle): this stage's bubble fraction.
-  double bubble() const { return busy + idle > 0 ? idle / (busy + idle) : 0.0; }
-};
-
-class HybridShardedOptimizer {
+class HybridShardedOptimizer : public IShardedOptimizer {
  public:
+  // The seed's constructor: `wrapped` (any base optimizer, attached here to this rank's part;
+  // options.optimizer becomes its config()) trained over `world` as options.sharding.pp x tp x dp
+  // (dp -1: world / (pp * tp)) with the data-parallel strategy options.sharding.strategy (ddp,
+  // zero1 or zero2). The launch fields of options.sharding (world_size, backend, timeout_s) are
+  // taken from `world`. Otherwise as create().
+  HybridShardedOptimizer(Communicator& world, std::unique_ptr<Optimizer> wrapped,
+                         const ShardedOptions& options);
   // Builds the topology and its groups from `world` (options.sharding's pp, tp, dp), this rank's
-  // stage and slice of the GPT model (initialised as one process would), the base optimizer and
-  // the data-parallel strategy options.sharding.strategy (ddp, zero1 or zero2). Collective.
-  // Throws InvalidArgument naming the field for a configuration it cannot run.
-  static std::unique_ptr<HybridShardedOptimizer> create(Communicator& world,
-                                                        const ShardedOptions& options);
-  ~HybridShardedOptimizer();
+  // stage and slice of the GPT model (initialised as one process would), the base optimizer
+  // (`wrapped`, else made from options.optimizer) and the data-parallel strategy
+  // options.sharding.strategy (ddp, zero1 or zero2). Collective. Throws InvalidArgument naming
+  // the field for a configuration it cannot run, including world_size, backend and timeout_s that
+  // do not describe `world`.
+  static std::unique_ptr<HybridShardedOptimizer> create(
+      Communicator& world, const ShardedOptions& options,
+      std::unique_ptr<Optimizer> wrapped = nullptr);
+  ~HybridShardedOptimizer() override;
 
-  int rank() const { return world_.rank(); }
-  int world_size() const { return world_.size(); }
-  const Topology& topology() const { return topo_; }
+  int rank() const override { return world_.rank(); }
+  int world_size() const override { return world_.size(); }
+  const Topology& topology() const override { return topo_; }
   Coord coord() const { return topo_.coord(rank()); }
-  const ParallelConfig& sharding_configuration() const { return options_.sharding; }
-  const ShardedOptions& options() const { return options_; }
-  Optimizer& wrapped_optimizer() { return *optimizer_; }
+  const ShardedOptions& options() const override { return options_; }
+  Optimizer& wrapped_optimizer() override { return *optimizer_; }
   // This rank's parameters: its stage's blocks, tp-sliced (full model names, local shapes).
   const ParamLayout& local_layout() const;
-  const ParamLayout& full_layout() const;
+  const ParamLayout& full_layout() const override;
 
-  // As ShardedOptimizer::optimize; the result's params are the full model's parameters,
-  // reassembled on every rank.
-  TrainResult optimize(const OptimizeInput& input);
-  // One optimizer step on this replica's slice `indices` of a global batch; returns the global
-  // mean loss.
-  double step(const Dataset& data, const std::vector<int64_t>& indices, double lr);
-  // Mean loss and accuracy over max_samples evenly spaced samples (0: all); the dp replicas share
-  // the samples and each runs them through its pipeline. The same figures on every rank.
-  EvalResult evaluate(const Dataset& data, int64_t max_samples);
-  bool should_early_stop() const;
-  int64_t steps_done() const { return steps_done_; }
-  double last_grad_norm() const { return last_grad_norm_; }
-  const MemorySnapshot& memory_after_last_step() const { return steady_memory_; }
-  const PipelineTimes& pipeline_times() const { return times_; }
+  // The result's params are the full model's parameters, reassembled on every rank.
+  TrainResult optimize(const OptimizeInput& input) override;
+  // `indices` is this dp replica's slice; its pipeline runs parallel.micro_batches of them.
+  double step(const Dataset& data, const std::vector<int64_t>& indices, double lr) override;
+  // The dp replicas share the samples and each runs them through its pipeline.
+  EvalResult evaluate(const Dataset& data, int64_t max_samples) override;
+  bool should_early_stop() const override;
+  int64_t steps_done() const override { return position_.steps_done; }
+  double last_grad_norm() const override { return last_grad_norm_; }
+  const MemorySnapshot& memory_after_last_step() const override { return steady_memory_; }
+  const PipelineTimes& pipeline_times() const override { return times_; }
 
   // DDP: broadcasts the optimizer state from dp rank 0 over the dp group; ZeRO: checks each rank's
   // state is attached to its own shard.
-  void synchronize_optimizer_state();
+  void synchronize_optimizer_state() override;
 
-  // This rank's state: topology, coordinate, strategy and local layout (checked on load), step,
-  // data position, early stopping, its parameters and its optimizer state. deserialize() refuses
-  // bytes from another layout, rank or strategy with InvalidArgument naming what differs.
-  std::vector<uint8_t> serialize();
-  void deserialize(std::span<const uint8_t> bytes);
+  // The state also records the topology, coordinate, strategy and local layout, and is refused
+  // on another (hybrid_state.cpp gives the format).
+  std::vector<uint8_t> serialize() override;
+  void deserialize(std::span<const uint8_t> bytes) override;
 
-  // As ShardedOptimizer's: the global indices of this rank's slice (tp_slicing.h) of its stage,
-  // cut by the dp strategy, for checkpoints that load into any layout.
-  CheckpointView checkpoint_view();
-  TrainingProgress progress() const;
-  void restore_progress(const TrainingProgress& p);
+  // The global indices of this rank's slice (tp_slicing.h) of its stage, cut by the dp strategy.
+  CheckpointView checkpoint_view() override;
+  TrainingProgress progress() const override;
+  void restore_progress(const TrainingProgress& p) override;
 
   // The full model's flat parameters, reassembled from every stage and tp slice, on every rank.
-  std::vector<float> gather_params();
-  // Writes them as a model file (rank 0 writes); load_model reads one and keeps this rank's slice.
-  void save_model(const std::string& path);
-  void load_model(const std::string& path);
+  std::vector<float> gather_params() override;
+  void save_model(const std::string& path) override;
+  void load_model(const std::string& path) override;
 
  private:
   struct Impl;
-  HybridShardedOptimizer(Communicator& world, const ShardedOptions& options, Topology topo);
+  HybridShardedOptimizer(Communicator& world, const ShardedOptions& options,
+                         std::unique_ptr<Optimizer> wrapped);
 
   StepOutcome run_step(const Dataset& data, const std::vector<int64_t>& indices, int64_t step,
                        double lr);
@@ -121,7 +118,7 @@ class HybridShardedOptimizer {
   Topology topo_;
   std::unique_ptr<Impl> impl_;
   std::unique_ptr<Optimizer> optimizer_;
-  int64_t steps_done_ = 0;
+  parallel_detail::TrainingPosition position_;
   double last_grad_norm_ = 0;
   MemorySnapshot steady_memory_;
   PipelineTimes times_;

@@ -14,8 +14,7 @@
 #include "engine/core/memory.h"
 #include "engine/model/model_file.h"
 #include "engine/parallel/checkpoint_shards.h"
-#include "engine/parallel/hybrid_optimizer.h"
-#include "engine/parallel/sharded_optimizer.h"
+#include "engine/parallel/sharded_optimizer_interface.h"
 #include "engine/parallel/strategies.h"
 
 namespace shardlab {
@@ -235,33 +234,9 @@ nlohmann::json model_identity(const ShardedOptions& o, const ParamLayout& full, 
           {"batch_size", o.train.batch_size}};
 }
 
-template <class Opt>
-std::string save_any(Communicator& comm, Opt& opt, const std::string& dir, int keep) {
-  return save_rank_checkpoint(comm, dir, opt.steps_done(), checkpoint_layout(opt),
-                              opt.checkpoint_view(), opt.progress(), keep);
-}
-
-template <class Opt>
-CheckpointManifest load_any(Communicator& comm, Opt& opt, const std::string& from) {
-  CheckpointManifest m;
-  const TrainingProgress p =
-      load_rank_checkpoint(comm, from, checkpoint_layout(opt), opt.checkpoint_view(), &m);
-  opt.restore_progress(p);
-  return m;
-}
-
 }  // namespace
 
-CheckpointLayout checkpoint_layout(ShardedOptimizer& opt) {
-  CheckpointLayout l;
-  l.strategy = opt.sharding_configuration().strategy;
-  l.world_size = opt.world_size();
-  l.dp = opt.world_size();
-  l.layout = model_identity(opt.options(), opt.model().layout(), opt.wrapped_optimizer());
-  return l;
-}
-
-CheckpointLayout checkpoint_layout(HybridShardedOptimizer& opt) {
+CheckpointLayout checkpoint_layout(IShardedOptimizer& opt) {
   CheckpointLayout l;
   l.strategy = opt.sharding_configuration().strategy;
   l.world_size = opt.world_size();
@@ -272,21 +247,19 @@ CheckpointLayout checkpoint_layout(HybridShardedOptimizer& opt) {
   return l;
 }
 
-std::string save_checkpoint(Communicator& comm, ShardedOptimizer& opt, const std::string& dir,
+std::string save_checkpoint(Communicator& comm, IShardedOptimizer& opt, const std::string& dir,
                             int keep) {
-  return save_any(comm, opt, dir, keep);
+  return save_rank_checkpoint(comm, dir, opt.steps_done(), checkpoint_layout(opt),
+                              opt.checkpoint_view(), opt.progress(), keep);
 }
-std::string save_checkpoint(Communicator& comm, HybridShardedOptimizer& opt, const std::string& dir,
-                            int keep) {
-  return save_any(comm, opt, dir, keep);
-}
-CheckpointManifest load_checkpoint(Communicator& comm, ShardedOptimizer& opt,
+
+CheckpointManifest load_checkpoint(Communicator& comm, IShardedOptimizer& opt,
                                    const std::string& step_or_dir) {
-  return load_any(comm, opt, step_or_dir);
-}
-CheckpointManifest load_checkpoint(Communicator& comm, HybridShardedOptimizer& opt,
-                                   const std::string& step_or_dir) {
-  return load_any(comm, opt, step_or_dir);
+  CheckpointManifest m;
+  const TrainingProgress p =
+      load_rank_checkpoint(comm, step_or_dir, checkpoint_layout(opt), opt.checkpoint_view(), &m);
+  opt.restore_progress(p);
+  return m;
 }
 
 }  // namespace shardlab

@@ -72,25 +72,19 @@ std::vector<float> read_checkpoint_tensor(const std::string& step_or_dir, const 
                                           TrainingProgress* progress = nullptr);
 
 // --- the optimizers' checkpoints (what `shardlab run` uses) ---
-class ShardedOptimizer;
-class HybridShardedOptimizer;
+class IShardedOptimizer;
 
 // The layout `opt` writes checkpoints on, and what a checkpoint must match to load into it.
-CheckpointLayout checkpoint_layout(ShardedOptimizer& opt);
-CheckpointLayout checkpoint_layout(HybridShardedOptimizer& opt);
+CheckpointLayout checkpoint_layout(IShardedOptimizer& opt);
 
 // save_rank_checkpoint of `opt`'s view and progress at step opt.steps_done(); returns the step
 // directory. Collective over `comm`, the communicator `opt` was built on.
-std::string save_checkpoint(Communicator& comm, ShardedOptimizer& opt, const std::string& dir,
-                            int keep);
-std::string save_checkpoint(Communicator& comm, HybridShardedOptimizer& opt, const std::string& dir,
+std::string save_checkpoint(Communicator& comm, IShardedOptimizer& opt, const std::string& dir,
                             int keep);
 
 // load_rank_checkpoint into `opt`, then restore_progress: `opt` continues where the checkpoint
 // left off, on its own strategy and layout. Returns the checkpoint's manifest. Collective.
-CheckpointManifest load_checkpoint(Communicator& comm, ShardedOptimizer& opt,
-                                   const std::string& step_or_dir);
-CheckpointManifest load_checkpoint(Communicator& comm, HybridShardedOptimizer& opt,
+CheckpointManifest load_checkpoint(Communicator& comm, IShardedOptimizer& opt,
                                    const std::string& step_or_dir);
 
 }  // namespace shardlab

@@ -13,9 +13,8 @@
 #include "engine/core/error.h"
 #include "engine/device/device.h"
 #include "engine/parallel/comm_telemetry.h"
-#include "engine/parallel/hybrid_optimizer.h"
 #include "engine/parallel/rank_checkpoint.h"
-#include "engine/parallel/sharded_optimizer.h"
+#include "engine/parallel/seed_optimizers.h"
 #include "engine/parallel/strategies.h"
 #include "engine/train/step_telemetry.h"
 
@@ -107,8 +106,7 @@ std::vector<RankReport> gather_reports(Communicator& comm, const RankReport& min
 
 // Every rank loads its part of `from` into `opt` (resharding when the checkpoint was written on
 // another strategy or layout); all or none. Rank 0 reports the resharding, if any.
-template <class Opt>
-void resume_rank(Opt& opt, Communicator& comm, const RankRunOptions& options) {
+void resume_rank(IShardedOptimizer& opt, Communicator& comm, const RankRunOptions& options) {
   const CheckpointManifest m = load_checkpoint(comm, opt, options.resume_from);
   if (opt.rank() == 0 && options.on_resume)
     options.on_resume(m.step, resharding(m, checkpoint_layout(opt)));
@@ -116,18 +114,16 @@ void resume_rank(Opt& opt, Communicator& comm, const RankRunOptions& options) {
 
 // Where `opt` starts: a checkpoint (options.resume_from), else a model file
 // (job.train.init_model), else its seeded initialisation. All ranks or none.
-template <class Opt>
-void start_rank(Opt& opt, Communicator& comm, const JobSpec& job, const RankRunOptions& options) {
+void start_rank(IShardedOptimizer& opt, Communicator& comm, const JobSpec& job,
+                const RankRunOptions& options) {
   if (!options.resume_from.empty())
     resume_rank(opt, comm, options);
   else if (!job.train.init_model.empty())
     agree_or_throw(comm, [&] { opt.load_model(job.train.init_model); });
 }
 
-// Trains `opt` (ShardedOptimizer or HybridShardedOptimizer: the same members) and fills in
-// what this rank held.
-template <class Opt>
-TrainResult train_rank(Opt& opt, Communicator& comm, const Datasets& data,
+// Trains `opt` and fills in what this rank held.
+TrainResult train_rank(IShardedOptimizer& opt, Communicator& comm, const Datasets& data,
                        const RankRunOptions& options, const MemoryLedger& ledger, RankReport& mine,
                        telemetry::TelemetrySink* sink) {
   OptimizeInput in;
@@ -159,7 +155,28 @@ TrainResult train_rank(Opt& opt, Communicator& comm, const Datasets& data,
   mine.memory = opt.memory_after_last_step();
   mine.memory.peak = ledger.snapshot().peak;
   mine.memory.peak_total = ledger.snapshot().peak_total;
+  mine.stage = opt.topology().coord(opt.rank()).pp;
+  mine.pipeline_busy = opt.pipeline_times().busy;
+  mine.pipeline_idle = opt.pipeline_times().idle;
   return result;
+}
+
+// What the planner predicts for every rank of `opt`'s job.
+std::function<MemoryPlan(int)> plan_of_ranks(const JobSpec& job, const IShardedOptimizer& opt) {
+  const int world = opt.world_size();
+  if (!uses_model_parallelism(job.parallel)) {
+    const MemoryPlan plan = plan_memory(opt.full_layout(), job.optimizer, job.parallel, world);
+    return [plan](int) { return plan; };  // the same formula for every rank
+  }
+  // The plan depends on the stage and the tp slice only: one per (pp_i, tp_i).
+  const Topology topo = opt.topology();
+  auto cache = std::make_shared<std::map<std::pair<int, int>, MemoryPlan>>();
+  return [&job, topo, cache, world](int r) {
+    const Coord c = topo.coord(r);
+    auto [it, fresh] = cache->try_emplace({c.pp, c.tp});
+    if (fresh) it->second = plan_memory_hybrid(job.model, job.optimizer, job.parallel, world, r);
+    return it->second;
+  };
 }
 
 void publish_state(telemetry::TelemetrySink* sink, int rank, telemetry::JobState state,
@@ -196,33 +213,11 @@ ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Dataset
   try {
     MemoryLedger ledger;
     LedgerScope bind(&ledger);
-    if (uses_model_parallelism(job.parallel)) {
-      auto opt = HybridShardedOptimizer::create(comm, sharded_options(job));
-      start_rank(*opt, comm, job, options);
-      publish_state(sink, comm.rank(), telemetry::JobState::running);
-      out.result = train_rank(*opt, comm, data, options, ledger, mine, sink);
-      mine.stage = opt->coord().pp;
-      mine.pipeline_busy = opt->pipeline_times().busy;
-      mine.pipeline_idle = opt->pipeline_times().idle;
-      // The plan depends on the stage and the tp slice only: one per (pp_i, tp_i).
-      const Topology topo = opt->topology();
-      auto cache = std::make_shared<std::map<std::pair<int, int>, MemoryPlan>>();
-      plan_of = [&job, topo, cache, world = comm.size()](int r) {
-        const Coord c = topo.coord(r);
-        auto [it, fresh] = cache->try_emplace({c.pp, c.tp});
-        if (fresh)
-          it->second = plan_memory_hybrid(job.model, job.optimizer, job.parallel, world, r);
-        return it->second;
-      };
-    } else {
-      auto opt = ShardedOptimizer::create(comm, sharded_options(job));
-      start_rank(*opt, comm, job, options);
-      publish_state(sink, comm.rank(), telemetry::JobState::running);
-      out.result = train_rank(*opt, comm, data, options, ledger, mine, sink);
-      const MemoryPlan plan =
-          plan_memory(opt->model().layout(), job.optimizer, job.parallel, comm.size());
-      plan_of = [plan](int) { return plan; };  // the same formula for every rank
-    }
+    std::unique_ptr<IShardedOptimizer> opt = make_sharded_optimizer(comm, sharded_options(job));
+    start_rank(*opt, comm, job, options);
+    publish_state(sink, comm.rank(), telemetry::JobState::running);
+    out.result = train_rank(*opt, comm, data, options, ledger, mine, sink);
+    plan_of = plan_of_ranks(job, *opt);
   } catch (const std::exception& e) {
     publish_state(sink, comm.rank(), telemetry::JobState::failed, e.what());
     throw;

@@ -60,8 +60,16 @@ ShardedOptions sharded_options(const JobSpec& job) {
   return o;
 }
 
+ShardedOptions launched_on(const Communicator& comm, ShardedOptions options) {
+  options.sharding.world_size = comm.size();
+  options.sharding.backend = comm.backend();
+  options.sharding.timeout_s = static_cast<double>(comm.options().timeout.count()) / 1000.0;
+  return options;
+}
+
 std::unique_ptr<ShardedOptimizer> ShardedOptimizer::create(Communicator& comm,
-                                                           const ShardedOptions& options) {
+                                                           const ShardedOptions& options,
+                                                           std::unique_ptr<Optimizer> wrapped) {
   const std::string& s = options.sharding.strategy;
   SL_ENFORCE(options.train.accumulation_steps >= 1,
              "train.accumulation_steps: must be >= 1, got {}", options.train.accumulation_steps);
@@ -85,15 +93,17 @@ std::unique_ptr<ShardedOptimizer> ShardedOptimizer::create(Communicator& comm,
   SL_ENFORCE(std::isfinite(options.sharding.bucket_mb) && options.sharding.bucket_mb > 0 &&
                  options.sharding.bucket_mb <= 4096,
              "parallel.bucket_mb: must be in (0, 4096] MiB, got {}", options.sharding.bucket_mb);
+  ShardedOptions o = options;
+  if (wrapped) o.optimizer = wrapped->config();
   std::unique_ptr<ShardedOptimizer> opt;
   if (s == "ddp") {
-    opt = parallel_detail::make_ddp(comm, options);
+    opt = parallel_detail::make_ddp(comm, o);
   } else if (s == "zero1") {
-    opt = parallel_detail::make_zero(comm, options, 1);
+    opt = parallel_detail::make_zero(comm, o, 1);
   } else if (s == "zero2") {
-    opt = parallel_detail::make_zero(comm, options, 2);
+    opt = parallel_detail::make_zero(comm, o, 2);
   } else if (s == "fsdp") {
-    opt = parallel_detail::make_fsdp(comm, options);
+    opt = parallel_detail::make_fsdp(comm, o);
   } else {
     SL_THROW(InvalidArgument,
              "parallel.strategy: '{}' is not a sharded strategy (expected ddp, zero1, zero2 or "
@@ -102,18 +112,31 @@ std::unique_ptr<ShardedOptimizer> ShardedOptimizer::create(Communicator& comm,
   }
   SL_ENFORCE(!options.sharding.fsdp_keep_params || s == "fsdp",
              "parallel.fsdp_keep_params: only used by fsdp, not {}", s);
+  opt->optimizer_ = std::move(wrapped);
   opt->setup();
   return opt;
 }
 
 ShardedOptimizer::ShardedOptimizer(Communicator& comm, const ShardedOptions& options)
-    : comm_(comm), options_(options), micro_steps_(options.train.accumulation_steps) {}
+    : comm_(comm),
+      options_(options),
+      topology_(Topology::make({1, 1, comm.size()}, comm.size())),
+      micro_steps_(options.train.accumulation_steps) {}
 
 ShardedOptimizer::~ShardedOptimizer() = default;
 
 void ShardedOptimizer::setup() {
-  model_ = build_model(options_.model);
-  optimizer_ = make_optimizer(options_.optimizer);
+  build_model_and_optimizer(ModelStorage::owned);
+}
+
+void ShardedOptimizer::build_model_and_optimizer(ModelStorage storage, int64_t pad_multiple) {
+  if (options_.blocks) {
+    model_ = std::make_unique<Model>(options_.model, options_.blocks(), storage, pad_multiple);
+    if (storage == ModelStorage::owned) model_->init(options_.model.seed);
+  } else {
+    model_ = build_model(options_.model, storage, pad_multiple);
+  }
+  if (!optimizer_) optimizer_ = make_optimizer(options_.optimizer);
 }
 
 // --- shard helpers -------------------------------------------------------------------------
@@ -167,7 +190,7 @@ void ShardedOptimizer::wait_all(std::vector<WorkHandle>& handles) {
 // --- one step ------------------------------------------------------------------------------
 
 double ShardedOptimizer::step(const Dataset& data, const std::vector<int64_t>& indices, double lr) {
-  return run_step(data, indices, steps_done_, lr).loss;
+  return run_step(data, indices, position_.steps_done, lr).loss;
 }
 
 StepOutcome ShardedOptimizer::run_step(const Dataset& data, const std::vector<int64_t>& indices,
@@ -204,7 +227,7 @@ StepOutcome ShardedOptimizer::run_step(const Dataset& data, const std::vector<in
   if (telemetry_)
     publish_phase(telemetry_, rank(), 0, -1, telemetry::Phase::optimizer, update_start,
                   telemetry::now_seconds());
-  ++steps_done_;
+  ++position_.steps_done;
   if (const MemoryLedger* ledger = current_ledger()) steady_memory_ = ledger->snapshot();
   return out;
 }
@@ -242,56 +265,24 @@ EvalResult ShardedOptimizer::evaluate(const Dataset& data, int64_t max_samples) 
 }
 
 bool ShardedOptimizer::should_early_stop() const {
-  return early_.stop;
+  return position_.early.stop;
 }
 
 // --- the training loop ---------------------------------------------------------------------
 
-void ShardedOptimizer::ensure_sampler(const Dataset& train) {
-  const TrainConfig& t = options_.train;
-  if (!sampler_) {
-    SamplerOptions s;
-    s.batch_size = t.batch_size;
-    s.seed = t.seed;
-    s.rank = rank();
-    s.world = world_size();
-    sampler_ = std::make_unique<Sampler>(train.size(), s);
-    if (has_pending_sampler_) sampler_->set_state(pending_sampler_);
-    has_pending_sampler_ = false;
-  }
-  SL_ENFORCE(sampler_->dataset_size() == train.size(),
-             "ShardedOptimizer: the training set changed size ({} -> {} samples)",
-             sampler_->dataset_size(), train.size());
-  total_steps_ = t.steps > 0 ? t.steps : t.epochs * sampler_->batches_per_epoch();
-  SL_ENFORCE(total_steps_ >= 1, "train: neither train.steps nor train.epochs asks for any step");
-}
-
 TrainResult ShardedOptimizer::optimize(const OptimizeInput& input) {
-  SL_ENFORCE(input.train != nullptr, "ShardedOptimizer::optimize: no training data");
-  ensure_sampler(*input.train);
-  LoopSpec spec;
-  spec.config = &options_.train;
-  spec.base_lr = options_.optimizer.lr;
-  spec.total_steps = total_steps_;
-  spec.first_step = steps_done_;
-  spec.stop_at =
-      input.max_steps > 0 ? std::min(total_steps_, steps_done_ + input.max_steps) : total_steps_;
-  spec.after_step = input.after_step;
-  spec.epoch = [this] { return sampler_->epoch(); };
-  if (input.eval)
-    spec.evaluate = [this, &input](int64_t max_samples) {
-      return evaluate(*input.eval, max_samples);
-    };
-  spec.step = [this, &input](int64_t step, double lr) {
-    return run_step(*input.train, sampler_->next(), step, lr);
-  };
   // The sink is the caller's for this run only: step() outside optimize() publishes nothing.
   struct ResetSink {
     telemetry::TelemetrySink*& sink;
     ~ResetSink() { sink = nullptr; }
   } reset{telemetry_};
   telemetry_ = input.telemetry;
-  TrainResult result = run_training_loop(spec, early_, input.callbacks);
+  TrainResult result = position_.run(
+      input, options_, rank(), world_size(), "ShardedOptimizer",
+      [this, &input](const std::vector<int64_t>& indices, int64_t step, double lr) {
+        return run_step(*input.train, indices, step, lr);
+      },
+      [this](const Dataset& data, int64_t max_samples) { return evaluate(data, max_samples); });
   result.params = gather_params();
   return result;
 }

@@ -1,4 +1,5 @@
-// ShardedOptimizer: the seed's IShardedOptimizer. Wraps a base optimizer (SGD, Adam, AdamW,
+// ShardedOptimizer: the 1-D strategies of the seed's IShardedOptimizer
+// (sharded_optimizer_interface.h). Wraps a base optimizer (SGD, Adam, AdamW,
 // RMSprop, Adagrad) and trains a model across the ranks of a Communicator so that the result is
 // the same as one process training on the whole batch, while each rank holds only what its
 // strategy promises:
@@ -42,6 +43,8 @@
 #include "engine/parallel/checkpoint_view.h"
 #include "engine/parallel/parallel_config.h"
 #include "engine/parallel/shard_layout.h"
+#include "engine/parallel/sharded_optimizer_interface.h"
+#include "engine/parallel/training_position.h"
 #include "engine/telemetry/sink.h"
 #include "engine/train/lr_schedule.h"
 #include "engine/train/trainer.h"
@@ -49,106 +52,58 @@
 
 namespace shardlab {
 
-// Everything a rank needs besides the communicator and the data (options()).
-struct ShardedOptions {
-  ParallelConfig sharding;  // strategy, buckets, overlap, FSDP's keep-params
-  ModelConfig model;        // built by the optimizer (FSDP builds it sharded)
-  OptimizerConfig optimizer;
-  TrainConfig train;  // steps, global batch, accumulation, clipping, schedule, early stopping
-};
-
-// A job's parallel, model, optimizer and train sections as ShardedOptions (for ShardedOptimizer
-// and HybridShardedOptimizer alike).
-ShardedOptions sharded_options(const JobSpec& job);
-
-// What optimize() works on. train and eval stay owned by the caller (ranks running as threads
-// may share one Dataset: gather() is const).
-struct OptimizeInput {
-  const Dataset* train = nullptr;
-  const Dataset* eval = nullptr;  // may be null
-  TrainerCallbacks callbacks;     // called on every rank (filter on rank() to print once)
-  // Stop after this many more optimizer steps (0: run to the end). The schedule and the data
-  // order are those of the whole run, so a run cut into pieces equals an uninterrupted one.
-  int64_t max_steps = 0;
-  // Where this rank's compute-phase events go during optimize(); may be null (then no clock is
-  // read for them). Every step publishes a PhaseEvent forward and backward for each of its
-  // micro-batches (micro_batch = its index within the step; stage 0 for ShardedOptimizer, the
-  // rank's pipeline stage for HybridShardedOptimizer) and one PhaseEvent optimizer
-  // (micro_batch -1) around the parameter update: the base optimizer on this rank's part and, for
-  // ZeRO, the parameter all-gather that follows it; the gradient reduction before it is not part
-  // of any phase (its collectives publish their own events). Step, memory, evaluation and
-  // collective events are published by the caller (rank_runner.h, step_telemetry.h).
-  telemetry::TelemetrySink* telemetry = nullptr;
-  // Called on every rank after each step (LoopSpec::after_step: done, last), at the same point on
-  // every rank, so it may be collective: rank_runner.h saves checkpoints there. May be null.
-  std::function<void(int64_t done, bool last)> after_step;
-};
-
-class ShardedOptimizer : protected BlockHooks {
+class ShardedOptimizer : public IShardedOptimizer, protected BlockHooks {
  public:
-  // Builds the model, the wrapped base optimizer and the strategy named by
-  // options.sharding.strategy ("ddp", "zero1", "zero2", "fsdp") on `comm`. Collective.
-  // Throws InvalidArgument naming the field for a configuration it cannot run, including
-  // world_size, backend and timeout_s that do not describe `comm`.
-  static std::unique_ptr<ShardedOptimizer> create(Communicator& comm,
-                                                  const ShardedOptions& options);
+  // Builds the model, the base optimizer and the strategy named by options.sharding.strategy
+  // ("ddp", "zero1", "zero2", "fsdp") on `comm`. The base optimizer is `wrapped` when given (any
+  // Optimizer, attached here to this rank's part; options.optimizer becomes its config()), else
+  // one made from options.optimizer. Collective. Throws InvalidArgument naming the field for a
+  // configuration it cannot run, including world_size, backend and timeout_s that do not
+  // describe `comm` (launched_on() fills them in).
+  static std::unique_ptr<ShardedOptimizer> create(Communicator& comm, const ShardedOptions& options,
+                                                  std::unique_ptr<Optimizer> wrapped = nullptr);
 
   ~ShardedOptimizer() override;
 
-  int rank() const { return comm_.rank(); }
-  int world_size() const { return comm_.size(); }
-  const ParallelConfig& sharding_configuration() const { return options_.sharding; }
-  const ShardedOptions& options() const { return options_; }
-  Optimizer& wrapped_optimizer() { return *optimizer_; }
+  int rank() const override { return comm_.rank(); }
+  int world_size() const override { return comm_.size(); }
+  const ShardedOptions& options() const override { return options_; }
+  Optimizer& wrapped_optimizer() override { return *optimizer_; }
   Model& model() { return *model_; }
   const ShardLayout& shard_layout() const { return layout_; }
   Communicator& communicator() { return comm_; }
 
-  // Trains until the configured steps/epochs are done, early stopping fires,
-  // input.max_steps more steps have run, or input.callbacks.should_stop says stop (which must
-  // answer alike on every rank). Collective. The result's params are the full
-  // parameters (gathered on every rank) at the end.
-  TrainResult optimize(const OptimizeInput& input);
-  // One optimizer step on this rank's slice `indices` of a global batch of train.batch_size
-  // samples; returns the global mean loss of the step. Collective.
-  double step(const Dataset& data, const std::vector<int64_t>& indices, double lr);
-  // Mean loss and accuracy over `max_samples` evenly spaced samples of `data` (0: all), each rank
-  // evaluating a contiguous share; the same figures on every rank. Collective.
-  EvalResult evaluate(const Dataset& data, int64_t max_samples);
-  // True once an evaluation has gone train.early_stopping.patience evaluations without gain.
-  bool should_early_stop() const;
-  int64_t steps_done() const { return steps_done_; }
-  int64_t total_steps() const { return total_steps_; }  // 0 until optimize() has seen the data
-  double last_grad_norm() const { return last_grad_norm_; }
-  // This rank's memory ledger right after the last optimizer step (the steady state the planner
-  // predicts), or all zeros when no ledger is bound.
-  const MemorySnapshot& memory_after_last_step() const { return steady_memory_; }
+  TrainResult optimize(const OptimizeInput& input) override;
+  // Each rank runs its contiguous share of the step's micro-batches of `indices`.
+  double step(const Dataset& data, const std::vector<int64_t>& indices, double lr) override;
+  // Each rank evaluates a contiguous share of the samples.
+  EvalResult evaluate(const Dataset& data, int64_t max_samples) override;
+  bool should_early_stop() const override;
+  int64_t steps_done() const override { return position_.steps_done; }
+  // 0 until optimize() has seen the data.
+  int64_t total_steps() const { return position_.total_steps; }
+  double last_grad_norm() const override { return last_grad_norm_; }
+  const MemorySnapshot& memory_after_last_step() const override { return steady_memory_; }
+  const Topology& topology() const override { return topology_; }
+  const ParamLayout& full_layout() const override { return model_->layout(); }
+  const PipelineTimes& pipeline_times() const override { return no_pipeline_; }
 
-  // Makes the optimizer state consistent across ranks: replicated state (DDP) is broadcast from
-  // rank 0, sharded state is checked to be attached to this rank's shard. Collective.
-  void synchronize_optimizer_state();
+  // DDP: rank 0's state is broadcast; ZeRO and FSDP: each rank's state is checked to be attached
+  // to its own shard.
+  void synchronize_optimizer_state() override;
 
-  // This rank's training state as bytes: strategy, world size, rank and layout (checked on
-  // load), step, data position, early-stopping state, the parameters this rank holds and the
-  // base optimizer's state. deserialize() refuses bytes written by another strategy, world size,
-  // rank or model with InvalidArgument naming what differs, and changes nothing then.
-  std::vector<uint8_t> serialize();
-  void deserialize(std::span<const uint8_t> bytes);
+  // The state also records the strategy, world size, rank and shard layout, and is refused on
+  // another (sharded_state.cpp gives the format).
+  std::vector<uint8_t> serialize() override;
+  void deserialize(std::span<const uint8_t> bytes) override;
 
-  // For checkpoints in the model's global indices (rank_checkpoint.h; a checkpoint loads into any
-  // strategy): this rank's parameters and optimizer state with their global indices, and where
-  // training stands. restore_progress() sets the step count, data position, early-stopping state
-  // and the base optimizer's step count (the same on every rank).
-  CheckpointView checkpoint_view();
-  TrainingProgress progress() const;
-  void restore_progress(const TrainingProgress& p);
+  CheckpointView checkpoint_view() override;
+  TrainingProgress progress() const override;
+  void restore_progress(const TrainingProgress& p) override;
 
-  // The full flat parameters, the same on every rank. Collective.
-  std::vector<float> gather_params();
-  // Writes the full parameters as a model file (rank 0 writes; collective). load_model reads one
-  // on every rank and keeps this rank's part; the file must match the model's layout.
-  void save_model(const std::string& path);
-  void load_model(const std::string& path);
+  std::vector<float> gather_params() override;
+  void save_model(const std::string& path) override;
+  void load_model(const std::string& path) override;
 
  protected:
   ShardedOptimizer(Communicator& comm, const ShardedOptions& options);
@@ -156,6 +111,9 @@ class ShardedOptimizer : protected BlockHooks {
   // --- what a strategy provides ---
   // Builds the model (owned storage by default) and lays out units; called once from create().
   virtual void setup();
+  // Builds model_ (options_.blocks or options_.model; initialised unless its storage is external)
+  // and, unless create() was given one, optimizer_ from options_.optimizer.
+  void build_model_and_optimizer(ModelStorage storage, int64_t pad_multiple = 1);
   // Before the first micro-step of a step (e.g. allocate gradient buffers).
   virtual void begin_step() {}
   // After each micro-step's backward; `last` is the step's final micro-step. Gradients must be
@@ -191,26 +149,22 @@ class ShardedOptimizer : protected BlockHooks {
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
   ShardLayout layout_;
-  int micro_ = 0;  // the micro-step in progress (0-based)
+  Topology topology_;  // 1 x 1 x world
+  int micro_ = 0;      // the micro-step in progress (0-based)
   int64_t micro_steps_ = 1;
   bool in_eval_ = false;  // evaluate() is running forwards (no backward will follow)
 
  private:
-  void ensure_sampler(const Dataset& train);
   StepOutcome run_step(const Dataset& data, const std::vector<int64_t>& indices, int64_t step,
                        double lr);
 
   Batch batch_;
   Tensor dlogits_;
-  std::unique_ptr<Sampler> sampler_;
-  SamplerState pending_sampler_{};
-  bool has_pending_sampler_ = false;
-  int64_t steps_done_ = 0;
-  int64_t total_steps_ = 0;
+  parallel_detail::TrainingPosition position_;
   telemetry::TelemetrySink* telemetry_ = nullptr;  // OptimizeInput::telemetry, during optimize()
-  EarlyStopState early_;
   MemorySnapshot steady_memory_;
   double last_grad_norm_ = 0;
+  PipelineTimes no_pipeline_;
 };
 
 }  // namespace shardlab

@@ -1,12 +1,10 @@
 // ShardedOptimizer's persistence: serialize/deserialize of one rank's training state, model
 // files with the full parameters, and synchronize_optimizer_state.
 //
-// Rank state format, version 1 (little-endian):
+// Rank state format, version 1 (little-endian), in the frame of rank_state.h:
 //   magic "SLSHARD\0", u32 version, str strategy, i32 world, i32 rank, i64 params,
 //   i64 padded params, i64 shard, u32 unit-layout CRC, u32 parameter-layout CRC, i64 batch size,
-//   i64 steps done, u8 has sampler, i64 epoch, i64 index,
-//   f64 best eval, i64 evals without gain, i64 evals seen, u8 early stop,
-//   floats held params, i64 n + n bytes base optimizer state, u32 CRC-32 of all before.
+//   then the frame's progress, held params, base optimizer state and CRC.
 // Model files: engine/model/model_file.h.
 #include <cstdio>
 #include <filesystem>
@@ -16,6 +14,7 @@
 #include "engine/core/bytes.h"
 #include "engine/core/error.h"
 #include "engine/model/model_file.h"
+#include "engine/parallel/rank_state.h"
 #include "engine/parallel/sharded_optimizer.h"
 #include "engine/parallel/strategies.h"
 
@@ -23,8 +22,8 @@ namespace shardlab {
 
 namespace {
 
-constexpr char kStateMagic[8] = {'S', 'L', 'S', 'H', 'A', 'R', 'D', '\0'};
-constexpr uint32_t kVersion = 1;
+constexpr char kMagic[8] = {'S', 'L', 'S', 'H', 'A', 'R', 'D', '\0'};
+constexpr parallel_detail::RankStateFormat kFormat{kMagic, "sharded state"};
 
 // CRC of how the flat parameters are cut into units (it depends on parallel.bucket_mb): a rank's
 // shard is its chunk of every unit, so state written under another cut would be scrambled.
@@ -37,17 +36,6 @@ uint32_t units_fingerprint(const ShardLayout& layout) {
     w.pod(u.padded);
   }
   return crc32_of(w.out().data(), w.out().size());
-}
-
-void check_magic(ByteReader& r, const char (&magic)[8], const char* what) {
-  const uint8_t* m = r.take(8, "magic");
-  SL_ENFORCE_T(FormatError, std::memcmp(m, magic, 8) == 0, "{}: not a ShardLab {} (bad magic)",
-               what, what);
-  const auto v = r.pod<uint32_t>("version");
-  SL_ENFORCE_T(FormatError, v == kVersion,
-               "{}: format version {} is not supported (this build "
-               "reads version {})",
-               what, v, kVersion);
 }
 
 // Bytes through a float collective (broadcast only moves them, so any bit pattern survives).
@@ -109,108 +97,58 @@ void check_optimizer_steps_agree(Communicator& comm, const Optimizer& optimizer)
 }  // namespace parallel_detail
 
 std::vector<uint8_t> ShardedOptimizer::serialize() {
-  const std::vector<uint8_t> opt = optimizer_->serialize();
-  std::span<float> held = held_params();
-  ByteWriter w(held.size() * 4 + opt.size() + 256);
-  w.bytes(kStateMagic, 8);
-  w.pod(kVersion);
-  w.str(options_.sharding.strategy);
-  w.pod(static_cast<int32_t>(world_size()));
-  w.pod(static_cast<int32_t>(rank()));
-  w.pod(model_->num_params());
-  w.pod(layout_.padded_total());
-  w.pod(layout_.shard_size());
-  w.pod(units_fingerprint(layout_));
-  w.pod(model_layout_fingerprint(model_->layout()));
-  w.pod(options_.train.batch_size);
-  w.pod(steps_done_);
-  const bool has_sampler = sampler_ != nullptr || has_pending_sampler_;
-  const SamplerState ss = sampler_ ? sampler_->state() : pending_sampler_;
-  w.pod(static_cast<uint8_t>(has_sampler));
-  w.pod(ss.epoch);
-  w.pod(ss.index);
-  w.pod(early_.best);
-  w.pod(early_.without_gain);
-  w.pod(early_.seen);
-  w.pod(static_cast<uint8_t>(early_.stop));
-  w.floats(held);
-  w.pod(static_cast<int64_t>(opt.size()));
-  w.bytes(opt.data(), opt.size());
-  w.checksum();
-  return std::move(w.out());
+  return parallel_detail::write_rank_state(kFormat, *this, held_params(), [&](ByteWriter& w) {
+    w.str(options_.sharding.strategy);
+    w.pod(static_cast<int32_t>(world_size()));
+    w.pod(static_cast<int32_t>(rank()));
+    w.pod(model_->num_params());
+    w.pod(layout_.padded_total());
+    w.pod(layout_.shard_size());
+    w.pod(units_fingerprint(layout_));
+    w.pod(model_layout_fingerprint(model_->layout()));
+    w.pod(options_.train.batch_size);
+  });
 }
 
 void ShardedOptimizer::deserialize(std::span<const uint8_t> bytes) {
-  ByteReader r(bytes, "sharded state");
-  r.verify_checksum();
-  check_magic(r, kStateMagic, "sharded state");
-  const std::string strategy = r.str("strategy");
-  const auto world = r.pod<int32_t>("world size");
-  const auto their_rank = r.pod<int32_t>("rank");
-  const auto params = r.pod<int64_t>("parameter count");
-  const auto padded = r.pod<int64_t>("padded parameter count");
-  const auto shard = r.pod<int64_t>("shard size");
-  const auto units = r.pod<uint32_t>("unit layout");
-  const auto params_fp = r.pod<uint32_t>("parameter layout");
-  const auto batch = r.pod<int64_t>("batch size");
-  const std::string mine = options_.sharding.strategy;
-  SL_ENFORCE(strategy == mine && world == world_size(),
-             "sharded state: written by strategy {} on world size {}, but this is strategy {} on "
-             "world size {}; serialize() is one rank's state in its own layout: to change strategy "
-             "or world size, resume from a checkpoint (rank_checkpoint.h), which reshards",
-             strategy, world, mine, world_size());
-  SL_ENFORCE(their_rank == rank(),
-             "sharded state: written by rank {}, loaded on rank {} (each rank loads its own)",
-             their_rank, rank());
-  SL_ENFORCE(params == model_->num_params() && padded == layout_.padded_total() &&
-                 shard == layout_.shard_size(),
-             "sharded state: written for a model of {} parameters ({} padded, shard {}), this "
-             "model has {} ({} padded, shard {})",
-             params, padded, shard, model_->num_params(), layout_.padded_total(),
-             layout_.shard_size());
-  SL_ENFORCE(params_fp == model_layout_fingerprint(model_->layout()),
-             "sharded state: written for a model whose parameter names or shapes differ from "
-             "this one's");
-  SL_ENFORCE(units == units_fingerprint(layout_),
-             "sharded state: written with a different parallel.bucket_mb (this run uses {}); a "
-             "ZeRO rank's shard is its chunk of every bucket, so it must be the same",
-             options_.sharding.bucket_mb);
-  SL_ENFORCE(batch == options_.train.batch_size,
-             "sharded state: written with train.batch_size {}, this run uses {} (the data "
-             "position would not match)",
-             batch, options_.train.batch_size);
-  const auto steps = r.pod<int64_t>("steps");
-  const bool has_sampler = r.pod<uint8_t>("sampler flag") != 0;
-  SamplerState ss;
-  ss.epoch = r.pod<int64_t>("sampler epoch");
-  ss.index = r.pod<int64_t>("sampler index");
-  const auto best = r.pod<double>("best eval");
-  const auto without_gain = r.pod<int64_t>("evals without gain");
-  const auto seen = r.pod<int64_t>("evals seen");
-  const bool stop = r.pod<uint8_t>("early stop") != 0;
-  Buffer held = make_buffer(MemCategory::comm, static_cast<int64_t>(held_params().size()));
-  r.floats(held, "held parameters");
-  const auto n = r.pod<int64_t>("optimizer state length");
-  SL_ENFORCE_T(FormatError, n >= 0 && static_cast<size_t>(n) == r.left(),
-               "sharded state: optimizer state length {} does not match the {} bytes left", n,
-               r.left());
-  const uint8_t* opt = r.take(static_cast<size_t>(n), "optimizer state");
-  // Everything checked; the optimizer checks its own bytes before changing anything.
-  optimizer_->deserialize(std::span<const uint8_t>(opt, static_cast<size_t>(n)));
-  std::copy(held.begin(), held.end(), held_params().begin());
-  steps_done_ = steps;
-  early_.best = best;
-  early_.without_gain = without_gain;
-  early_.seen = seen;
-  early_.stop = stop;
-  if (has_sampler) {
-    if (sampler_) {
-      sampler_->set_state(ss);
-    } else {
-      pending_sampler_ = ss;
-      has_pending_sampler_ = true;
-    }
-  }
+  parallel_detail::read_rank_state(kFormat, bytes, *this, held_params(), [&](ByteReader& r) {
+    const std::string strategy = r.str("strategy");
+    const auto world = r.pod<int32_t>("world size");
+    const auto their_rank = r.pod<int32_t>("rank");
+    const auto params = r.pod<int64_t>("parameter count");
+    const auto padded = r.pod<int64_t>("padded parameter count");
+    const auto shard = r.pod<int64_t>("shard size");
+    const auto units = r.pod<uint32_t>("unit layout");
+    const auto params_fp = r.pod<uint32_t>("parameter layout");
+    const auto batch = r.pod<int64_t>("batch size");
+    const std::string mine = options_.sharding.strategy;
+    SL_ENFORCE(
+        strategy == mine && world == world_size(),
+        "sharded state: written by strategy {} on world size {}, but this is strategy {} on "
+        "world size {}; serialize() is one rank's state in its own layout: to change strategy "
+        "or world size, resume from a checkpoint (rank_checkpoint.h), which reshards",
+        strategy, world, mine, world_size());
+    SL_ENFORCE(their_rank == rank(),
+               "sharded state: written by rank {}, loaded on rank {} (each rank loads its own)",
+               their_rank, rank());
+    SL_ENFORCE(params == model_->num_params() && padded == layout_.padded_total() &&
+                   shard == layout_.shard_size(),
+               "sharded state: written for a model of {} parameters ({} padded, shard {}), this "
+               "model has {} ({} padded, shard {})",
+               params, padded, shard, model_->num_params(), layout_.padded_total(),
+               layout_.shard_size());
+    SL_ENFORCE(params_fp == model_layout_fingerprint(model_->layout()),
+               "sharded state: written for a model whose parameter names or shapes differ from "
+               "this one's");
+    SL_ENFORCE(units == units_fingerprint(layout_),
+               "sharded state: written with a different parallel.bucket_mb (this run uses {}); a "
+               "ZeRO rank's shard is its chunk of every bucket, so it must be the same",
+               options_.sharding.bucket_mb);
+    SL_ENFORCE(batch == options_.train.batch_size,
+               "sharded state: written with train.batch_size {}, this run uses {} (the data "
+               "position would not match)",
+               batch, options_.train.batch_size);
+  });
 }
 
 CheckpointView ShardedOptimizer::checkpoint_view() {
@@ -234,26 +172,11 @@ CheckpointView ShardedOptimizer::checkpoint_view() {
 }
 
 TrainingProgress ShardedOptimizer::progress() const {
-  TrainingProgress p;
-  p.steps_done = steps_done_;
-  p.has_sampler = sampler_ != nullptr || has_pending_sampler_;
-  p.sampler = sampler_ ? sampler_->state() : pending_sampler_;
-  p.early = early_;
-  p.optimizer_steps = optimizer_->steps();
-  return p;
+  return position_.progress(*optimizer_);
 }
 
 void ShardedOptimizer::restore_progress(const TrainingProgress& p) {
-  optimizer_->restore_steps(p.optimizer_steps);
-  steps_done_ = p.steps_done;
-  early_ = p.early;
-  if (!p.has_sampler) return;
-  if (sampler_) {
-    sampler_->set_state(p.sampler);
-  } else {
-    pending_sampler_ = p.sampler;
-    has_pending_sampler_ = true;
-  }
+  position_.restore(p, *optimizer_);
 }
 
 void ShardedOptimizer::save_model(const std::string& path) {

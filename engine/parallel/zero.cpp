@@ -27,8 +27,7 @@ class Zero final : public BucketedOptimizer {
   void setup() override {
     // Padded from the start (to a multiple of N, as the layout pads), so set-up never holds two
     // copies of the parameters.
-    model_ = build_model(options_.model, ModelStorage::owned, world_size());
-    optimizer_ = make_optimizer(options_.optimizer);
+    build_model_and_optimizer(ModelStorage::owned, world_size());
     layout_ = ShardLayout::buckets(model_->num_params(), world_size(),
                                    bucket_elements(options_.sharding));
     SL_ENFORCE_T(InternalError,

@@ -1,5 +1,6 @@
-// TensorParallelOptimizer: the tensor-parallel dimension's part of a step (the seed's
-// TensorParallelOptimizer). Parameters cut across the tp group (tp_slicing.h) have one owner per
+// TensorParallelGradSync: the tensor-parallel dimension's part of a step inside
+// HybridShardedOptimizer (the user-facing TensorParallelOptimizer of the seed is in
+// seed_optimizers.h). Parameters cut across the tp group (tp_slicing.h) have one owner per
 // element and need no gradient exchange; parameters replicated across it (LayerNorms, row-parallel
 // biases, the position embedding) get gradients on every tp rank, which are all-reduced
 // (averaged) within the group before anyone steps, so every replica takes the same update.
@@ -19,10 +20,10 @@
 
 namespace shardlab {
 
-class TensorParallelOptimizer {
+class TensorParallelGradSync {
  public:
-  TensorParallelOptimizer(TpGroup tp, const ParamLayout& local,
-                          const std::vector<ParamSlice>& slices);
+  TensorParallelGradSync(TpGroup tp, const ParamLayout& local,
+                         const std::vector<ParamSlice>& slices);
 
   // Averages the replicated parameters' gradients over the tp group, in place in the flat local
   // gradients (one packed all-reduce). Collective over the tp group.

@@ -1,4 +1,4 @@
-#include "engine/parallel/tensor_parallel_optimizer.h"
+#include "engine/parallel/tensor_parallel_grad_sync.h"
 
 #include <algorithm>
 
@@ -6,8 +6,8 @@
 
 namespace shardlab {
 
-TensorParallelOptimizer::TensorParallelOptimizer(TpGroup tp, const ParamLayout& local,
-                                                 const std::vector<ParamSlice>& slices)
+TensorParallelGradSync::TensorParallelGradSync(TpGroup tp, const ParamLayout& local,
+                                               const std::vector<ParamSlice>& slices)
     : tp_(tp) {
   for (const ParamSlice& s : slices) {
     if (!s.replicated) continue;
@@ -20,10 +20,10 @@ TensorParallelOptimizer::TensorParallelOptimizer(TpGroup tp, const ParamLayout& 
   }
 }
 
-void TensorParallelOptimizer::synchronize_grads(std::span<float> grads) {
+void TensorParallelGradSync::synchronize_grads(std::span<float> grads) {
   if (tp_.size == 1 || replicated_ == 0) return;
   SL_ENFORCE_T(InternalError, tp_.comm != nullptr,
-               "TensorParallelOptimizer: tp group of {} ranks without a communicator", tp_.size);
+               "TensorParallelGradSync: tp group of {} ranks without a communicator", tp_.size);
   Buffer packed = make_buffer(MemCategory::comm, replicated_);
   int64_t at = 0;
   for (const IndexRange& r : replicated_ranges_) {
@@ -38,7 +38,7 @@ void TensorParallelOptimizer::synchronize_grads(std::span<float> grads) {
   }
 }
 
-std::span<const IndexRange> TensorParallelOptimizer::not_counted() const {
+std::span<const IndexRange> TensorParallelGradSync::not_counted() const {
   if (tp_.rank == 0) return {};
   return replicated_ranges_;
 }
