@@ -14,21 +14,16 @@
 #include "engine/checkpoint/manifest.h"
 #include "engine/core/atomic_file.h"
 #include "engine/core/error.h"
+#include "tests/checkpoint/checkpoint_test_util.h"
+#include "tests/common/caught.h"
+#include "tests/common/files.h"
+#include "tests/common/text.h"
 
 using namespace shardlab;
+using namespace shardlab::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-uint32_t zlib_crc(const std::vector<uint8_t>& b) {
-  return uint32_t(::crc32(::crc32(0L, Z_NULL, 0), b.data(), uInt(b.size())));
-}
-
-std::string hex8(uint32_t v) {
-  char buf[9];
-  std::snprintf(buf, sizeof buf, "%08x", v);
-  return buf;
-}
 
 std::vector<uint8_t> bytes_of(const std::string& s) {
   return {s.begin(), s.end()};
@@ -40,37 +35,6 @@ std::vector<uint8_t> shard_bytes(int rank, int64_t step, size_t n) {
   for (size_t i = 0; i < n; ++i) b[i] = uint8_t(i * 31 + rank * 7 + step);
   return b;
 }
-
-std::vector<uint8_t> file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void put_file(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
-}
-
-std::string read_text(const std::string& path) {
-  auto b = file_bytes(path);
-  return {b.begin(), b.end()};
-}
-
-// The message of the `E` that f() throws, or a line saying what happened instead.
-template <typename E, typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("(wrong exception type) ") + e.what();
-  }
-  return "(no exception)";
-}
-
-#define VERIFY_CONTAINS(msg, part)                \
-  QVERIFY2((msg).find(part) != std::string::npos, \
-           (std::string("expected \"") + (part) + "\" in: " + (msg)).c_str())
 
 CheckpointManifest base_manifest(int64_t step, int world) {
   CheckpointManifest m;
@@ -119,7 +83,7 @@ class TestCheckpointStore : public QObject {
     QCOMPARE(e.rank, 3);
     QCOMPARE(e.file, std::string("shard-00003.bin"));
     QCOMPARE(step_dir(dir, 7), dir + "/step-00000007");
-    QCOMPARE(file_bytes(dir + "/step-00000007/shard-00003.bin"), bytes_of("123456789"));
+    QCOMPARE(read_bytes(dir + "/step-00000007/shard-00003.bin"), bytes_of("123456789"));
   }
 
   void roundTripFourShards() {
@@ -214,10 +178,10 @@ class TestCheckpointStore : public QObject {
     const CheckpointManifest m = save(dir, 100, 4, 0);
     const std::string sd = step_dir(dir, 100);
     const std::string file = sd + "/shard-00002.bin";
-    auto b = file_bytes(file);
+    auto b = read_bytes(file);
     const uint32_t before = zlib_crc(b);
     b[17] ^= 0x40;
-    put_file(file, std::string(b.begin(), b.end()));
+    write_text(file, std::string(b.begin(), b.end()));
     const std::string msg = error_of<FormatError>([&] { read_shard(sd, m, 2); });
     QCOMPARE(msg, file + ": checksum mismatch (manifest crc32 " + hex8(before) + ", file " +
                       hex8(zlib_crc(b)) + "): the shard is corrupt");
@@ -299,7 +263,7 @@ class TestCheckpointStore : public QObject {
     verify(dir);
     verify(dir + "/step-00000200");  // complete: its manifest was written
     // A `latest` naming a removed directory is ignored in favour of the newest complete one.
-    put_file(dir + "/latest", "step-00000999\n");
+    write_text(dir + "/latest", "step-00000999\n");
     QCOMPARE(read_manifest(dir).step, int64_t(200));
   }
 
@@ -363,11 +327,11 @@ class TestCheckpointStore : public QObject {
     auto with = [&](auto&& edit) {
       nlohmann::json j = good;
       edit(j);
-      put_file(path, j.dump(2));
+      write_text(path, j.dump(2));
       return error_of<FormatError>([&] { read_manifest(dir); });
     };
 
-    put_file(path, "{\"format_version\": 1, \"step\": ");
+    write_text(path, "{\"format_version\": 1, \"step\": ");
     VERIFY_CONTAINS(error_of<FormatError>([&] { read_manifest(dir); }), path + ": not valid JSON");
     QCOMPARE(with([](auto& j) { j["format_version"] = 7; }),
              path + ": format_version 7 is not supported (this build reads 2)");
@@ -424,7 +388,7 @@ class TestCheckpointStore : public QObject {
     // Success replaces the old contents whole and leaves no temp file.
     write_file_atomic(dir + "/f.bin", data);
     write_file_atomic(dir + "/f.bin", std::string_view("second"));
-    QCOMPARE(file_bytes(dir + "/f.bin"), bytes_of("second"));
+    QCOMPARE(read_bytes(dir + "/f.bin"), bytes_of("second"));
     QVERIFY(!has_temp_files(dir));
   }
 };

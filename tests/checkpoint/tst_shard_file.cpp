@@ -17,25 +17,15 @@
 
 #include "engine/checkpoint/shard_file.h"
 #include "engine/core/error.h"
+#include "tests/checkpoint/checkpoint_test_util.h"
+#include "tests/common/caught.h"
+#include "tests/common/files.h"
+#include "tests/common/text.h"
 
 using namespace shardlab;
+using namespace shardlab::test;
 
 namespace {
-
-uint32_t zlib_crc(const void* p, size_t n) {
-  return uint32_t(::crc32(::crc32(0L, Z_NULL, 0), static_cast<const Bytef*>(p), uInt(n)));
-}
-
-std::string hex8(uint32_t v) {
-  char buf[9];
-  std::snprintf(buf, sizeof buf, "%08x", v);
-  return buf;
-}
-
-void put_bytes(const std::string& path, const std::vector<uint8_t>& b) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
-}
 
 void append_u32(std::vector<uint8_t>& b, uint32_t v) {
   for (int i = 0; i < 4; ++i) b.push_back(uint8_t(v >> (8 * i)));  // little-endian
@@ -109,22 +99,6 @@ float from_bits(uint32_t bits) {
   return f;
 }
 
-template <typename E, typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("(wrong exception type) ") + e.what();
-  }
-  return "(no exception)";
-}
-
-#define VERIFY_CONTAINS(msg, part)                \
-  QVERIFY2((msg).find(part) != std::string::npos, \
-           (std::string("expected \"") + (part) + "\" in: " + (msg)).c_str())
-
 using TensorList = std::vector<std::pair<std::string, std::span<const float>>>;
 
 }  // namespace
@@ -139,7 +113,7 @@ class TestShardFile : public QObject {
   std::string write(const std::vector<uint8_t>& b) {
     const std::string path =
         tmp_.path().toStdString() + "/shard-" + std::to_string(counter_++) + ".bin";
-    put_bytes(path, b);
+    write_bytes(path, b);
     return path;
   }
 
@@ -462,7 +436,7 @@ class TestShardFile : public QObject {
     const std::string path2 = write(cut);
     const ShardHeader r2 = read_shard_header(path2, cut.size());
     cut.resize(cut.size() - 4);
-    put_bytes(path2, cut);
+    write_bytes(path2, cut);
     const std::string msg2 =
         error_of<FormatError>([&] { (void)read_shard_tensor(path2, r2, "exp_avg"); });
     VERIFY_CONTAINS(msg2, "truncated");

@@ -12,16 +12,16 @@
 #include "engine/comm/flight_recorder.h"
 #include "engine/comm/threads/world.h"
 #include "engine/core/timer.h"
+#include "tests/common/caught.h"
+#include "tests/common/text.h"
 
 using namespace shardlab;
+using shardlab::test::contains;
+using shardlab::test::RankOutcomes;
 using namespace std::chrono_literals;
 using State = FlightRecorder::State;
 
 namespace {
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 CommRecord record_of(CommOp op, uint64_t seq, const std::string& group = "world") {
   CommRecord r;
@@ -46,29 +46,6 @@ QString read_text(const QString& path) {
   if (!f.open(QIODevice::ReadOnly)) return {};
   return QString::fromUtf8(f.readAll());
 }
-
-// Per rank: the exception type and message a call threw ("none", "" when it did not).
-struct Outcomes {
-  std::mutex mu;
-  std::map<int, std::string> message, type;
-
-  template <typename F>
-  void capture(int rank, F&& f) {
-    std::string msg, kind = "none";
-    try {
-      f();
-    } catch (const TimeoutError& e) {
-      msg = e.what(), kind = "TimeoutError";
-    } catch (const CommError& e) {
-      msg = e.what(), kind = "CommError";
-    } catch (const std::exception& e) {
-      msg = e.what(), kind = "other";
-    }
-    std::lock_guard lock(mu);
-    message[rank] = msg;
-    type[rank] = kind;
-  }
-};
 
 }  // namespace
 
@@ -205,7 +182,7 @@ class TestFlightRecorder : public QObject {
     CommOptions o;
     o.timeout = 300ms;
     o.flight_dir = (dir.path() + "/flight").toStdString();  // created on demand
-    Outcomes got;
+    RankOutcomes got;
     Stopwatch sw;
     run_threads(4, o, [&](Communicator& comm) {
       std::vector<float> v(1000, 1.0f);
@@ -296,7 +273,7 @@ class TestFlightRecorder : public QObject {
     CommOptions o;
     o.timeout = 300ms;
     o.flight_dir = dir.path().toStdString();
-    Outcomes got;
+    RankOutcomes got;
     run_threads(4, o, [&](Communicator& comm) {
       const int color = comm.rank() % 2;
       auto dp = comm.split(color, comm.rank(), fmt::format("dp[{}]", color));
@@ -326,7 +303,7 @@ class TestFlightRecorder : public QObject {
   void recvTimeoutIsRecorded() {
     CommOptions o;
     o.timeout = 200ms;
-    Outcomes got;
+    RankOutcomes got;
     std::vector<FlightRecorder::Entry> ring;
     run_threads(2, o, [&](Communicator& comm) {
       std::vector<float> v(3);

@@ -1,5 +1,5 @@
 // Helpers for the data suites: writing small IDX files (plain or gzip) and raw byte files, and
-// checking the type and message of an expected exception.
+// checking the type and message of an expected exception (through tests/common/caught.h).
 #pragma once
 
 #include <zlib.h>
@@ -11,9 +11,12 @@
 #include <initializer_list>
 #include <string>
 #include <typeinfo>
+#include <utility>
 #include <vector>
 
 #include "engine/core/error.h"
+#include "tests/common/caught.h"
+#include "tests/common/files.h"
 
 namespace shardlab::testing {
 
@@ -48,28 +51,19 @@ inline void write_gzip(const std::string& path, const std::vector<uint8_t>& byte
   QCOMPARE(gzclose(f), Z_OK);
 }
 
-inline std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using test::read_bytes;
 
-// Runs f and checks that it throws exactly an E (or subclass) whose message contains every needle.
-// A different ShardLab error fails the test with its type and message rather than escaping.
+// Runs f and checks that it throws an E (or subclass) whose message contains every needle. Another
+// exception, or none, fails the test with what happened instead (error_of's line).
 template <typename E, typename F>
 void expect_error(F&& f, std::initializer_list<QString> needles) {
-  try {
-    f();
-  } catch (const E& e) {
-    const QString msg = QString::fromUtf8(e.what());
-    for (const QString& n : needles) {
-      QVERIFY2(msg.contains(n), qPrintable(QString("message \"%1\" lacks \"%2\"").arg(msg, n)));
-    }
-    return;
-  } catch (const Error& e) {
-    QFAIL(qPrintable(QString("expected %1, got %2: %3")
-                         .arg(typeid(E).name(), typeid(e).name(), QString::fromUtf8(e.what()))));
+  const std::string what = test::error_of<E>(std::forward<F>(f));
+  const QString msg = QString::fromStdString(what);
+  QVERIFY2(!msg.startsWith("(no exception)") && !msg.startsWith("(wrong exception type) "),
+           qPrintable(QString("expected %1, got: %2").arg(typeid(E).name(), msg)));
+  for (const QString& n : needles) {
+    QVERIFY2(msg.contains(n), qPrintable(QString("message \"%1\" lacks \"%2\"").arg(msg, n)));
   }
-  QFAIL(qPrintable(QString("expected %1, nothing was thrown").arg(typeid(E).name())));
 }
 
 }  // namespace shardlab::testing

@@ -19,6 +19,7 @@
 #include "gui/comm_heat_map.h"
 #include "gui/comm_table.h"
 #include "net/run_model.h"
+#include "tests/common/telemetry_events.h"
 
 using namespace shardlab;
 using namespace shardlab::gui;
@@ -26,17 +27,9 @@ using namespace shardlab::gui;
 namespace {
 
 // Feeds events with per-rank sequence numbers.
-class Feeder {
+class Feeder : public test::EventFeeder {
  public:
-  explicit Feeder(net::RunModel& model) : model_(model) {}
-  void add(int rank, double time, telemetry::Payload payload) {
-    telemetry::Event e;
-    e.rank = rank;
-    e.seq = seq_[rank]++;
-    e.time = time;
-    e.payload = std::move(payload);
-    model_.add(net::Message{e});
-  }
+  using EventFeeder::EventFeeder;
   void collective(int rank, const std::string& op, const std::string& group, int64_t bytes,
                   double start, double duration, double busbw = 0, bool ok = true) {
     telemetry::CollectiveEvent c;
@@ -57,10 +50,6 @@ class Feeder {
     s.step_seconds = seconds;
     add(rank, time, s);
   }
-
- private:
-  net::RunModel& model_;
-  std::map<int, uint64_t> seq_;
 };
 
 constexpr double kT0 = 1.7e9;  // an epoch time

@@ -27,6 +27,7 @@
 #include "net/auth.h"
 #include "net/publisher.h"
 #include "net/recording.h"
+#include "tests/common/telemetry_events.h"
 
 using namespace shardlab;
 using namespace shardlab::gui;
@@ -45,13 +46,7 @@ QString short_3d_job() {
   return text;
 }
 
-net::Message make_event(int rank, double time, telemetry::Payload payload) {
-  telemetry::Event e;
-  e.rank = rank;
-  e.time = time;
-  e.payload = std::move(payload);
-  return e;
-}
+using test::make_event;
 
 }  // namespace
 

@@ -24,6 +24,7 @@
 #include "gui/loss_chart.h"
 #include "gui/timeline_view.h"
 #include "net/run_model.h"
+#include "tests/common/telemetry_events.h"
 
 using namespace shardlab;
 using namespace shardlab::gui;
@@ -34,17 +35,9 @@ namespace {
 constexpr double kT0 = 1000.0;
 constexpr double kMs = 1e-3;
 
-class Feeder {
+class Feeder : public test::EventFeeder {
  public:
-  explicit Feeder(net::RunModel& model) : model_(model) {}
-  void add(int rank, double time, telemetry::Payload payload) {
-    telemetry::Event e;
-    e.rank = rank;
-    e.seq = seq_[rank]++;
-    e.time = time;
-    e.payload = std::move(payload);
-    model_.add(net::Message{e});
-  }
+  using EventFeeder::EventFeeder;
   void phase(int rank, telemetry::Phase phase, int micro_batch, double start, double end) {
     telemetry::PhaseEvent p;
     p.stage = rank;
@@ -80,10 +73,6 @@ class Feeder {
     e.samples = 100;
     add(rank, kT0 + static_cast<double>(step), e);
   }
-
- private:
-  net::RunModel& model_;
-  std::map<int, uint64_t> seq_;
 };
 
 // Two steps 50 ms apart of a 2-stage pipeline, one micro-batch (times in ms after kT0 + 50 k):

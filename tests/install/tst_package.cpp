@@ -8,37 +8,23 @@
 #include <QProcess>
 #include <QTemporaryDir>
 
+#include "tests/common/process.h"
+
+using namespace shardlab;
+
 namespace {
 
-struct Outcome {
-  int exit_code = -1;
-  QString out, err;
-};
+using Outcome = test::ProcessOutcome;
 
+// The tools under the package's conditions: offscreen, and no resource directory from the build.
 Outcome run(const QString& program, const QStringList& args, int timeout_ms = 600000,
             const QString& cwd = {}) {
-  QProcess p;
-  if (!cwd.isEmpty()) p.setWorkingDirectory(cwd);
-  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-  env.insert("QT_QPA_PLATFORM", "offscreen");
-  env.remove("SHARDLAB_RESOURCE_DIR");
-  p.setProcessEnvironment(env);
-  p.start(program, args);
-  Outcome o;
-  if (!p.waitForStarted(30000)) {
-    o.err = program + ": did not start: " + p.errorString();
-    return o;
-  }
-  if (!p.waitForFinished(timeout_ms)) {
-    p.kill();
-    p.waitForFinished(5000);
-    o.err = program + ": timed out";
-    return o;
-  }
-  o.exit_code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
-  o.out = QString::fromUtf8(p.readAllStandardOutput());
-  o.err = QString::fromUtf8(p.readAllStandardError());
-  return o;
+  test::ProcessOptions o;
+  o.cwd = cwd;
+  o.env.insert("QT_QPA_PLATFORM", "offscreen");
+  o.env.remove("SHARDLAB_RESOURCE_DIR");
+  o.timeout_ms = timeout_ms;
+  return test::run_process(program, args, o);
 }
 
 QString only_file(const QString& dir, const QString& pattern) {

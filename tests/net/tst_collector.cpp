@@ -26,9 +26,13 @@
 #include "net/collector.h"
 #include "net/protocol.h"
 #include "net/publisher.h"
+#include "tests/common/log_lines.h"
+#include "tests/common/wait.h"
 
 using namespace shardlab;
 using namespace shardlab::net;
+using shardlab::test::LogLines;
+using shardlab::test::wait_for;
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using namespace std::chrono_literals;
@@ -41,39 +45,6 @@ class Store : public MessageConsumer {
   void on_message(const Message& message) override { messages.push_back(message); }
   std::vector<Message> messages;
 };
-
-// Thread-safe log lines from the collector.
-struct LogLines {
-  std::mutex m;
-  std::vector<std::string> lines;
-  std::function<void(const std::string&)> sink() {
-    return [this](const std::string& line) {
-      std::lock_guard lock(m);
-      lines.push_back(line);
-    };
-  }
-  bool contains(const std::string& needle) {
-    std::lock_guard lock(m);
-    for (const auto& l : lines)
-      if (l.find(needle) != std::string::npos) return true;
-    return false;
-  }
-  std::string all() {
-    std::lock_guard lock(m);
-    std::string out;
-    for (const auto& l : lines) out += l + "\n";
-    return out;
-  }
-};
-
-bool wait_for(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 5000ms) {
-  const auto end = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return pred();
-}
 
 std::vector<Message> snapshot(Collector& c, Store& s) {
   std::vector<Message> copy;

@@ -29,9 +29,13 @@
 #include "net/publisher.h"
 #include "net/recording.h"
 #include "net/run_model.h"
+#include "tests/common/log_lines.h"
+#include "tests/common/wait.h"
 
 using namespace shardlab;
 using namespace shardlab::net;
+using shardlab::test::LogLines;
+using shardlab::test::wait_for;
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using namespace std::chrono_literals;
@@ -40,37 +44,6 @@ namespace tl = shardlab::telemetry;
 namespace {
 
 const std::string kToken = "lost-token";
-
-bool wait_for(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 5000ms) {
-  const auto end = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return pred();
-}
-
-// Counts the collector's log lines (one per closed connection).
-struct LogLines {
-  std::mutex m;
-  std::vector<std::string> lines;
-  std::function<void(const std::string&)> sink() {
-    return [this](const std::string& line) {
-      std::lock_guard lock(m);
-      lines.push_back(line);
-    };
-  }
-  size_t count() {
-    std::lock_guard lock(m);
-    return lines.size();
-  }
-  std::string all() {
-    std::lock_guard lock(m);
-    std::string out;
-    for (const auto& l : lines) out += l + "\n";
-    return out;
-  }
-};
 
 Hello hello_of(int rank, int64_t pid = 4242) {
   Hello h;

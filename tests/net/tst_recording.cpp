@@ -11,9 +11,12 @@
 #include "engine/core/bytes.h"
 #include "engine/core/error.h"
 #include "net/recording.h"
+#include "tests/common/files.h"
 
 using namespace shardlab;
 using namespace shardlab::net;
+using shardlab::test::read_bytes;
+using shardlab::test::write_bytes;
 namespace tl = shardlab::telemetry;
 
 namespace {
@@ -83,16 +86,6 @@ void compare(const std::vector<Message>& got, const std::vector<Message>& want, 
   QCOMPARE(got.size(), n);
   for (size_t i = 0; i < n; ++i)
     QVERIFY2(encode(got[i]) == encode(want[i]), qPrintable(QString("message %1 differs").arg(i)));
-}
-
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes, size_t n) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(n));
 }
 
 void put_u32(std::vector<uint8_t>& v, uint32_t x) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "net/timeline.h"
+#include "tests/common/telemetry_events.h"
 
 using namespace shardlab;
 using namespace shardlab::net;
@@ -17,13 +18,7 @@ namespace tl = shardlab::telemetry;
 
 namespace {
 
-tl::Event make_event(int rank, double time, tl::Payload payload) {
-  tl::Event e;
-  e.rank = rank;
-  e.time = time;
-  e.payload = std::move(payload);
-  return e;
-}
+using test::make_event;
 
 tl::Event phase(int rank, tl::Phase p, double start, double end, int mb = 0) {
   return make_event(rank, end, tl::PhaseEvent{0, mb, p, start, end});

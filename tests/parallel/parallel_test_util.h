@@ -31,14 +31,13 @@
 #include "engine/train/build.h"
 #include "engine/train/equivalence.h"
 #include "engine/train/trainer.h"
+#include "tests/common/data.h"
 
 namespace shardlab::ptest {
 
-inline const char* kFashionDir = "/usr/share/datasets/fashion-mnist";
-
-inline bool have_fashion_mnist() {
-  return std::filesystem::exists(std::string(kFashionDir) + "/train-images-idx3-ubyte.gz");
-}
+using test::have_fashion_mnist;
+using test::kFashionDir;
+using test::kNoFashionMnist;
 
 // The MLP of the suites: 784 -> 13 -> 10, 10,345 parameters, a count that 2, 3, 4 and 8 do not
 // divide (checked by the suites), so every sharded layout needs padding.
@@ -133,6 +132,33 @@ inline JobSpec gpt_job(const std::string& strategy, int world, int64_t vocab) {
   j.parallel.world_size = world;
   j.parallel.backend = "threads";
   return j;
+}
+
+// The suites' data, loaded once per process: Fashion-MNIST as mlp_job reads it, the character
+// corpus as gpt_job reads it (which data a job reads does not depend on its strategy or world).
+inline const Datasets& mnist_data() {
+  static const Datasets data = load_job_data(mlp_job("zero2", 4, "adam"));
+  return data;
+}
+
+inline const Datasets& corpus_data() {
+  static const Datasets data = load_job_data(gpt_job("ddp", 1, 0));
+  return data;
+}
+
+// The data a job of either model reads.
+inline const Datasets& data_of(const JobSpec& job) {
+  return job.model.kind == "gpt" ? corpus_data() : mnist_data();
+}
+
+// The tiny GPT's vocabulary on the corpus: gpt_job's `vocab` argument.
+inline int64_t corpus_vocab() {
+  static const int64_t vocab = [] {
+    JobSpec probe = gpt_job("ddp", 1, 0);
+    complete_model_config(probe.model, corpus_data());
+    return probe.model.gpt.vocab_size;
+  }();
+  return vocab;
 }
 
 // The same job as one process (engine/train/equivalence.h single_process_job).

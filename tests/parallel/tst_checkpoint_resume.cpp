@@ -17,7 +17,7 @@
 #include "engine/parallel/rank_runner.h"
 #include "engine/train/build.h"
 #include "engine/train/stop_request.h"
-#include "tests/parallel/caught.h"
+#include "tests/common/caught.h"
 #include "tests/parallel/parallel_test_util.h"
 
 using namespace shardlab;
@@ -29,16 +29,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int64_t kSteps = 8;
-
-const Datasets& mnist() {
-  static const Datasets data = load_job_data(mlp_job("zero2", 4, "adam"));
-  return data;
-}
-
-const Datasets& chars() {
-  static const Datasets data = load_job_data(gpt_job("ddp", 1, 0));
-  return data;
-}
 
 // The MLP with Adam, a warm-up cosine schedule (the step count matters) and evaluations every 3
 // steps with a patience that never fires (live early-stopping state), 8 steps over 5 batches per
@@ -59,9 +49,7 @@ JobSpec mlp_ckpt_job(const std::string& strategy, int world, const std::string& 
 
 // pp 2 x tp 2 x dp 2, ZeRO-1 over dp, 1F1B over 2 micro-batches, on the tiny GPT.
 JobSpec hybrid_ckpt_job(const std::string& dir) {
-  JobSpec probe = gpt_job("zero1", 8, 0);
-  complete_model_config(probe.model, chars());
-  JobSpec j = gpt_job("zero1", 8, probe.model.gpt.vocab_size);
+  JobSpec j = gpt_job("zero1", 8, corpus_vocab());
   j.train.steps = kSteps;
   j.train.batch_size = 8;
   j.train.log_every = 100;
@@ -74,10 +62,6 @@ JobSpec hybrid_ckpt_job(const std::string& dir) {
   j.train.checkpoint_dir = dir;
   j.train.checkpoint_every = 3;
   return j;
-}
-
-const Datasets& data_of(const JobSpec& job) {
-  return job.model.kind == "gpt" ? chars() : mnist();
 }
 
 struct Run {
@@ -150,7 +134,7 @@ class TestCheckpointResume : public QObject {
 
   void resumeIsExact() {
     QFETCH(QString, kind);
-    if (kind != "hybrid" && !have_fashion_mnist()) QSKIP("Fashion-MNIST not installed");
+    if (kind != "hybrid" && !have_fashion_mnist()) QSKIP(kNoFashionMnist);
     const std::string dir_a = path("a-" + kind), dir_b = path("b-" + kind);
     const JobSpec a_job = job_for(kind, dir_a);
     const Run a = run_job(a_job);
@@ -190,7 +174,7 @@ class TestCheckpointResume : public QObject {
   }
 
   void keepCheckpointsPrunes() {
-    if (!have_fashion_mnist()) QSKIP("Fashion-MNIST not installed");
+    if (!have_fashion_mnist()) QSKIP(kNoFashionMnist);
     const std::string dir = path("keep");
     JobSpec job = mlp_ckpt_job("zero2", 4, dir);
     job.train.eval_every = 0;

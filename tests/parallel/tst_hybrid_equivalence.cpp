@@ -15,7 +15,7 @@
 #include "engine/parallel/hybrid_optimizer.h"
 #include "engine/parallel/rank_runner.h"
 #include "engine/train/build.h"
-#include "tests/parallel/caught.h"
+#include "tests/common/caught.h"
 #include "tests/parallel/parallel_test_util.h"
 
 using namespace shardlab;
@@ -91,20 +91,6 @@ JobSpec job_for(const Layout& l, int64_t vocab) {
   return j;
 }
 
-const Datasets& gpt_data_once() {
-  static const Datasets data = [] {
-    JobSpec j = gpt_job("ddp", 1, 0);
-    return load_job_data(j);
-  }();
-  return data;
-}
-
-int64_t corpus_vocab() {
-  JobSpec j = gpt_job("ddp", 1, 0);
-  complete_model_config(j.model, gpt_data_once());
-  return j.model.gpt.vocab_size;
-}
-
 // Every rank's result; `norms` gets rank 0's pre-clip gradient norm of every step.
 std::vector<ParallelRunResult> run_every_rank(const JobSpec& job,
                                               std::vector<double>* norms = nullptr) {
@@ -113,7 +99,7 @@ std::vector<ParallelRunResult> run_every_rank(const JobSpec& job,
   RankRunOptions ro;
   if (norms) ro.callbacks.on_step = [norms](const StepInfo& i) { norms->push_back(i.grad_norm); };
   run_threads(n, test_comm_options(), [&](Communicator& c) {
-    out[static_cast<size_t>(c.rank())] = run_rank(job, c, gpt_data_once(), ro);
+    out[static_cast<size_t>(c.rank())] = run_rank(job, c, corpus_data(), ro);
   });
   return out;
 }

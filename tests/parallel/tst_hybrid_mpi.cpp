@@ -23,7 +23,7 @@
 #include "engine/parallel/hybrid_optimizer.h"
 #include "engine/train/lr_schedule.h"
 #include "kernels/cpu/gemm.h"
-#include "tests/parallel/parallel_test_util.h"
+#include "tests/parallel/mpi_checks.h"
 
 using namespace shardlab;
 using namespace shardlab::ptest;
@@ -31,15 +31,6 @@ using namespace shardlab::ptest;
 namespace {
 
 constexpr int kSteps = 5;
-
-int g_rank = 0;
-int g_failures = 0;
-
-void fail(const std::string& config, const std::string& what) {
-  ++g_failures;
-  std::fprintf(stderr, "FAIL rank %d %s: %s\n", g_rank, config.c_str(), what.c_str());
-  std::fflush(stderr);
-}
 
 // The small GPT of this test on a pp 2 x tp 2 x dp 2 world.
 JobSpec hybrid_job(const std::string& strategy, const std::string& schedule, int64_t vocab) {
@@ -95,37 +86,7 @@ void check(Communicator& world, const Datasets& data, int64_t vocab, const std::
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // This process, strategy none, the whole batch; and the tolerances measured on the job (its
   // noise floor: the same in one process with the batch cut into micro-batches or reversed).
-  const Judged& judge = judged(job);
-  const TrainResult& ref = judge.reference.result;
-  std::string why;
-  if (!floor_is_consistent(judge.floor, &why)) fail(name, why);
-  if (!(training_movement(judge.reference) > kMinMovement * judge.tol.params))
-    fail(name, fmt::format("the reference moved by only {:.3g} (tolerance {:.3g})",
-                           training_movement(judge.reference), judge.tol.params));
-
-  if (params.size() != ref.params.size())
-    fail(name, "params size " + std::to_string(params.size()) + " vs reference " +
-                   std::to_string(ref.params.size()));
-  const double d = max_rel_diff(params, ref.params);
-  if (!(d <= judge.tol.params))
-    fail(name, fmt::format("params: max|a-b|/max|b| = {:.3g} > tolerance {:.3g} ({})", d,
-                           judge.tol.params, describe(judge.floor)));
-  if (losses.size() != ref.losses.size()) {
-    fail(name, "ran " + std::to_string(losses.size()) + " steps, the reference " +
-                   std::to_string(ref.losses.size()));
-  } else {
-    const double dl = max_rel_diff(losses, ref.losses);
-    if (!(dl <= judge.tol.losses))
-      fail(name,
-           fmt::format("losses: max rel diff {:.3g} > tolerance {:.3g}", dl, judge.tol.losses));
-  }
-  // Bit-identical across ranks: rank 0's params broadcast (buffers of the reference's size, so
-  // every rank issues the same broadcast even when a size is wrong, reported above).
-  params.resize(ref.params.size(), 0.0f);
-  std::vector<float> root = params;
-  world.broadcast(root, 0);
-  const int64_t at = first_bit_difference(params, root);
-  if (at >= 0) fail(name, "params differ from rank 0's at element " + std::to_string(at));
+  const double d = check_against_reference(world, name, judged(job), params, losses);
   if (g_rank == 0)
     std::printf("%-26s pp2 x tp2 x dp2  rel diff %.2e  losses %.4f .. %.4f  %.2f s\n", name.c_str(),
                 d, losses.empty() ? 0.0 : losses.front(), losses.empty() ? 0.0 : losses.back(),
@@ -158,20 +119,12 @@ int main(int argc, char** argv) {
     };
     for (const Config& c : {Config{"ddp", "1f1b", false}, Config{"zero1", "1f1b", false},
                             Config{"zero2", "1f1b", false}, Config{"zero1", "gpipe", true}}) {
-      try {
-        check(*world, data, vocab, c.strategy, c.schedule, c.use_optimize);
-      } catch (const Error& e) {
-        // A collective failure leaves the world unusable: stop here.
-        fail(std::string(c.schedule) + "/" + c.strategy, std::string("exception: ") + e.what());
+      const std::string config = std::string(c.schedule) + "/" + c.strategy;
+      if (!run_config(config,
+                      [&] { check(*world, data, vocab, c.strategy, c.schedule, c.use_optimize); }))
         return 1;
-      }
     }
-    std::vector<float> total{static_cast<float>(g_failures)};
-    world->all_reduce(total, ReduceOp::Sum);
-    if (g_rank == 0)
-      std::printf("%s: %d failed checks over %d ranks\n", total[0] == 0 ? "PASS" : "FAIL",
-                  static_cast<int>(total[0]), world->size());
-    return total[0] == 0 ? 0 : 1;
+    return finish_checks(*world);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "FAIL rank %d: %s\n", g_rank, e.what());
     return 1;

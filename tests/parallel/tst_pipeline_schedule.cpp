@@ -12,7 +12,7 @@
 
 #include "engine/core/error.h"
 #include "engine/parallel/pipeline_schedule.h"
-#include "tests/parallel/caught.h"
+#include "tests/common/caught.h"
 
 using namespace shardlab;
 

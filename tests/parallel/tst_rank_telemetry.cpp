@@ -24,16 +24,6 @@ namespace {
 constexpr int64_t kSteps = 4;
 constexpr int64_t kEvalEvery = 2;
 
-const Datasets& mnist() {
-  static const Datasets data = load_job_data(mlp_job("zero1", 4, "adam"));
-  return data;
-}
-
-const Datasets& chars() {
-  static const Datasets data = load_job_data(gpt_job("ddp", 1, 0));
-  return data;
-}
-
 JobSpec one_d_job(const std::string& strategy, int64_t accumulation) {
   JobSpec j = mlp_job(strategy, 4, "adam");
   j.train.steps = kSteps;
@@ -44,9 +34,7 @@ JobSpec one_d_job(const std::string& strategy, int64_t accumulation) {
 
 // pp 2 x tp 1 x dp 2, 2 micro-batches of 2 samples per replica.
 JobSpec hybrid_job() {
-  JobSpec probe = gpt_job("zero1", 4, 0);
-  complete_model_config(probe.model, chars());
-  JobSpec j = gpt_job("zero1", 4, probe.model.gpt.vocab_size);
+  JobSpec j = gpt_job("zero1", 4, corpus_vocab());
   j.train.steps = kSteps;
   j.train.eval_every = kEvalEvery;
   j.train.batch_size = 2 * 2 * 2;
@@ -163,13 +151,13 @@ class TestRankTelemetry : public QObject {
   }
 
   void one_d_strategies() {
-    if (!have_fashion_mnist()) QSKIP("Fashion-MNIST not installed");
+    if (!have_fashion_mnist()) QSKIP(kNoFashionMnist);
     QFETCH(QString, strategy);
     QFETCH(int, accumulation);
-    check(one_d_job(strategy.toStdString(), accumulation), mnist(), accumulation);
+    check(one_d_job(strategy.toStdString(), accumulation), mnist_data(), accumulation);
   }
 
-  void hybrid_pp2_dp2() { check(hybrid_job(), chars(), 2); }
+  void hybrid_pp2_dp2() { check(hybrid_job(), corpus_data(), 2); }
 };
 
 QTEST_GUILESS_MAIN(TestRankTelemetry)

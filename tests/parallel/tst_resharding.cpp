@@ -37,7 +37,7 @@
 #include "engine/parallel/rank_runner.h"
 #include "engine/parallel/sharded_optimizer.h"
 #include "engine/train/build.h"
-#include "tests/parallel/caught.h"
+#include "tests/common/caught.h"
 #include "tests/parallel/parallel_test_util.h"
 
 using namespace shardlab;
@@ -50,29 +50,6 @@ namespace {
 
 constexpr int64_t kK = 4;       // the checkpoint's step
 constexpr int64_t kN = kK + 3;  // the end of the runs
-
-const Datasets& mnist() {
-  static const Datasets data = load_job_data(mlp_job("zero2", 4, "adam"));
-  return data;
-}
-
-const Datasets& chars() {
-  static const Datasets data = load_job_data(gpt_job("ddp", 1, 0));
-  return data;
-}
-
-int64_t gpt_vocab() {
-  static const int64_t vocab = [] {
-    JobSpec probe = gpt_job("ddp", 1, 0);
-    complete_model_config(probe.model, chars());
-    return probe.model.gpt.vocab_size;
-  }();
-  return vocab;
-}
-
-const Datasets& data_of(const JobSpec& job) {
-  return job.model.kind == "gpt" ? chars() : mnist();
-}
 
 // A layout "strategy/world" (1-D) or "strategy/PPxTPxDP" (3-D, GPT only).
 struct LayoutSpec {
@@ -104,7 +81,7 @@ LayoutSpec parse_layout(const QString& s) {
 JobSpec job_of(const QString& model, const QString& optimizer, const LayoutSpec& l) {
   JobSpec j;
   if (model == "gpt") {
-    j = gpt_job(l.strategy, l.world(), gpt_vocab());
+    j = gpt_job(l.strategy, l.world(), corpus_vocab());
     j.train.batch_size = 8;
     if (l.pp > 1 || l.tp > 1) {
       j.parallel.pp = l.pp;
@@ -296,7 +273,7 @@ class TestResharding : public QObject {
     QFETCH(QString, a);
     QFETCH(QString, b);
     QFETCH(QStringList, state);
-    if (model == "mlp" && !have_fashion_mnist()) QSKIP("Fashion-MNIST not installed");
+    if (model == "mlp" && !have_fashion_mnist()) QSKIP(kNoFashionMnist);
     const QString tag = QString(QTest::currentDataTag()).replace(' ', '_').replace('/', '_');
     const JobSpec a_job = job_of(model, optimizer, parse_layout(a));
     const JobSpec b_job = job_of(model, optimizer, parse_layout(b));
@@ -406,7 +383,7 @@ class TestResharding : public QObject {
     o.resume_from = copy;
     o.callbacks.on_step = [&](const StepInfo&) { ++steps; };
     const JobSpec job = job_of("mlp", "adam", parse_layout("fsdp/2"));
-    const auto [type, what] = caught([&] { run_threads_job(job, mnist(), o); });
+    const auto [type, what] = caught([&] { run_threads_job(job, mnist_data(), o); });
     QCOMPARE(q(type), QString("IoError"));
     QVERIFY2(q(what).contains(q(gone)) && q(what).contains("missing shard for rank 2"),
              qPrintable(q(what)));
@@ -420,13 +397,13 @@ class TestResharding : public QObject {
   void otherModelIsRefused() {
     const std::string from = "gpt zero1/2x2x2 -> ddp/1x1x1";
     if (!ckpts_.count(from)) QSKIP("needs roundTrip(gpt zero1/2x2x2 -> ddp/1x1x1)");
-    if (!have_fashion_mnist()) QSKIP("Fashion-MNIST not installed");
+    if (!have_fashion_mnist()) QSKIP(kNoFashionMnist);
     int64_t steps = 0;
     RankRunOptions o;
     o.resume_from = ckpts_[from];
     o.callbacks.on_step = [&](const StepInfo&) { ++steps; };
     const JobSpec job = job_of("mlp", "adam", parse_layout("zero2/2"));
-    const auto [type, what] = caught([&] { run_threads_job(job, mnist(), o); });
+    const auto [type, what] = caught([&] { run_threads_job(job, mnist_data(), o); });
     QCOMPARE(q(type), QString("InvalidArgument"));
     QVERIFY2(q(what).contains("cannot resume this job from it"), qPrintable(q(what)));
     QVERIFY2(q(what).contains("model layout model: checkpoint \"gpt\", this job \"mlp\""),

@@ -33,16 +33,6 @@ CommOptions comm_options() {
   return o;
 }
 
-const Datasets& mnist() {
-  static const Datasets data = load_job_data(mlp_job("zero2", 4, "adam"));
-  return data;
-}
-
-const Datasets& chars() {
-  static const Datasets data = load_job_data(gpt_job("ddp", 1, 0));
-  return data;
-}
-
 JobSpec zero2_job() {
   JobSpec j = mlp_job("zero2", 4, "adam");
   j.train.steps = kSteps;
@@ -55,9 +45,7 @@ JobSpec zero2_job() {
 // pp 2 x tp 2 x dp 2 with 1F1B over 4 micro-batches and ZeRO-1 (resources/jobs/gpt-3d.json's
 // layout) on the tiny GPT.
 JobSpec hybrid_job() {
-  JobSpec probe = gpt_job("zero1", 8, 0);
-  complete_model_config(probe.model, chars());
-  JobSpec j = gpt_job("zero1", 8, probe.model.gpt.vocab_size);
+  JobSpec j = gpt_job("zero1", 8, corpus_vocab());
   j.train.steps = kSteps;
   j.train.batch_size = 2 * 2 * 4;
   j.train.log_every = 1000;
@@ -177,29 +165,29 @@ class TestRunStop : public QObject {
 
  private slots:
   void zero2_stops_every_rank_together() {
-    if (!have_fashion_mnist()) QSKIP("Fashion-MNIST not installed");
+    if (!have_fashion_mnist()) QSKIP(kNoFashionMnist);
     const JobSpec job = zero2_job();
     StopRequest stop;
     StoppedRun run;
-    run_stopped(job, mnist(), stop, true, run);
+    run_stopped(job, mnist_data(), stop, true, run);
     const int64_t at = check_stopped(job, stop, run);
     if (QTest::currentTestFailed()) return;
     QVERIFY2(at >= 1 && at < kSteps, qPrintable(QString("stopped after %1 steps").arg(at)));
     // The end-of-run progress line is that of the last step done.
     QVERIFY(!run.logged.empty());
     QCOMPARE(run.logged.back(), at);
-    const std::vector<float> ref = params_after<ShardedOptimizer>(job, mnist(), at);
+    const std::vector<float> ref = params_after<ShardedOptimizer>(job, mnist_data(), at);
     QVERIFY2(bit_equal(run.ranks[0].result.params, ref),
              "a stopped run differs from an uninterrupted one cut after as many steps");
   }
 
   void zero2_stop_before_start_trains_nothing() {
-    if (!have_fashion_mnist()) QSKIP("Fashion-MNIST not installed");
+    if (!have_fashion_mnist()) QSKIP(kNoFashionMnist);
     const JobSpec job = zero2_job();
     StopRequest stop;
     stop.request();
     StoppedRun run;
-    run_stopped(job, mnist(), stop, false, run);
+    run_stopped(job, mnist_data(), stop, false, run);
     QCOMPARE(check_stopped(job, stop, run), int64_t{0});
     if (QTest::currentTestFailed()) return;
     std::unique_ptr<Model> init = build_model(job.model);
@@ -212,13 +200,13 @@ class TestRunStop : public QObject {
     const JobSpec job = hybrid_job();
     StopRequest stop;
     StoppedRun run;
-    run_stopped(job, chars(), stop, true, run);
+    run_stopped(job, corpus_data(), stop, true, run);
     const int64_t at = check_stopped(job, stop, run);
     if (QTest::currentTestFailed()) return;
     QVERIFY2(at >= 1 && at < kSteps, qPrintable(QString("stopped after %1 steps").arg(at)));
     QVERIFY(!run.logged.empty());
     QCOMPARE(run.logged.back(), at);
-    const std::vector<float> ref = params_after<HybridShardedOptimizer>(job, chars(), at);
+    const std::vector<float> ref = params_after<HybridShardedOptimizer>(job, corpus_data(), at);
     QVERIFY2(bit_equal(run.ranks[0].result.params, ref),
              "a stopped run differs from an uninterrupted one cut after as many steps");
   }

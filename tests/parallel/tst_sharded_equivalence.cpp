@@ -163,8 +163,7 @@ class TestShardedEquivalence : public QObject {
   void initTestCase() {
     kernels::use_single_blas_thread();
     clock_.start();
-    if (!have_fashion_mnist())
-      QSKIP("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
+    if (!have_fashion_mnist()) QSKIP(kNoFashionMnist);
     mnist_ = load_datasets(mlp_data(), 0);
     chars_ = load_datasets(gpt_data(), 8);
     vocab_ = chars_.train->num_classes();

@@ -21,23 +21,15 @@
 #include "engine/parallel/planner.h"
 #include "engine/parallel/rank_runner.h"
 #include "kernels/cpu/gemm.h"
-#include "tests/parallel/parallel_test_util.h"
+#include "tests/parallel/mpi_checks.h"
 
 using namespace shardlab;
 using namespace shardlab::ptest;
 
 namespace {
 
-int g_rank = 0;
-int g_failures = 0;
 std::shared_ptr<CommTotalsSink> g_totals;  // the world's sink: collectives per rank, cumulative
 std::vector<int64_t> g_ops_before;         // every rank's count before the current strategy
-
-void fail(const std::string& strategy, const std::string& what) {
-  ++g_failures;
-  std::fprintf(stderr, "FAIL rank %d %s: %s\n", g_rank, strategy.c_str(), what.c_str());
-  std::fflush(stderr);
-}
 
 int64_t round_up(int64_t x, int64_t n) {
   return (x + n - 1) / n * n;
@@ -76,42 +68,13 @@ void check_strategy(Communicator& world, const Datasets& data, const std::string
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const TrainResult& mine = run.result;
   // This process, one rank, the whole batch; and the tolerances measured on the job (its noise
-  // floor: the same in one process with the batch cut into micro-batches or reversed).
+  // floor: the same in one process with the batch cut into micro-batches or reversed). Against
+  // it, and bit-identical parameters across ranks.
   const Judged& judge = judged(job);
   const TrainResult& ref = judge.reference.result;
-  std::string why;
-  if (!floor_is_consistent(judge.floor, &why)) fail(strategy, why);
-  if (!(training_movement(judge.reference) > kMinMovement * judge.tol.params))
-    fail(strategy, fmt::format("the reference moved by only {:.3g} (tolerance {:.3g})",
-                               training_movement(judge.reference), judge.tol.params));
-
-  // Against the reference.
   if (mine.steps != job.train.steps) fail(strategy, "ran " + std::to_string(mine.steps) + " steps");
-  if (mine.params.size() != ref.params.size())
-    fail(strategy, "params size " + std::to_string(mine.params.size()) + " vs reference " +
-                       std::to_string(ref.params.size()));
-  const double d = max_rel_diff(mine.params, ref.params);
-  if (!(d <= judge.tol.params))
-    fail(strategy, fmt::format("params: max|a-b|/max|b| = {:.3g} > tolerance {:.3g} ({})", d,
-                               judge.tol.params, describe(judge.floor)));
-  if (mine.losses.size() != ref.losses.size()) {
-    fail(strategy, "loss history length differs");
-  } else {
-    const double dl = max_rel_diff(mine.losses, ref.losses);
-    if (!(dl <= judge.tol.losses))
-      fail(strategy,
-           fmt::format("losses: max rel diff {:.3g} > tolerance {:.3g}", dl, judge.tol.losses));
-  }
-
-  // Bit-identical across ranks: rank 0's params and losses (as floats, exactly) broadcast. The
-  // buffers have the reference's sizes so every rank issues the same broadcast even when a
-  // result has the wrong size (already reported above).
-  std::vector<float> params = mine.params;
-  params.resize(ref.params.size(), 0.0f);
-  std::vector<float> root = params;
-  world.broadcast(root, 0);
-  const int64_t at = first_bit_difference(params, root);
-  if (at >= 0) fail(strategy, "params differ from rank 0's at element " + std::to_string(at));
+  const double d = check_against_reference(world, strategy, judge, mine.params, mine.losses);
+  // Losses bit-identical across ranks too: rank 0's (as floats, exactly) broadcast.
   std::vector<float> losses(ref.losses.size(), 0.0f), root_losses;
   for (size_t i = 0; i < losses.size() && i < mine.losses.size(); ++i)
     losses[i] = static_cast<float>(mine.losses[i]);
@@ -180,21 +143,9 @@ int main(int argc, char** argv) {
     }
     const Datasets data = load_datasets(mlp_data(), 0);
     if (kMlpParams % world->size() == 0) fail("setup", "the MLP needs no padding on this world");
-    for (const char* s : {"ddp", "zero1", "zero2", "fsdp"}) {
-      try {
-        check_strategy(*world, data, s);
-      } catch (const Error& e) {
-        // A collective failure leaves the world unusable: stop here.
-        fail(s, std::string("exception: ") + e.what());
-        return 1;
-      }
-    }
-    std::vector<float> total{static_cast<float>(g_failures)};
-    world->all_reduce(total, ReduceOp::Sum);
-    if (g_rank == 0)
-      std::printf("%s: %d failed checks over %d ranks\n", total[0] == 0 ? "PASS" : "FAIL",
-                  static_cast<int>(total[0]), world->size());
-    return total[0] == 0 ? 0 : 1;
+    for (const char* s : {"ddp", "zero1", "zero2", "fsdp"})
+      if (!run_config(s, [&] { check_strategy(*world, data, s); })) return 1;
+    return finish_checks(*world);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "FAIL rank %d: %s\n", g_rank, e.what());
     return 1;

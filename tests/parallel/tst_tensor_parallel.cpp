@@ -27,7 +27,7 @@
 #include "engine/parallel/tensor/tp_slicing.h"
 #include "engine/parallel/tensor/vocab_cross_entropy.h"
 #include "kernels/cpu/gemm.h"
-#include "tests/parallel/caught.h"
+#include "tests/common/caught.h"
 
 using namespace shardlab;
 

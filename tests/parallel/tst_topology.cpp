@@ -10,7 +10,7 @@
 
 #include "engine/comm/threads/world.h"
 #include "engine/parallel/topology.h"
-#include "tests/parallel/caught.h"
+#include "tests/common/caught.h"
 
 using namespace shardlab;
 

@@ -18,16 +18,14 @@
 #include "engine/train/step_math.h"
 #include "engine/train/trainer.h"
 #include "kernels/cpu/gemm.h"
+#include "tests/common/data.h"
 
 using namespace shardlab;
+using shardlab::test::example_job;
+using shardlab::test::have_fashion_mnist;
+using shardlab::test::kNoFashionMnist;
 
 namespace {
-
-const std::string kJobs = std::string(SHARDLAB_SOURCE_DIR) + "/resources/jobs/";
-
-bool have_fashion_mnist() {
-  return std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
-}
 
 // A small single-process MLP job on 320 Fashion-MNIST images, batch 32, constant learning rate
 // (the example job's own "parallel" section, if any, is dropped: the Trainer is one process).
@@ -38,7 +36,7 @@ JobSpec small_job(std::vector<std::string> overrides) {
                                   "train.schedule.kind=constant", "train.schedule.warmup_steps=0",
                                   "train.schedule.min_lr_ratio=0"};
   all.insert(all.end(), overrides.begin(), overrides.end());
-  nlohmann::json doc = read_job_json(kJobs + "fashion_mlp.json");
+  nlohmann::json doc = read_job_json(example_job("fashion_mlp.json"));
   doc.erase("parallel");
   for (const auto& o : all) apply_override(doc, o);
   return job_from_json(doc);
@@ -167,8 +165,7 @@ class TestStepMath : public QObject {
   }
 
   void accumulationMatchesTheFullBatch() {
-    if (!have_fashion_mnist())
-      QSKIP("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
+    if (!have_fashion_mnist()) QSKIP(kNoFashionMnist);
     QFETCH(QString, optimizer);
     QFETCH(int, accumulation);
     QFETCH(double, clip);
@@ -208,8 +205,7 @@ class TestStepMath : public QObject {
   // One clipped SGD step, computed here from the model's own forward and backward with a plain
   // norm loop and p -= lr * g * clip / (norm + 1e-6), matches the Trainer's.
   void clippingMatchesAHandComputedStep() {
-    if (!have_fashion_mnist())
-      QSKIP("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
+    if (!have_fashion_mnist()) QSKIP(kNoFashionMnist);
     const double lr = 0.1, max_norm = 0.1;
     TrainingSetup setup = build_training(small_job(
         {"train.steps=1", "optimizer.name=sgd", "optimizer.lr=0.1", "train.clip_grad_norm=0.1"}));
@@ -271,8 +267,7 @@ class TestStepMath : public QObject {
 
   // A limit the norm never reaches changes nothing, bit for bit, and neither does A = 1.
   void noClippingIsBitIdentical() {
-    if (!have_fashion_mnist())
-      QSKIP("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
+    if (!have_fashion_mnist()) QSKIP(kNoFashionMnist);
     TrainingSetup plain = build_training(small_job({"train.steps=5"}));
     TrainingSetup loose = build_training(
         small_job({"train.steps=5", "train.clip_grad_norm=1e9", "train.accumulation_steps=1"}));
@@ -284,8 +279,7 @@ class TestStepMath : public QObject {
   }
 
   void accumulationMustDivideTheBatch() {
-    if (!have_fashion_mnist())
-      QSKIP("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
+    if (!have_fashion_mnist()) QSKIP(kNoFashionMnist);
     TrainingSetup setup = build_training(small_job({}));
     for (const int64_t bad : {int64_t(3), int64_t(0), int64_t(-2)}) {
       TrainConfig config = setup.job.train;

@@ -16,8 +16,12 @@
 #include "engine/train/build.h"
 #include "engine/train/stop_request.h"
 #include "engine/train/trainer.h"
+#include "tests/common/data.h"
 
 using namespace shardlab;
+using shardlab::test::example_job;
+using shardlab::test::have_fashion_mnist;
+using shardlab::test::kNoFashionMnist;
 
 namespace {
 
@@ -28,14 +32,9 @@ struct Progress {
   int64_t started = 0;      // the newest step it started (1-based)
 };
 
-bool have_fashion_mnist() {
-  return std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
-}
-
 // A small single-process MLP job with evaluation data: 10 steps of batch 32.
 JobSpec small_job(int64_t log_every, int64_t eval_every) {
-  nlohmann::json doc =
-      read_job_json(std::string(SHARDLAB_SOURCE_DIR) + "/resources/jobs/fashion_mlp.json");
+  nlohmann::json doc = read_job_json(example_job("fashion_mlp.json"));
   doc.erase("parallel");
   for (const std::string& o :
        {std::string("model.mlp.hidden=[16]"), std::string("data.train_limit=320"),
@@ -125,7 +124,7 @@ class TestStopRequest : public QObject {
   }
 
   void trainer_stops_between_steps() {
-    if (!have_fashion_mnist()) QSKIP("Fashion-MNIST not installed");
+    if (!have_fashion_mnist()) QSKIP(kNoFashionMnist);
     TrainingSetup setup = build_training(small_job(2, 2));
     Trainer trainer(*setup.model, *setup.optimizer, *setup.data.train, setup.data.eval.get(),
                     setup.job.train, setup.job.optimizer.lr);
@@ -155,7 +154,7 @@ class TestStopRequest : public QObject {
   }
 
   void trainer_stop_after_logged_step_logs_once() {
-    if (!have_fashion_mnist()) QSKIP("Fashion-MNIST not installed");
+    if (!have_fashion_mnist()) QSKIP(kNoFashionMnist);
     TrainingSetup setup = build_training(small_job(2, 0));
     std::vector<int64_t> logged;
     TrainerCallbacks cb;

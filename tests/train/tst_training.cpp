@@ -8,18 +8,14 @@
 #include "engine/job/job_spec.h"
 #include "engine/train/build.h"
 #include "kernels/cpu/gemm.h"
+#include "tests/common/data.h"
 
 using namespace shardlab;
+using shardlab::test::example_job;
+using shardlab::test::have_fashion_mnist;
+using shardlab::test::kNoFashionMnist;
 
-namespace {
-
-const std::string kJobs = std::string(SHARDLAB_SOURCE_DIR) + "/resources/jobs/";
-
-bool have_fashion_mnist() {
-  return std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
-}
-
-}  // namespace
+namespace {}  // namespace
 
 class TestTraining : public QObject {
   Q_OBJECT
@@ -29,9 +25,9 @@ class TestTraining : public QObject {
   // The demo job's model reaches >= 85% test accuracy on all 10,000 Fashion-MNIST test images
   // within a bounded number of steps.
   void mlpReaches85PercentOnFashionMnist() {
-    if (!have_fashion_mnist())
-      QSKIP("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
-    JobSpec job = load_job(kJobs + "fashion_mlp.json", {"train.steps=3000", "train.eval_every=0"});
+    if (!have_fashion_mnist()) QSKIP(kNoFashionMnist);
+    JobSpec job =
+        load_job(example_job("fashion_mlp.json"), {"train.steps=3000", "train.eval_every=0"});
     TrainingSetup setup = build_training(job);
     const TrainResult r = run_training(setup);
     QCOMPARE(r.steps, int64_t(3000));
@@ -53,7 +49,7 @@ class TestTraining : public QObject {
   void charModelLossFalls() {
     // The example job as shipped (400 steps), evaluated on 1,024 held-out windows.
     JobSpec job =
-        load_job(kJobs + "chars_gpt.json", {"train.eval_every=0", "train.eval_batches=4"});
+        load_job(example_job("chars_gpt.json"), {"train.eval_every=0", "train.eval_batches=4"});
     TrainingSetup setup = build_training(job);
     Trainer trainer(*setup.model, *setup.optimizer, *setup.data.train, setup.data.eval.get(),
                     setup.job.train, setup.job.optimizer.lr);
@@ -69,7 +65,7 @@ class TestTraining : public QObject {
   void trainingIsDeterministic() {
     const std::vector<std::string> small = {"train.steps=20", "train.eval_every=0",
                                             "train.eval_batches=1", "model.gpt.layers=1"};
-    JobSpec job = load_job(kJobs + "chars_gpt.json", small);
+    JobSpec job = load_job(example_job("chars_gpt.json"), small);
     TrainingSetup a = build_training(job), b = build_training(job);
     const TrainResult ra = run_training(a), rb = run_training(b);
     QCOMPARE(ra.losses, rb.losses);
@@ -85,7 +81,7 @@ class TestTraining : public QObject {
   // after the third evaluation instead of running all steps.
   void earlyStoppingStopsARunThatDoesNotImprove() {
     JobSpec job =
-        load_job(kJobs + "chars_gpt.json",
+        load_job(example_job("chars_gpt.json"),
                  {"train.steps=200", "train.eval_every=5", "train.eval_batches=1",
                   "model.gpt.layers=1", "optimizer.lr=0.0000001", "train.early_stopping.patience=2",
                   "train.early_stopping.min_delta=0.5"});
@@ -100,7 +96,7 @@ class TestTraining : public QObject {
   // train.epochs sets the run length when train.steps is 0: 320 windows in batches of 32 are
   // 10 steps an epoch, so 2 epochs are 20 steps.
   void epochsSetTheRunLength() {
-    JobSpec job = load_job(kJobs + "chars_gpt.json",
+    JobSpec job = load_job(example_job("chars_gpt.json"),
                            {"train.steps=0", "train.epochs=2", "data.train_limit=320",
                             "train.eval_every=0", "train.eval_batches=1", "model.gpt.layers=1"});
     TrainingSetup setup = build_training(job);
@@ -113,8 +109,9 @@ class TestTraining : public QObject {
   }
 
   void divergenceIsReportedNotHidden() {
-    JobSpec job = load_job(kJobs + "chars_gpt.json", {"train.steps=50", "model.gpt.layers=1",
-                                                      "optimizer.name=sgd", "optimizer.lr=1e30"});
+    JobSpec job = load_job(
+        example_job("chars_gpt.json"),
+        {"train.steps=50", "model.gpt.layers=1", "optimizer.name=sgd", "optimizer.lr=1e30"});
     TrainingSetup setup = build_training(job);
     try {
       run_training(setup);

@@ -15,8 +15,12 @@
 #include "engine/comm/mpi/mpi_util.h"
 #include "engine/comm/mpi/world.h"
 #include "tests/comm/conformance.h"
+#include "tests/common/caught.h"
+#include "tests/common/text.h"
 
 using namespace shardlab;
+using shardlab::test::contains;
+using shardlab::test::error_of;
 using namespace std::chrono_literals;
 
 namespace {
@@ -29,18 +33,6 @@ CommOptions test_options() {
   CommOptions o;
   o.timeout = 30s;
   return o;
-}
-
-template <typename E, typename F>
-QString expect_throw(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return QString::fromStdString(e.what());
-  } catch (const std::exception& e) {
-    return QStringLiteral("WRONG EXCEPTION: ") + QString::fromStdString(e.what());
-  }
-  return QStringLiteral("NO EXCEPTION");
 }
 
 #define RUN_CONFORMANCE(expr)                                      \
@@ -88,45 +80,44 @@ class TstCommMpi : public QObject {
     const int r = comm->rank();
     {
       std::vector<float> v(r == 0 ? 10 : 11, 1.0f);
-      const QString msg = expect_throw<CommError>([&] { comm->all_reduce(v, ReduceOp::Sum); });
-      QVERIFY2(msg.contains("element count differs (10 on some ranks, 11 on others)"),
-               qPrintable(msg));
-      QVERIFY2(msg.contains("all_reduce on group world (seq 0)"), qPrintable(msg));
+      const std::string msg = error_of<CommError>([&] { comm->all_reduce(v, ReduceOp::Sum); });
+      QVERIFY2(contains(msg, "element count differs (10 on some ranks, 11 on others)"),
+               msg.c_str());
+      QVERIFY2(contains(msg, "all_reduce on group world (seq 0)"), msg.c_str());
     }
     {
       std::vector<float> v(4, 1.0f);
-      const QString msg = expect_throw<CommError>([&] {
+      const std::string msg = error_of<CommError>([&] {
         if (r == 0)
           comm->broadcast(v, 0);
         else
           comm->all_reduce(v, ReduceOp::Sum);
       });
-      QVERIFY2(msg.contains("operation differs (all_reduce on some ranks, broadcast on others)"),
-               qPrintable(msg));
+      QVERIFY2(contains(msg, "operation differs (all_reduce on some ranks, broadcast on others)"),
+               msg.c_str());
     }
     {
       std::vector<float> v(4, 1.0f);
-      const QString msg = expect_throw<CommError>([&] { comm->broadcast(v, r == 0 ? 0 : 1); });
-      QVERIFY2(msg.contains("root differs (0 on some ranks, 1 on others)"), qPrintable(msg));
+      const std::string msg = error_of<CommError>([&] { comm->broadcast(v, r == 0 ? 0 : 1); });
+      QVERIFY2(contains(msg, "root differs (0 on some ranks, 1 on others)"), msg.c_str());
     }
     {
       std::vector<float> v(4, 1.0f);
-      const QString msg = expect_throw<CommError>(
-          [&] { comm->all_reduce(v, r == 0 ? ReduceOp::Sum : ReduceOp::Max); });
-      QVERIFY2(msg.contains("reduce op differs (sum on some ranks, max on others)"),
-               qPrintable(msg));
+      const std::string msg =
+          error_of<CommError>([&] { comm->all_reduce(v, r == 0 ? ReduceOp::Sum : ReduceOp::Max); });
+      QVERIFY2(contains(msg, "reduce op differs (sum on some ranks, max on others)"), msg.c_str());
     }
     {
       // A split against a collective.
       std::vector<float> v(4, 1.0f);
-      const QString msg = expect_throw<CommError>([&] {
+      const std::string msg = error_of<CommError>([&] {
         if (r == 0)
           comm->split(0, 0, "x");
         else
           comm->barrier();
       });
-      QVERIFY2(msg.contains("operation differs"), qPrintable(msg));
-      QVERIFY2(msg.contains("split"), qPrintable(msg));
+      QVERIFY2(contains(msg, "operation differs"), msg.c_str());
+      QVERIFY2(contains(msg, "split"), msg.c_str());
     }
     // Still usable, and right.
     std::vector<float> v(5, static_cast<float>(r + 1));
@@ -145,12 +136,11 @@ class TstCommMpi : public QObject {
       comm->send(longer, 1, 4);
     } else if (r == 1) {
       std::vector<float> in(7);
-      QString msg = expect_throw<CommError>([&] { comm->recv(in, 0, 3); });
-      QVERIFY2(msg.contains("expects 7 floats but rank 0 sent 5"), qPrintable(msg));
-      QVERIFY2(msg.contains("recv on group world"), qPrintable(msg));
-      msg = expect_throw<CommError>([&] { comm->recv(in, 0, 4); });
-      QVERIFY2(msg.contains("rank 0 sent more than the 7 floats this rank expects"),
-               qPrintable(msg));
+      std::string msg = error_of<CommError>([&] { comm->recv(in, 0, 3); });
+      QVERIFY2(contains(msg, "expects 7 floats but rank 0 sent 5"), msg.c_str());
+      QVERIFY2(contains(msg, "recv on group world"), msg.c_str());
+      msg = error_of<CommError>([&] { comm->recv(in, 0, 4); });
+      QVERIFY2(contains(msg, "rank 0 sent more than the 7 floats this rank expects"), msg.c_str());
     }
   }
 
@@ -160,35 +150,30 @@ class TstCommMpi : public QObject {
     auto comm = make_mpi_world(test_options());
     const int n = comm->size(), r = comm->rank();
     std::vector<float> ten(10), wrong(static_cast<size_t>(chunk_range(10, n, r).size()) + 1);
-    QVERIFY(expect_throw<InvalidArgument>([&] {
-              comm->reduce_scatter(ten, wrong, ReduceOp::Sum);
-            }).contains("reduce_scatter on group world"));
-    QVERIFY(expect_throw<InvalidArgument>([&] {
-              comm->all_gather(wrong, ten);
-            }).contains("all_gather on group world"));
+    QVERIFY(contains(
+        error_of<InvalidArgument>([&] { comm->reduce_scatter(ten, wrong, ReduceOp::Sum); }),
+        "reduce_scatter on group world"));
+    QVERIFY(contains(error_of<InvalidArgument>([&] { comm->all_gather(wrong, ten); }),
+                     "all_gather on group world"));
+    QVERIFY(contains(error_of<InvalidArgument>([&] { comm->broadcast(ten, n); }), "is not a rank"));
     QVERIFY(
-        expect_throw<InvalidArgument>([&] { comm->broadcast(ten, n); }).contains("is not a rank"));
+        contains(error_of<InvalidArgument>([&] { comm->broadcast(ten, -1); }), "is not a rank"));
     QVERIFY(
-        expect_throw<InvalidArgument>([&] { comm->broadcast(ten, -1); }).contains("is not a rank"));
-    QVERIFY(expect_throw<InvalidArgument>([&] {
-              comm->send(ten, r, 0);
-            }).contains("is not another rank"));
-    QVERIFY(expect_throw<InvalidArgument>([&] {
-              comm->recv(ten, n, 0);
-            }).contains("is not another rank"));
-    QVERIFY(expect_throw<InvalidArgument>([&] {
-              comm->send(ten, (r + 1) % n, -1);
-            }).contains("tag must be >= 0"));
-    QVERIFY(expect_throw<InvalidArgument>([&] { comm->split(0, 0, ""); }).contains("needs a name"));
+        contains(error_of<InvalidArgument>([&] { comm->send(ten, r, 0); }), "is not another rank"));
+    QVERIFY(
+        contains(error_of<InvalidArgument>([&] { comm->recv(ten, n, 0); }), "is not another rank"));
+    QVERIFY(contains(error_of<InvalidArgument>([&] { comm->send(ten, (r + 1) % n, -1); }),
+                     "tag must be >= 0"));
+    QVERIFY(contains(error_of<InvalidArgument>([&] { comm->split(0, 0, ""); }), "needs a name"));
     // More elements than MPI's int counts: reserved address space only, never touched.
     const size_t huge = (size_t{1} << 31) + 16;
     void* p = mmap(nullptr, huge * sizeof(float), PROT_NONE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     QVERIFY(p != MAP_FAILED);
-    const QString msg = expect_throw<InvalidArgument>(
+    const std::string msg = error_of<InvalidArgument>(
         [&] { comm->all_reduce(std::span<float>(static_cast<float*>(p), huge), ReduceOp::Sum); });
     munmap(p, huge * sizeof(float));
-    QVERIFY2(msg.contains("more than MPI's int counts"), qPrintable(msg));
+    QVERIFY2(contains(msg, "more than MPI's int counts"), msg.c_str());
     std::vector<float> v(3, 1.0f);
     comm->all_reduce(v, ReduceOp::Sum);
     QCOMPARE(v[0], static_cast<float>(n));
@@ -272,21 +257,23 @@ class TstCommMpi : public QObject {
       auto first = group->all_reduce_async(v, ReduceOp::Sum);
       auto second = group->all_reduce_async(w, ReduceOp::Sum);
       const auto t0 = std::chrono::steady_clock::now();
-      const QString msg = expect_throw<TimeoutError>([&] { first->wait(); });
+      const std::string msg = error_of<TimeoutError>([&] { first->wait(); });
       const auto waited = std::chrono::steady_clock::now() - t0;
-      QVERIFY2(msg.contains("all_reduce on group late-group (seq 1) timed out after 300 ms"),
-               qPrintable(msg));
-      QVERIFY2(msg.contains(QString("on rank %1 of %2").arg(r).arg(n)), qPrintable(msg));
+      QVERIFY2(contains(msg, "all_reduce on group late-group (seq 1) timed out after 300 ms"),
+               msg.c_str());
+      QVERIFY2(contains(msg, "on rank " + std::to_string(r) + " of " + std::to_string(n)),
+               msg.c_str());
       // The others time out together and answer each other's liveness probe; rank 1 sleeps.
-      QVERIFY2(msg.contains("world rank 1 did not answer a liveness probe within 0.3 s"),
-               qPrintable(msg));
+      QVERIFY2(contains(msg, "world rank 1 did not answer a liveness probe within 0.3 s"),
+               msg.c_str());
       QVERIFY(waited >= 290ms && waited < 1200ms);
       QVERIFY(first->done());
-      QCOMPARE(expect_throw<TimeoutError>([&] { first->wait(); }), msg);  // the same error again
-      const QString queued = expect_throw<CommError>([&] { second->wait(); });
-      QVERIFY2(queued.contains("all_reduce on group late-group (seq 2): not performed on this "
-                               "rank's buffers"),
-               qPrintable(queued));
+      QCOMPARE(error_of<TimeoutError>([&] { first->wait(); }), msg);  // the same error again
+      const std::string queued = error_of<CommError>([&] { second->wait(); });
+      QVERIFY2(contains(queued,
+                        "all_reduce on group late-group (seq 2): not performed on this "
+                        "rank's buffers"),
+               queued.c_str());
       // Both records say failed; the communicator refuses further work.
       const auto records = sink->records();
       QVERIFY(records.size() >= 2);
@@ -294,8 +281,8 @@ class TstCommMpi : public QObject {
         QCOMPARE(records[i].seq, uint64_t{i == records.size() - 2 ? 1u : 2u});
         QVERIFY(!records[i].ok);
       }
-      const QString again = expect_throw<CommError>([&] { group->barrier(); });
-      QVERIFY2(again.contains("unusable"), qPrintable(again));
+      const std::string again = error_of<CommError>([&] { group->barrier(); });
+      QVERIFY2(contains(again, "unusable"), again.c_str());
     }
     world->barrier();  // rank 1 has joined: the late all-reduces complete everywhere
     group.reset();     // drains within its 300 ms
@@ -359,9 +346,9 @@ class TstCommMpi : public QObject {
     auto comm = make_mpi_world(fast);
     if (comm->rank() == 0) {
       std::vector<float> in(4);
-      const QString msg = expect_throw<TimeoutError>([&] { comm->recv(in, 1, 77); });
-      QVERIFY2(msg.contains("recv on group world"), qPrintable(msg));
-      QVERIFY2(msg.contains("from rank 1 (tag 77) timed out after 200 ms"), qPrintable(msg));
+      const std::string msg = error_of<TimeoutError>([&] { comm->recv(in, 1, 77); });
+      QVERIFY2(contains(msg, "recv on group world"), msg.c_str());
+      QVERIFY2(contains(msg, "from rank 1 (tag 77) timed out after 200 ms"), msg.c_str());
       QCOMPARE(mpi_detail::unfinished_operations(), 0);
     }
     world->barrier();

@@ -5,14 +5,11 @@
 
 #include <csignal>
 
-namespace {
+#include "tests/common/process.h"
 
-struct Outcome {
-  bool finished = false;
-  int exit_code = -1;
-  qint64 ms = 0;
-  QString out, err;
-};
+using namespace shardlab;
+
+namespace {
 
 // The pids of running mpi_rank_fails processes (argv[0] is the helper; mpirun's is not).
 QList<qint64> helper_pids() {
@@ -40,26 +37,13 @@ bool no_helpers_left(int ms) {
   return left.isEmpty();
 }
 
-Outcome launch(int np, const QString& fail_rank) {
-  QProcess mpirun;
-  mpirun.setProgram(SHARDLAB_MPIEXEC);
-  mpirun.setArguments(
-      {"-n", QString::number(np), "--oversubscribe", SHARDLAB_MPI_RANK_FAILS, fail_rank});
-  QElapsedTimer t;
-  t.start();
-  mpirun.start();
-  Outcome o;
-  if (!mpirun.waitForStarted(10000)) return o;
-  o.finished = mpirun.waitForFinished(90000);
-  o.ms = t.elapsed();
-  if (!o.finished) {
-    mpirun.kill();
-    mpirun.waitForFinished(5000);
-  }
-  o.exit_code = mpirun.exitStatus() == QProcess::NormalExit ? mpirun.exitCode() : -1;
-  o.out = QString::fromLocal8Bit(mpirun.readAllStandardOutput());
-  o.err = QString::fromLocal8Bit(mpirun.readAllStandardError());
-  return o;
+test::ProcessOutcome launch(int np, const QString& fail_rank) {
+  test::ProcessOptions o;
+  o.start_timeout_ms = 10000;
+  o.timeout_ms = 90000;
+  return test::run_process(
+      SHARDLAB_MPIEXEC,
+      {"-n", QString::number(np), "--oversubscribe", SHARDLAB_MPI_RANK_FAILS, fail_rank}, o);
 }
 
 }  // namespace
@@ -72,7 +56,7 @@ class TstCommMpiFailure : public QObject {
 
   // The control: with no failing rank the same job succeeds, so the test below can tell.
   void jobSucceedsWithoutFailure() {
-    const Outcome o = launch(3, "none");
+    const auto o = launch(3, "none");
     QVERIFY2(o.finished, "mpirun did not finish");
     QVERIFY2(o.exit_code == 0, qPrintable(o.err));
     for (int r = 0; r < 3; ++r)
@@ -81,7 +65,7 @@ class TstCommMpiFailure : public QObject {
   }
 
   void failingRankDoesNotHangPeers() {
-    const Outcome o = launch(3, "1");
+    const auto o = launch(3, "1");
     QVERIFY2(o.finished, "mpirun still running after 90 s: the peers hung");
     QVERIFY2(o.exit_code != 0, qPrintable(o.out + o.err));
     // Well under the peers' 60 s timeout: mpirun tore the job down.

@@ -4,6 +4,10 @@
 // timed out.
 #include <QtTest>
 
+#include "tests/common/process.h"
+
+using namespace shardlab;
+
 class TstCommMpiFlight : public QObject {
   Q_OBJECT
 
@@ -11,20 +15,13 @@ class TstCommMpiFlight : public QObject {
   void skippedCollectiveIsInRank0sFlightRecord() {
     QTemporaryDir dir;
     const QString fdir = dir.path() + "/flight";
-    QProcess mpirun;
-    mpirun.setProgram(SHARDLAB_MPIEXEC);
-    mpirun.setArguments({"-n", "2", "--oversubscribe", SHARDLAB_MPI_FLIGHT_SKIP, fdir});
-    QElapsedTimer t;
-    t.start();
-    mpirun.start();
-    QVERIFY(mpirun.waitForStarted(10000));
-    const bool finished = mpirun.waitForFinished(60000);
-    if (!finished) {
-      mpirun.kill();
-      mpirun.waitForFinished(5000);
-    }
-    const QString out = QString::fromLocal8Bit(mpirun.readAllStandardOutput());
-    const QString err = QString::fromLocal8Bit(mpirun.readAllStandardError());
+    test::ProcessOptions options;
+    options.start_timeout_ms = 10000;
+    options.timeout_ms = 60000;
+    const test::ProcessOutcome mpirun = test::run_process(
+        SHARDLAB_MPIEXEC, {"-n", "2", "--oversubscribe", SHARDLAB_MPI_FLIGHT_SKIP, fdir}, options);
+    const bool finished = mpirun.finished;
+    const QString out = mpirun.out, err = mpirun.err;
     QVERIFY2(finished, "mpirun did not finish in 60 s");
     QVERIFY2(!out.contains("completed"), qPrintable(out));
 

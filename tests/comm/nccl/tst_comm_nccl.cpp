@@ -3,10 +3,10 @@
 // the machine (one rank per GPU, ranks as threads bootstrapped by the threads backend), uneven
 // chunks, point to point and the timeout path need at least two.
 //
-// The conformance checks in tests/comm/conformance.h use host buffers, so this file has
-// device-aware versions of them with the same value conventions: small integers in float, so sums
-// are exact. Data is made on the host, copied to the GPU, run through the operation and copied
-// back.
+// The shared conformance checks (tests/comm/conformance.h) run here on device buffers: this file
+// plugs a factory of GPU arrays into them (data is made on the host, copied to the GPU, run through
+// the operation and copied back) and states what NCCL does not promise (tag matching, point to
+// point overtaking a collective).
 #include <cuda_runtime_api.h>
 #include <QtTest>
 
@@ -24,9 +24,6 @@
 
 using namespace shardlab;
 using conformance::ConformanceFailure;
-using conformance::contribution;
-using conformance::expect_equal;
-using conformance::reduced;
 
 namespace {
 
@@ -36,7 +33,7 @@ void cuda_ok(cudaError_t err, const char* what) {
 }
 
 // One rank's array on its GPU (the thread's current device).
-class DeviceArray {
+class DeviceArray final : public conformance::Buffer {
  public:
   explicit DeviceArray(const std::vector<float>& host) : count_(host.size()) {
     if (count_ == 0) return;
@@ -44,14 +41,14 @@ class DeviceArray {
     cuda_ok(cudaMemcpy(data_, host.data(), bytes(), cudaMemcpyHostToDevice), "upload");
   }
   DeviceArray(size_t count, float fill) : DeviceArray(std::vector<float>(count, fill)) {}
-  ~DeviceArray() {
+  ~DeviceArray() override {
     if (data_) (void)cudaFree(data_);
   }
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
 
-  std::span<float> span() { return {data_, count_}; }
-  std::vector<float> host() const {
+  std::span<float> span() override { return {data_, count_}; }
+  std::vector<float> read() const override {
     std::vector<float> out(count_);
     if (count_ > 0)
       cuda_ok(cudaMemcpy(out.data(), data_, bytes(), cudaMemcpyDeviceToHost), "download");
@@ -64,160 +61,20 @@ class DeviceArray {
   size_t count_ = 0;
 };
 
-std::vector<float> contributions(int rank, int64_t count, int64_t shift = 0) {
-  std::vector<float> v(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) v[static_cast<size_t>(i)] = contribution(rank, i + shift);
-  return v;
-}
-
-void check_all_reduce(Communicator& comm, int64_t count, ReduceOp op) {
-  DeviceArray data(contributions(comm.rank(), count));
-  std::vector<float> want(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) want[static_cast<size_t>(i)] = reduced(op, comm.size(), i);
-  comm.all_reduce(data.span(), op);
-  expect_equal(comm, fmt::format("all_reduce({})", to_string(op)), count, data.host(), want);
-}
-
-void check_reduce_scatter(Communicator& comm, int64_t count, ReduceOp op) {
-  DeviceArray input(contributions(comm.rank(), count));
-  const IndexRange mine = chunk_range(count, comm.size(), comm.rank());
-  DeviceArray output(static_cast<size_t>(mine.size()), -99.0f);
-  std::vector<float> want;
-  for (int64_t i = mine.begin; i < mine.end; ++i) want.push_back(reduced(op, comm.size(), i));
-  comm.reduce_scatter(input.span(), output.span(), op);
-  expect_equal(comm, fmt::format("reduce_scatter({})", to_string(op)), count, output.host(), want);
-}
-
-void check_all_gather(Communicator& comm, int64_t count) {
-  // Element i is owned by the rank whose chunk holds it: its value names index and owner.
-  auto value = [](int64_t i, int owner) { return static_cast<float>((i % 4096) + 10000 * owner); };
-  const IndexRange mine = chunk_range(count, comm.size(), comm.rank());
-  std::vector<float> in, want;
-  for (int64_t i = mine.begin; i < mine.end; ++i) in.push_back(value(i, comm.rank()));
-  for (int r = 0; r < comm.size(); ++r) {
-    const IndexRange c = chunk_range(count, comm.size(), r);
-    for (int64_t i = c.begin; i < c.end; ++i) want.push_back(value(i, r));
+class DeviceArrays final : public conformance::BufferFactory {
+ public:
+  std::unique_ptr<conformance::Buffer> make(const std::vector<float>& values) const override {
+    return std::make_unique<DeviceArray>(values);
   }
-  DeviceArray input(in), output(static_cast<size_t>(count), -1.0f);
-  comm.all_gather(input.span(), output.span());
-  expect_equal(comm, "all_gather", count, output.host(), want);
-}
+};
 
-void check_broadcast(Communicator& comm, int64_t count, int root) {
-  std::vector<float> want(static_cast<size_t>(count)), mine(static_cast<size_t>(count), -7.0f);
-  for (int64_t i = 0; i < count; ++i) want[static_cast<size_t>(i)] = float((i % 11) + 100 * root);
-  DeviceArray data(comm.rank() == root ? want : mine);
-  comm.broadcast(data.span(), root);
-  expect_equal(comm, fmt::format("broadcast(root {})", root), count, data.host(), want);
-}
-
-// A ring: every rank sends two messages to rank+1 and receives two from rank-1. NCCL matches
-// messages between a pair in issue order (tags are recorded, not matched), and a send holds the
-// stream until its receive is posted, so rank 0 receives first; the others send first.
-void check_send_recv_ring(Communicator& comm, int64_t count) {
-  if (comm.size() < 2) return;
-  const int next = (comm.rank() + 1) % comm.size();
-  const int prev = (comm.rank() + comm.size() - 1) % comm.size();
-  auto message = [count](int from, int which) {
-    std::vector<float> v(static_cast<size_t>(count));
-    for (int64_t i = 0; i < count; ++i)
-      v[static_cast<size_t>(i)] = static_cast<float>(from * 1000 + which * 500 + (i % 397));
-    return v;
-  };
-  DeviceArray out1(message(comm.rank(), 0)), out2(message(comm.rank(), 1));
-  DeviceArray in1(static_cast<size_t>(count), -1.0f), in2(static_cast<size_t>(count), -1.0f);
-  std::vector<WorkHandle> work;
-  auto receive = [&] {
-    work.push_back(comm.recv_async(in1.span(), prev, 1));
-    work.push_back(comm.recv_async(in2.span(), prev, 2));
-  };
-  if (comm.rank() == 0) receive();
-  work.push_back(comm.send_async(out1.span(), next, 1));
-  work.push_back(comm.send_async(out2.span(), next, 2));
-  if (comm.rank() != 0) receive();
-  for (auto& w : work) w->wait();
-  expect_equal(comm, "recv #1", count, in1.host(), message(prev, 0));
-  expect_equal(comm, "recv #2", count, in2.host(), message(prev, 1));
-}
-
-// Several all-reduces in flight at once, waited for in reverse order.
-void check_async_overlap(Communicator& comm, int64_t count) {
-  constexpr int kInFlight = 3;
-  std::vector<std::unique_ptr<DeviceArray>> bufs;
-  std::vector<WorkHandle> work;
-  for (int b = 0; b < kInFlight; ++b) {
-    bufs.push_back(std::make_unique<DeviceArray>(contributions(comm.rank(), count, b)));
-    work.push_back(comm.all_reduce_async(bufs.back()->span(), ReduceOp::Sum));
-  }
-  for (int b = kInFlight - 1; b >= 0; --b) work[b]->wait();
-  for (int b = 0; b < kInFlight; ++b) {
-    std::vector<float> want(static_cast<size_t>(count));
-    for (int64_t i = 0; i < count; ++i)
-      want[static_cast<size_t>(i)] = reduced(ReduceOp::Sum, comm.size(), i + b);
-    expect_equal(comm, fmt::format("async all_reduce #{}", b), count, bufs[b]->host(), want);
-    if (!work[b]->done()) throw ConformanceFailure("done() is false after wait()");
-  }
-}
-
-// Splits three ways (parity groups ordered by descending old rank; everyone but rank 0; one group
-// per rank) and runs collectives inside each sub-group.
-void check_split(Communicator& comm) {
-  const int n = comm.size(), r = comm.rank();
-  {
-    auto sub = comm.split(r % 2, -r, fmt::format("parity[{}]", r % 2));
-    if (!sub) throw ConformanceFailure("split returned null for a non-negative color");
-    std::vector<int> members;
-    for (int q = n - 1; q >= 0; --q)
-      if (q % 2 == r % 2) members.push_back(q);
-    const auto pos = std::find(members.begin(), members.end(), r) - members.begin();
-    if (sub->size() != static_cast<int>(members.size()) || sub->rank() != pos ||
-        sub->name() != fmt::format("parity[{}]", r % 2))
-      throw ConformanceFailure(fmt::format("parity split: rank {} got rank {} of {} named {}", r,
-                                           sub->rank(), sub->size(), sub->name()));
-    DeviceArray v(5, static_cast<float>(r + 1));
-    sub->all_reduce(v.span(), ReduceOp::Sum);
-    float want = 0;
-    for (int q : members) want += static_cast<float>(q + 1);
-    expect_equal(*sub, "parity all_reduce", 5, v.host(), std::vector<float>(5, want));
-    check_all_gather(*sub, 13);
-    check_broadcast(*sub, 9, sub->size() - 1);
-  }
-  {
-    auto sub = comm.split(r == 0 ? -1 : 7, r, "rest");
-    if (r == 0) {
-      if (sub) throw ConformanceFailure("a negative color must give no group");
-    } else {
-      if (!sub || sub->size() != n - 1 || sub->rank() != r - 1)
-        throw ConformanceFailure(fmt::format("split without rank 0: rank {} got a wrong group", r));
-      check_all_reduce(*sub, 31, ReduceOp::Max);
-    }
-  }
-  {
-    auto sub = comm.split(r, 0, fmt::format("self[{}]", r));
-    if (!sub || sub->size() != 1 || sub->rank() != 0) throw ConformanceFailure("singleton split");
-    check_all_reduce(*sub, 10, ReduceOp::Sum);
-    check_reduce_scatter(*sub, 10, ReduceOp::Avg);
-    check_all_gather(*sub, 10);
-  }
-}
-
-void check_everything(Communicator& comm) {
-  for (int64_t count : conformance::sweep_counts()) {
-    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min}) {
-      check_all_reduce(comm, count, op);
-      check_reduce_scatter(comm, count, op);
-    }
-    check_all_gather(comm, count);
-    if (count <= 97) {
-      for (int root = 0; root < comm.size(); ++root) check_broadcast(comm, count, root);
-    } else {
-      check_broadcast(comm, count, comm.size() - 1);
-    }
-    check_send_recv_ring(comm, count);
-    check_async_overlap(comm, count);
-  }
-  for (int i = 0; i < 3; ++i) comm.barrier();
-  check_split(comm);
+// The conformance checks on device buffers, with NCCL's ordering: a pair's messages match in issue
+// order (tags are recorded, not matched), and point to point queues behind a pending collective.
+const conformance::Backend& nccl_backend() {
+  static const DeviceArrays arrays;
+  static const conformance::Backend backend{
+      .buffers = &arrays, .p2p_matches_tags = false, .p2p_overtakes_collectives = false};
+  return backend;
 }
 
 CommOptions with_timeout(std::chrono::milliseconds timeout,
@@ -290,16 +147,17 @@ class TestCommNccl : public QObject {
         on_gpus(1, with_timeout(std::chrono::seconds(60)), [](Communicator& world, Communicator&) {
           if (std::string(world.backend()) != "nccl")
             throw ConformanceFailure("not the nccl backend");
-          check_everything(world);
+          conformance::check_everything(world, nccl_backend());
         });
     QVERIFY2(error.empty(), error.c_str());
   }
 
   void allGpusEverything() {
     if (gpus_ < 2) QSKIP("needs 2 GPUs: one rank per GPU");
-    const std::string error =
-        on_gpus(gpus_, with_timeout(std::chrono::seconds(60)),
-                [](Communicator& world, Communicator&) { check_everything(world); });
+    const std::string error = on_gpus(gpus_, with_timeout(std::chrono::seconds(60)),
+                                      [](Communicator& world, Communicator&) {
+                                        conformance::check_everything(world, nccl_backend());
+                                      });
     QVERIFY2(error.empty(), error.c_str());
   }
 
@@ -312,8 +170,8 @@ class TestCommNccl : public QObject {
           const int n = world.size();
           for (int64_t total : {int64_t{1}, int64_t{n - 1}, int64_t{n + 1}, int64_t{2 * n + 1},
                                 int64_t{10}, int64_t{1 << 20} + 1, int64_t{5}, int64_t{3}}) {
-            check_reduce_scatter(world, total, ReduceOp::Sum);
-            check_all_gather(world, total);
+            conformance::check_reduce_scatter(world, total, ReduceOp::Sum, nccl_backend());
+            conformance::check_all_gather(world, total, nccl_backend());
           }
         });
     QVERIFY2(error.empty(), error.c_str());

@@ -16,8 +16,12 @@
 #include "engine/core/rng.h"
 #include "engine/core/timer.h"
 #include "tests/comm/conformance.h"
+#include "tests/common/caught.h"
+#include "tests/common/text.h"
 
 using namespace shardlab;
+using shardlab::test::contains;
+using shardlab::test::RankOutcomes;
 using namespace std::chrono_literals;
 
 namespace {
@@ -38,37 +42,6 @@ QString run_or_message(int n, const CommOptions& o, const std::function<void(Com
   }
   return {};
 }
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-// Collects, per rank, the message of the exception a call threw ("" when it did not throw), and
-// which type it was.
-struct Outcomes {
-  std::mutex mu;
-  std::map<int, std::string> message;
-  std::map<int, std::string> type;
-
-  template <typename F>
-  void capture(int rank, F&& f) {
-    std::string msg, kind = "none";
-    try {
-      f();
-    } catch (const TimeoutError& e) {
-      msg = e.what(), kind = "TimeoutError";
-    } catch (const CommError& e) {
-      msg = e.what(), kind = "CommError";
-    } catch (const InvalidArgument& e) {
-      msg = e.what(), kind = "InvalidArgument";
-    } catch (const std::exception& e) {
-      msg = e.what(), kind = "other";
-    }
-    std::lock_guard lock(mu);
-    message[rank] = msg;
-    type[rank] = kind;
-  }
-};
 
 }  // namespace
 
@@ -156,7 +129,7 @@ class TestCommThreads : public QObject {
 
   void timeoutNamesTheMissingRank() {
     constexpr int n = 4;
-    Outcomes first, later;
+    RankOutcomes first, later;
     Stopwatch sw;
     const QString err = run_or_message(n, with_timeout(200ms), [&](Communicator& comm) {
       comm.barrier();  // seq 0: everyone
@@ -185,7 +158,7 @@ class TestCommThreads : public QObject {
   }
 
   void recvTimesOut() {
-    Outcomes got;
+    RankOutcomes got;
     Stopwatch sw;
     const QString err = run_or_message(2, with_timeout(200ms), [&](Communicator& comm) {
       std::vector<float> v(3);
@@ -202,7 +175,7 @@ class TestCommThreads : public QObject {
 
   void failingRankAbortsItsGroupsPromptly() {
     constexpr int n = 4;
-    Outcomes world_op, sub_op;
+    RankOutcomes world_op, sub_op;
     Stopwatch sw;
     bool rethrown = false;
     try {
@@ -228,7 +201,7 @@ class TestCommThreads : public QObject {
     QVERIFY2(contains(sub_op.message[3], "all_reduce on group parity"), sub_op.message[3].c_str());
     for (int r : {0, 2, 3}) {
       // Ranks 0 and 2 may complete their sub-group operation before the abort reaches it.
-      const std::string& m = sub_op.type[r] == "none" ? world_op.message[r] : sub_op.message[r];
+      const std::string& m = sub_op.type[r].empty() ? world_op.message[r] : sub_op.message[r];
       QVERIFY2(world_op.type[r] == "CommError", world_op.message[r].c_str());
       QVERIFY2(contains(m, "rank 1 of group world failed: boom"), m.c_str());
     }
@@ -254,7 +227,7 @@ class TestCommThreads : public QObject {
     QFETCH(QString, kind);
     QFETCH(QString, expect);
     constexpr int n = 4;
-    Outcomes bad, after;
+    RankOutcomes bad, after;
     Stopwatch sw;
     const QString err = run_or_message(n, with_timeout(5s), [&](Communicator& comm) {
       const int r = comm.rank();
@@ -276,12 +249,12 @@ class TestCommThreads : public QObject {
                qPrintable(QString::number(r) + ": " + QString::fromStdString(bad.message[r])));
       QVERIFY2(contains(bad.message[r], expect.toStdString()), bad.message[r].c_str());
       QVERIFY2(contains(bad.message[r], "on rank " + std::to_string(r)), bad.message[r].c_str());
-      QVERIFY2(after.type[r] == "none", after.message[r].c_str());
+      QVERIFY2(after.type[r].empty(), after.message[r].c_str());
     }
   }
 
   void mismatchedSendRecvCounts() {
-    Outcomes got;
+    RankOutcomes got;
     const QString err = run_or_message(2, with_timeout(5s), [&](Communicator& comm) {
       std::vector<float> five(5, 1.0f), six(6);
       if (comm.rank() == 0) comm.send(five, 1, 3);
@@ -488,7 +461,7 @@ class TestCommThreads : public QObject {
   // while a collective waits for its receiver completes at once, and a wait for a receive costs
   // at most one timeout however many receives are pending.
   void pointToPointBypassesQueuedCollectives() {
-    Outcomes got;
+    RankOutcomes got;
     Stopwatch sw;
     const QString err = run_or_message(2, with_timeout(300ms), [&](Communicator& comm) {
       std::vector<float> x(100, 1.0f), y(10, 2.0f), a(3), b(3), c(3);
@@ -515,7 +488,7 @@ class TestCommThreads : public QObject {
       }
     });
     QVERIFY2(err.isEmpty(), qPrintable(err));
-    for (int k : {0, 1, 3}) QVERIFY2(got.type[k] == "none", got.message[k].c_str());
+    for (int k : {0, 1, 3}) QVERIFY2(got.type[k].empty(), got.message[k].c_str());
     QVERIFY2(got.type[2] == "TimeoutError", got.message[2].c_str());
     QVERIFY2(sw.seconds() < 1.5, qPrintable(QString("took %1 s").arg(sw.seconds())));
   }
@@ -543,7 +516,7 @@ class TestCommThreads : public QObject {
       const int n = 2 + it % 3, dropper = it % n;
       const auto delay = std::chrono::microseconds((it * 37) % 400);
       std::vector<std::vector<float>> bufs(n, std::vector<float>(kCount));
-      Outcomes peers;
+      RankOutcomes peers;
       bool rethrown = false;
       Stopwatch sw;
       try {
@@ -580,9 +553,9 @@ class TestCommThreads : public QObject {
       for (int r = 0; r < n; ++r) {
         if (r == dropper) continue;
         const std::string& t = peers.type[r];
-        QVERIFY2(t == "none" || t == "CommError",
+        QVERIFY2(t.empty() || t == "CommError",
                  qPrintable(where + ": " + QString::fromStdString(t + ": " + peers.message[r])));
-        if (t == "none")
+        if (t.empty())
           for (int64_t i = 0; i < kCount; i += 97)
             QCOMPARE(bufs[r][i], conformance::reduced(ReduceOp::Sum, n, i));
       }
@@ -598,7 +571,7 @@ class TestCommThreads : public QObject {
     for (int it = 0; it < 400; ++it) {
       const auto late = std::chrono::microseconds(1500 + (it * 29) % 1000);
       std::vector<std::vector<float>> bufs(2, std::vector<float>(kCount));
-      Outcomes got;
+      RankOutcomes got;
       const QString err = run_or_message(2, with_timeout(2ms), [&](Communicator& comm) {
         const int r = comm.rank();
         auto& buf = bufs[static_cast<size_t>(r)];
@@ -613,7 +586,7 @@ class TestCommThreads : public QObject {
                                 .arg(QString::fromStdString(got.message[0]))
                                 .arg(QString::fromStdString(got.type[1]))
                                 .arg(QString::fromStdString(got.message[1]));
-      const bool ok0 = got.type[0] == "none", ok1 = got.type[1] == "none";
+      const bool ok0 = got.type[0].empty(), ok1 = got.type[1].empty();
       QVERIFY2(ok0 == ok1, qPrintable(where));
       if (ok0) {
         ++completed;
