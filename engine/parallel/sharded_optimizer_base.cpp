@@ -1,28 +1,53 @@
-#include "engine/parallel/rank_state.h"
+#include "engine/parallel/sharded_optimizer_base.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "engine/core/error.h"
-#include "engine/core/memory.h"
+#include "engine/model/model_file.h"
+#include "engine/parallel/strategies.h"
 
-namespace shardlab::parallel_detail {
+namespace shardlab {
 
 namespace {
 
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kStateVersion = 1;
 
 }  // namespace
 
-std::vector<uint8_t> write_rank_state(const RankStateFormat& format, IShardedOptimizer& opt,
-                                      std::span<const float> held,
-                                      const std::function<void(ByteWriter&)>& header) {
-  const std::vector<uint8_t> state = opt.wrapped_optimizer().serialize();
-  const TrainingProgress p = opt.progress();
+ShardedOptimizerBase::ShardedOptimizerBase(Communicator& comm, const ShardedOptions& options,
+                                           std::unique_ptr<Optimizer> wrapped)
+    : comm_(comm), options_(options), optimizer_(std::move(wrapped)) {
+  if (optimizer_) options_.optimizer = optimizer_->config();
+}
+
+void ShardedOptimizerBase::finish_step(double grad_norm) {
+  last_grad_norm_ = grad_norm;
+  ++position_.steps_done;
+  if (const MemoryLedger* ledger = current_ledger()) steady_memory_ = ledger->snapshot();
+}
+
+TrainingProgress ShardedOptimizerBase::progress() const {
+  return position_.progress(*optimizer_);
+}
+
+void ShardedOptimizerBase::restore_progress(const TrainingProgress& p) {
+  position_.restore(p, *optimizer_);
+}
+
+void ShardedOptimizerBase::save_model(const std::string& path) {
+  const std::vector<float> full = gather_params();
+  parallel_detail::write_model_file_collective(comm_, path, full_layout(), full);
+}
+
+std::vector<uint8_t> ShardedOptimizerBase::serialize() {
+  const std::vector<uint8_t> state = optimizer_->serialize();
+  const std::span<const float> held = held_params();
+  const TrainingProgress p = progress();
   ByteWriter w(held.size() * 4 + state.size() + 256);
-  w.bytes(format.magic, 8);
-  w.pod(kVersion);
-  header(w);
+  w.bytes(state_format().magic, 8);
+  w.pod(kStateVersion);
+  write_state_header(w);
   w.pod(p.steps_done);
   w.pod(static_cast<uint8_t>(p.has_sampler));
   w.pod(p.sampler.epoch);
@@ -38,9 +63,8 @@ std::vector<uint8_t> write_rank_state(const RankStateFormat& format, IShardedOpt
   return std::move(w.out());
 }
 
-void read_rank_state(const RankStateFormat& format, std::span<const uint8_t> bytes,
-                     IShardedOptimizer& opt, std::span<float> held,
-                     const std::function<void(ByteReader&)>& check_header) {
+void ShardedOptimizerBase::deserialize(std::span<const uint8_t> bytes) {
+  const StateFormat format = state_format();
   const char* what = format.what;
   ByteReader r(bytes, what);
   r.verify_checksum();
@@ -48,10 +72,10 @@ void read_rank_state(const RankStateFormat& format, std::span<const uint8_t> byt
   SL_ENFORCE_T(FormatError, std::memcmp(m, format.magic, 8) == 0,
                "{}: not a ShardLab {} (bad magic)", what, what);
   const auto version = r.pod<uint32_t>("version");
-  SL_ENFORCE_T(FormatError, version == kVersion,
+  SL_ENFORCE_T(FormatError, version == kStateVersion,
                "{}: format version {} is not supported (this build reads version {})", what,
-               version, kVersion);
-  check_header(r);
+               version, kStateVersion);
+  check_state_header(r);
   TrainingProgress p;
   p.steps_done = r.pod<int64_t>("steps");
   p.has_sampler = r.pod<uint8_t>("sampler flag") != 0;
@@ -61,6 +85,7 @@ void read_rank_state(const RankStateFormat& format, std::span<const uint8_t> byt
   p.early.without_gain = r.pod<int64_t>("evals without gain");
   p.early.seen = r.pod<int64_t>("evals seen");
   p.early.stop = r.pod<uint8_t>("early stop") != 0;
+  const std::span<float> held = held_params();
   Buffer params = make_buffer(MemCategory::comm, static_cast<int64_t>(held.size()));
   r.floats(params, "held parameters");
   const auto n = r.pod<int64_t>("optimizer state length");
@@ -68,11 +93,10 @@ void read_rank_state(const RankStateFormat& format, std::span<const uint8_t> byt
                "{}: optimizer state length {} does not match the {} bytes left", what, n, r.left());
   const uint8_t* state = r.take(static_cast<size_t>(n), "optimizer state");
   // Everything checked; the optimizer checks its own bytes before changing anything.
-  Optimizer& base = opt.wrapped_optimizer();
-  base.deserialize(std::span<const uint8_t>(state, static_cast<size_t>(n)));
+  optimizer_->deserialize(std::span<const uint8_t>(state, static_cast<size_t>(n)));
   std::copy(params.begin(), params.end(), held.begin());
-  p.optimizer_steps = base.steps();  // as deserialize() just set it
-  opt.restore_progress(p);
+  p.optimizer_steps = optimizer_->steps();  // as deserialize() just set it
+  position_.restore(p, *optimizer_);
 }
 
-}  // namespace shardlab::parallel_detail
+}  // namespace shardlab
