@@ -1,4 +1,4 @@
-// HybridShardedOptimizer: set-up from the job's pp x tp x dp, the training loop, one step's
+// HybridShardedOptimizer: set-up from the job's pp x tp x dp, one step's
 // synchronisation (tp, then dp, then the global norm and the update), evaluation through the
 // pipeline, and model files. The pipelined forward/backward itself is in hybrid_step.cpp.
 #include "engine/parallel/hybrid_optimizer.h"
@@ -79,7 +79,7 @@ HybridShardedOptimizer::HybridShardedOptimizer(Communicator& world,
 
 HybridShardedOptimizer::HybridShardedOptimizer(Communicator& world, const ShardedOptions& options,
                                                std::unique_ptr<Optimizer> wrapped)
-    : ShardedOptimizerBase(world, options, std::move(wrapped)),
+    : ShardedOptimizerBase(world, options, std::move(wrapped), "HybridShardedOptimizer"),
       topo_(checked_topology(world, options)),
       impl_(std::make_unique<Impl>()) {
   const ParallelConfig& p = options.sharding;
@@ -131,16 +131,13 @@ const ParamLayout& HybridShardedOptimizer::full_layout() const {
 
 // --- one step ------------------------------------------------------------------------------
 
-double HybridShardedOptimizer::step(const Dataset& data, const std::vector<int64_t>& indices,
-                                    double lr) {
-  return run_step(data, indices, position_.steps_done, lr).loss;
-}
-
 StepOutcome HybridShardedOptimizer::run_step(const Dataset& data,
                                              const std::vector<int64_t>& indices, int64_t step,
                                              double lr) {
   Impl& im = *impl_;
   im.check_usable();
+  im.telemetry = telemetry_;
+  im.world_rank = rank();
   PipelineStage& stage = *im.stage;
   stage.zero_grad();
   Impl::PipelineOutcome pipe;
@@ -231,28 +228,6 @@ EvalResult HybridShardedOptimizer::evaluate(const Dataset& data, int64_t max_sam
   const double local[3] = {loss_sum, rows, correct};
   const std::vector<double> t = sum_over_ranks(comm_, local);
   return eval_result(t[0], t[1], t[2], share.take);
-}
-
-// --- the training loop ---------------------------------------------------------------------
-
-TrainResult HybridShardedOptimizer::optimize(const OptimizeInput& input) {
-  Impl& im = *impl_;
-  // The sink is the caller's for this run only: step() outside optimize() publishes nothing.
-  struct ResetSink {
-    telemetry::TelemetrySink*& sink;
-    ~ResetSink() { sink = nullptr; }
-  } reset{im.telemetry};
-  im.telemetry = input.telemetry;
-  im.world_rank = rank();
-  // Every rank of a replica reads the same slice: the sampler's rank is the dp coordinate.
-  TrainResult result = position_.run(
-      input, options_, im.coord.dp, topo_.dp(), "HybridShardedOptimizer",
-      [this, &input](const std::vector<int64_t>& indices, int64_t step, double lr) {
-        return run_step(*input.train, indices, step, lr);
-      },
-      [this](const Dataset& data, int64_t max_samples) { return evaluate(data, max_samples); });
-  result.params = gather_params();
-  return result;
 }
 
 // --- parameters and optimizer state --------------------------------------------------------

@@ -70,10 +70,8 @@ class HybridShardedOptimizer : public ShardedOptimizerBase {
   const ParamLayout& local_layout() const;
   const ParamLayout& full_layout() const override;
 
-  // The result's params are the full model's parameters, reassembled on every rank.
-  TrainResult optimize(const OptimizeInput& input) override;
-  // `indices` is this dp replica's slice; its pipeline runs parallel.micro_batches of them.
-  double step(const Dataset& data, const std::vector<int64_t>& indices, double lr) override;
+  // step(): `indices` is this dp replica's slice; its pipeline runs parallel.micro_batches of
+  // them.
   // The dp replicas share the samples and each runs them through its pipeline.
   EvalResult evaluate(const Dataset& data, int64_t max_samples) override;
   const PipelineTimes& pipeline_times() const override { return times_; }
@@ -95,7 +93,7 @@ class HybridShardedOptimizer : public ShardedOptimizerBase {
                          std::unique_ptr<Optimizer> wrapped);
 
   StepOutcome run_step(const Dataset& data, const std::vector<int64_t>& indices, int64_t step,
-                       double lr);
+                       double lr) override;
   // The rank state's own header (hybrid_state.cpp gives the format): topology, coordinate,
   // strategy and local layout, refused on another; the held parameters are the local slice.
   StateFormat state_format() const override;

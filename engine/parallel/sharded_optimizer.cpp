@@ -1,5 +1,6 @@
-// The strategy-independent half of ShardedOptimizer: the factory, the training loop, one step
-// (micro-batches, loss, global norm, clipping), evaluation across ranks and the shard helpers.
+// The strategy-independent half of ShardedOptimizer: the factory, one step (micro-batches, loss,
+// global norm, clipping), evaluation across ranks and the shard helpers. The training loop is
+// ShardedOptimizerBase's.
 #include "engine/parallel/sharded_optimizer.h"
 
 #include <algorithm>
@@ -118,7 +119,7 @@ std::unique_ptr<ShardedOptimizer> ShardedOptimizer::create(Communicator& comm,
 }
 
 ShardedOptimizer::ShardedOptimizer(Communicator& comm, const ShardedOptions& options)
-    : ShardedOptimizerBase(comm, options, nullptr),
+    : ShardedOptimizerBase(comm, options, nullptr, "ShardedOptimizer"),
       topology_(Topology::make({1, 1, comm.size()}, comm.size())),
       micro_steps_(options.train.accumulation_steps) {}
 
@@ -188,10 +189,6 @@ void ShardedOptimizer::wait_all(std::vector<WorkHandle>& handles) {
 
 // --- one step ------------------------------------------------------------------------------
 
-double ShardedOptimizer::step(const Dataset& data, const std::vector<int64_t>& indices, double lr) {
-  return run_step(data, indices, position_.steps_done, lr).loss;
-}
-
 StepOutcome ShardedOptimizer::run_step(const Dataset& data, const std::vector<int64_t>& indices,
                                        int64_t step, double lr) {
   begin_step();
@@ -259,25 +256,6 @@ EvalResult ShardedOptimizer::evaluate(const Dataset& data, int64_t max_samples) 
   const double local[3] = {loss_sum, rows, correct};
   const std::vector<double> t = sum_over_ranks(comm_, local);
   return eval_result(t[0], t[1], t[2], share.take);
-}
-
-// --- the training loop ---------------------------------------------------------------------
-
-TrainResult ShardedOptimizer::optimize(const OptimizeInput& input) {
-  // The sink is the caller's for this run only: step() outside optimize() publishes nothing.
-  struct ResetSink {
-    telemetry::TelemetrySink*& sink;
-    ~ResetSink() { sink = nullptr; }
-  } reset{telemetry_};
-  telemetry_ = input.telemetry;
-  TrainResult result = position_.run(
-      input, options_, rank(), world_size(), "ShardedOptimizer",
-      [this, &input](const std::vector<int64_t>& indices, int64_t step, double lr) {
-        return run_step(*input.train, indices, step, lr);
-      },
-      [this](const Dataset& data, int64_t max_samples) { return evaluate(data, max_samples); });
-  result.params = gather_params();
-  return result;
 }
 
 std::vector<float> ShardedOptimizer::gather_params() {

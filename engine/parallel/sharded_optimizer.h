@@ -69,9 +69,7 @@ class ShardedOptimizer : public ShardedOptimizerBase, protected BlockHooks {
   const ShardLayout& shard_layout() const { return layout_; }
   Communicator& communicator() { return comm_; }
 
-  TrainResult optimize(const OptimizeInput& input) override;
-  // Each rank runs its contiguous share of the step's micro-batches of `indices`.
-  double step(const Dataset& data, const std::vector<int64_t>& indices, double lr) override;
+  // step(): each rank runs its own samples `indices` of the global batch.
   // Each rank evaluates a contiguous share of the samples.
   EvalResult evaluate(const Dataset& data, int64_t max_samples) override;
   // 0 until optimize() has seen the data.
@@ -136,7 +134,7 @@ class ShardedOptimizer : public ShardedOptimizerBase, protected BlockHooks {
 
  private:
   StepOutcome run_step(const Dataset& data, const std::vector<int64_t>& indices, int64_t step,
-                       double lr);
+                       double lr) override;
   // The rank state's own header (sharded_state.cpp gives the format): strategy, world size, rank
   // and shard layout, refused on another.
   StateFormat state_format() const override;
@@ -145,7 +143,6 @@ class ShardedOptimizer : public ShardedOptimizerBase, protected BlockHooks {
 
   Batch batch_;
   Tensor dlogits_;
-  telemetry::TelemetrySink* telemetry_ = nullptr;  // OptimizeInput::telemetry, during optimize()
   PipelineTimes no_pipeline_;
 };
 

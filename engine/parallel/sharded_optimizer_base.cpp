@@ -16,9 +16,33 @@ constexpr uint32_t kStateVersion = 1;
 }  // namespace
 
 ShardedOptimizerBase::ShardedOptimizerBase(Communicator& comm, const ShardedOptions& options,
-                                           std::unique_ptr<Optimizer> wrapped)
-    : comm_(comm), options_(options), optimizer_(std::move(wrapped)) {
+                                           std::unique_ptr<Optimizer> wrapped, const char* name)
+    : comm_(comm), options_(options), optimizer_(std::move(wrapped)), name_(name) {
   if (optimizer_) options_.optimizer = optimizer_->config();
+}
+
+double ShardedOptimizerBase::step(const Dataset& data, const std::vector<int64_t>& indices,
+                                  double lr) {
+  return run_step(data, indices, position_.steps_done, lr).loss;
+}
+
+TrainResult ShardedOptimizerBase::optimize(const OptimizeInput& input) {
+  // The sink is the caller's for this run only: step() outside optimize() publishes nothing.
+  struct ResetSink {
+    telemetry::TelemetrySink*& sink;
+    ~ResetSink() { sink = nullptr; }
+  } reset{telemetry_};
+  telemetry_ = input.telemetry;
+  // Every rank of a data-parallel replica reads the same slice of each global batch.
+  const Topology& topo = topology();
+  TrainResult result = position_.run(
+      input, options_, topo.coord(rank()).dp, topo.dp(), name_,
+      [this, &input](const std::vector<int64_t>& indices, int64_t step, double lr) {
+        return run_step(*input.train, indices, step, lr);
+      },
+      [this](const Dataset& data, int64_t max_samples) { return evaluate(data, max_samples); });
+  result.params = gather_params();
+  return result;
 }
 
 void ShardedOptimizerBase::finish_step(double grad_norm) {

@@ -35,6 +35,9 @@ class ShardedOptimizerBase : public IShardedOptimizer {
   Optimizer& wrapped_optimizer() final { return *optimizer_; }
   bool should_early_stop() const final { return position_.early.stop; }
   int64_t steps_done() const final { return position_.steps_done; }
+  // Trains this rank's data slice (its dp coordinate of topology()) through run_step().
+  TrainResult optimize(const OptimizeInput& input) final;
+  double step(const Dataset& data, const std::vector<int64_t>& indices, double lr) final;
   double last_grad_norm() const final { return last_grad_norm_; }
   const MemorySnapshot& memory_after_last_step() const final { return steady_memory_; }
 
@@ -47,9 +50,14 @@ class ShardedOptimizerBase : public IShardedOptimizer {
 
  protected:
   // `wrapped` (may be null: the optimizer makes one later) replaces options.optimizer with its
-  // config().
+  // config(). `name` is the class's, for messages.
   ShardedOptimizerBase(Communicator& comm, const ShardedOptions& options,
-                       std::unique_ptr<Optimizer> wrapped);
+                       std::unique_ptr<Optimizer> wrapped, const char* name);
+
+  // One optimizer step (0-based `step`) on this rank's `indices` at rate `lr`, ending with
+  // finish_step(); publishes its phases on telemetry_ when set.
+  virtual StepOutcome run_step(const Dataset& data, const std::vector<int64_t>& indices,
+                               int64_t step, double lr) = 0;
 
   // --- the rank state's own part ---
   struct StateFormat {
@@ -71,8 +79,10 @@ class ShardedOptimizerBase : public IShardedOptimizer {
   ShardedOptions options_;
   std::unique_ptr<Optimizer> optimizer_;
   parallel_detail::TrainingPosition position_;
+  telemetry::TelemetrySink* telemetry_ = nullptr;  // OptimizeInput::telemetry, during optimize()
 
  private:
+  const char* name_;
   double last_grad_norm_ = 0;
   MemorySnapshot steady_memory_;
 };
