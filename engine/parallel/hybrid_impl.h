@@ -44,7 +44,8 @@ struct HybridShardedOptimizer::Impl {
   std::vector<Shape> out_shapes;
   std::vector<WorkHandle> act_sends, grad_sends;
   Tensor grad_in, dlogits;
-  telemetry::TelemetrySink* telemetry = nullptr;  // phase events, during optimize() (may be null)
+  // Phase events: the optimizer's telemetry_ during the step (may be null).
+  telemetry::TelemetrySink* telemetry = nullptr;
   int world_rank = 0;
   Batch batch;
 

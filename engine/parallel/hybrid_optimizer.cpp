@@ -1,4 +1,4 @@
-// HybridShardedOptimizer: set-up from the job's pp x tp x dp, the training loop, one step's
+// HybridShardedOptimizer: set-up from the job's pp x tp x dp, one step's
 // synchronisation (tp, then dp, then the global norm and the update), evaluation through the
 // pipeline, and model files. The pipelined forward/backward itself is in hybrid_step.cpp.
 #include "engine/parallel/hybrid_optimizer.h"
@@ -79,14 +79,11 @@ HybridShardedOptimizer::HybridShardedOptimizer(Communicator& world,
 
 HybridShardedOptimizer::HybridShardedOptimizer(Communicator& world, const ShardedOptions& options,
                                                std::unique_ptr<Optimizer> wrapped)
-    : world_(world),
-      options_(options),
+    : ShardedOptimizerBase(world, options, std::move(wrapped), "HybridShardedOptimizer"),
       topo_(checked_topology(world, options)),
-      impl_(std::make_unique<Impl>()),
-      optimizer_(std::move(wrapped)) {
+      impl_(std::make_unique<Impl>()) {
   const ParallelConfig& p = options.sharding;
   const GptConfig& gpt = options.model.gpt;
-  if (optimizer_) options_.optimizer = optimizer_->config();
   Impl& im = *impl_;
   im.groups = topo_.build_groups(world);
   im.tp = TpGroup::of(*im.groups.tp);
@@ -134,16 +131,13 @@ const ParamLayout& HybridShardedOptimizer::full_layout() const {
 
 // --- one step ------------------------------------------------------------------------------
 
-double HybridShardedOptimizer::step(const Dataset& data, const std::vector<int64_t>& indices,
-                                    double lr) {
-  return run_step(data, indices, position_.steps_done, lr).loss;
-}
-
 StepOutcome HybridShardedOptimizer::run_step(const Dataset& data,
                                              const std::vector<int64_t>& indices, int64_t step,
                                              double lr) {
   Impl& im = *impl_;
   im.check_usable();
+  im.telemetry = telemetry_;
+  im.world_rank = rank();
   PipelineStage& stage = *im.stage;
   stage.zero_grad();
   Impl::PipelineOutcome pipe;
@@ -168,7 +162,7 @@ StepOutcome HybridShardedOptimizer::run_step(const Dataset& data,
                            im.dp_sync->owned_square_sum(stage.grads(), im.tp_sync->not_counted()),
                            counts_loss ? static_cast<double>(pipe.rows) : 0.0};
   if (im.dp_sync->frees_grads()) stage.release_grads();
-  const std::vector<double> total = sum_over_ranks(world_, local);
+  const std::vector<double> total = sum_over_ranks(comm_, local);
   StepOutcome out;
   out.loss = total[0];
   SL_ENFORCE(std::isfinite(out.loss),
@@ -177,7 +171,6 @@ StepOutcome HybridShardedOptimizer::run_step(const Dataset& data,
   out.grad_norm = std::sqrt(total[1]);
   out.samples = static_cast<int64_t>(indices.size()) * topo_.dp();
   out.rows = static_cast<int64_t>(total[2]);
-  last_grad_norm_ = out.grad_norm;
   const double coef = clip_coefficient(out.grad_norm, options_.train.clip_grad_norm);
   if (coef < 1.0) im.dp_sync->scale(stage.grads(), static_cast<float>(coef));
   const double update_start = im.telemetry ? telemetry::now_seconds() : 0.0;
@@ -185,8 +178,7 @@ StepOutcome HybridShardedOptimizer::run_step(const Dataset& data,
   if (im.telemetry)
     publish_phase(im.telemetry, im.world_rank, im.coord.pp, -1, telemetry::Phase::optimizer,
                   update_start, telemetry::now_seconds());
-  ++position_.steps_done;
-  if (const MemoryLedger* ledger = current_ledger()) steady_memory_ = ledger->snapshot();
+  finish_step(out.grad_norm);
   return out;
 }
 
@@ -234,34 +226,8 @@ EvalResult HybridShardedOptimizer::evaluate(const Dataset& data, int64_t max_sam
     correct += c;
   }
   const double local[3] = {loss_sum, rows, correct};
-  const std::vector<double> t = sum_over_ranks(world_, local);
+  const std::vector<double> t = sum_over_ranks(comm_, local);
   return eval_result(t[0], t[1], t[2], share.take);
-}
-
-bool HybridShardedOptimizer::should_early_stop() const {
-  return position_.early.stop;
-}
-
-// --- the training loop ---------------------------------------------------------------------
-
-TrainResult HybridShardedOptimizer::optimize(const OptimizeInput& input) {
-  Impl& im = *impl_;
-  // The sink is the caller's for this run only: step() outside optimize() publishes nothing.
-  struct ResetSink {
-    telemetry::TelemetrySink*& sink;
-    ~ResetSink() { sink = nullptr; }
-  } reset{im.telemetry};
-  im.telemetry = input.telemetry;
-  im.world_rank = rank();
-  // Every rank of a replica reads the same slice: the sampler's rank is the dp coordinate.
-  TrainResult result = position_.run(
-      input, options_, im.coord.dp, topo_.dp(), "HybridShardedOptimizer",
-      [this, &input](const std::vector<int64_t>& indices, int64_t step, double lr) {
-        return run_step(*input.train, indices, step, lr);
-      },
-      [this](const Dataset& data, int64_t max_samples) { return evaluate(data, max_samples); });
-  result.params = gather_params();
-  return result;
 }
 
 // --- parameters and optimizer state --------------------------------------------------------
@@ -272,13 +238,8 @@ std::vector<float> HybridShardedOptimizer::gather_params() {
   // parameters) into zeros, so the sum is exact.
   std::vector<float> full(static_cast<size_t>(im.stage->full_layout().size()), 0.0f);
   if (im.coord.dp == 0) im.stage->store_full(full, im.coord.tp == 0);
-  world_.all_reduce(full, ReduceOp::Sum);
+  comm_.all_reduce(full, ReduceOp::Sum);
   return full;
-}
-
-void HybridShardedOptimizer::save_model(const std::string& path) {
-  const std::vector<float> full = gather_params();
-  parallel_detail::write_model_file_collective(world_, path, full_layout(), full);
 }
 
 void HybridShardedOptimizer::load_model(const std::string& path) {

@@ -36,15 +36,15 @@
 #include "engine/data/dataset.h"
 #include "engine/optim/optimizer.h"
 #include "engine/parallel/checkpoint_view.h"
+#include "engine/parallel/sharded_optimizer_base.h"
 #include "engine/parallel/sharded_optimizer_interface.h"
 #include "engine/parallel/topology.h"
-#include "engine/parallel/training_position.h"
 #include "engine/train/trainer.h"
 #include "engine/train/training_loop.h"
 
 namespace shardlab {
 
-class HybridShardedOptimizer : public IShardedOptimizer {
+class HybridShardedOptimizer : public ShardedOptimizerBase {
  public:
   // The seed's constructor: `wrapped` (any base optimizer, attached here to this rank's part;
   // options.optimizer becomes its config()) trained over `world` as options.sharding.pp x tp x dp
@@ -64,45 +64,27 @@ class HybridShardedOptimizer : public IShardedOptimizer {
       std::unique_ptr<Optimizer> wrapped = nullptr);
   ~HybridShardedOptimizer() override;
 
-  int rank() const override { return world_.rank(); }
-  int world_size() const override { return world_.size(); }
   const Topology& topology() const override { return topo_; }
   Coord coord() const { return topo_.coord(rank()); }
-  const ShardedOptions& options() const override { return options_; }
-  Optimizer& wrapped_optimizer() override { return *optimizer_; }
   // This rank's parameters: its stage's blocks, tp-sliced (full model names, local shapes).
   const ParamLayout& local_layout() const;
   const ParamLayout& full_layout() const override;
 
-  // The result's params are the full model's parameters, reassembled on every rank.
-  TrainResult optimize(const OptimizeInput& input) override;
-  // `indices` is this dp replica's slice; its pipeline runs parallel.micro_batches of them.
-  double step(const Dataset& data, const std::vector<int64_t>& indices, double lr) override;
+  // step(): `indices` is this dp replica's slice; its pipeline runs parallel.micro_batches of
+  // them.
   // The dp replicas share the samples and each runs them through its pipeline.
   EvalResult evaluate(const Dataset& data, int64_t max_samples) override;
-  bool should_early_stop() const override;
-  int64_t steps_done() const override { return position_.steps_done; }
-  double last_grad_norm() const override { return last_grad_norm_; }
-  const MemorySnapshot& memory_after_last_step() const override { return steady_memory_; }
   const PipelineTimes& pipeline_times() const override { return times_; }
 
   // DDP: broadcasts the optimizer state from dp rank 0 over the dp group; ZeRO: checks each rank's
   // state is attached to its own shard.
   void synchronize_optimizer_state() override;
 
-  // The state also records the topology, coordinate, strategy and local layout, and is refused
-  // on another (hybrid_state.cpp gives the format).
-  std::vector<uint8_t> serialize() override;
-  void deserialize(std::span<const uint8_t> bytes) override;
-
   // The global indices of this rank's slice (tp_slicing.h) of its stage, cut by the dp strategy.
   CheckpointView checkpoint_view() override;
-  TrainingProgress progress() const override;
-  void restore_progress(const TrainingProgress& p) override;
 
   // The full model's flat parameters, reassembled from every stage and tp slice, on every rank.
   std::vector<float> gather_params() override;
-  void save_model(const std::string& path) override;
   void load_model(const std::string& path) override;
 
  private:
@@ -111,16 +93,16 @@ class HybridShardedOptimizer : public IShardedOptimizer {
                          std::unique_ptr<Optimizer> wrapped);
 
   StepOutcome run_step(const Dataset& data, const std::vector<int64_t>& indices, int64_t step,
-                       double lr);
+                       double lr) override;
+  // The rank state's own header (hybrid_state.cpp gives the format): topology, coordinate,
+  // strategy and local layout, refused on another; the held parameters are the local slice.
+  StateFormat state_format() const override;
+  void write_state_header(ByteWriter& w) override;
+  void check_state_header(ByteReader& r) override;
+  std::span<float> held_params() override;
 
-  Communicator& world_;
-  ShardedOptions options_;
   Topology topo_;
   std::unique_ptr<Impl> impl_;
-  std::unique_ptr<Optimizer> optimizer_;
-  parallel_detail::TrainingPosition position_;
-  double last_grad_norm_ = 0;
-  MemorySnapshot steady_memory_;
   PipelineTimes times_;
 };
 

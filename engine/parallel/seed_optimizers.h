@@ -88,37 +88,30 @@ class StrategyOptimizer : public IShardedOptimizer {
   std::unique_ptr<ShardedOptimizer> impl_;
 };
 
+// The 1-D strategies by name (ShardedOptimizer::create's parallel.strategy).
+enum class Strategy1D { ddp, zero1, zero2, fsdp };
+constexpr const char* strategy_name(Strategy1D s) {
+  constexpr const char* names[] = {"ddp", "zero1", "zero2", "fsdp"};
+  return names[static_cast<int>(s)];
+}
+
+// One named type per 1-D strategy: the configuration's parallel.strategy is the type's.
+template <Strategy1D S>
+class Named1DOptimizer final : public StrategyOptimizer {
+ public:
+  Named1DOptimizer(Communicator& comm, std::unique_ptr<Optimizer> wrapped,
+                   const ShardedOptions& options)
+      : StrategyOptimizer(comm, std::move(wrapped), options, strategy_name(S)) {}
+};
+
 // DDP: gradients averaged across ranks; every rank holds and updates everything.
-class DdpOptimizer final : public StrategyOptimizer {
- public:
-  DdpOptimizer(Communicator& comm, std::unique_ptr<Optimizer> wrapped,
-               const ShardedOptions& options)
-      : StrategyOptimizer(comm, std::move(wrapped), options, "ddp") {}
-};
-
+using DdpOptimizer = Named1DOptimizer<Strategy1D::ddp>;
 // ZeRO stage 1: optimizer state sharded across ranks.
-class Zero1Optimizer final : public StrategyOptimizer {
- public:
-  Zero1Optimizer(Communicator& comm, std::unique_ptr<Optimizer> wrapped,
-                 const ShardedOptions& options)
-      : StrategyOptimizer(comm, std::move(wrapped), options, "zero1") {}
-};
-
+using Zero1Optimizer = Named1DOptimizer<Strategy1D::zero1>;
 // The seed's ZeRO2Optimizer: optimizer state and gradients sharded across ranks.
-class Zero2Optimizer final : public StrategyOptimizer {
- public:
-  Zero2Optimizer(Communicator& comm, std::unique_ptr<Optimizer> wrapped,
-                 const ShardedOptions& options)
-      : StrategyOptimizer(comm, std::move(wrapped), options, "zero2") {}
-};
-
+using Zero2Optimizer = Named1DOptimizer<Strategy1D::zero2>;
 // The seed's FSDPOptimizer: parameters, gradients and optimizer state sharded (ZeRO-3).
-class FsdpOptimizer final : public StrategyOptimizer {
- public:
-  FsdpOptimizer(Communicator& comm, std::unique_ptr<Optimizer> wrapped,
-                const ShardedOptions& options)
-      : StrategyOptimizer(comm, std::move(wrapped), options, "fsdp") {}
-};
+using FsdpOptimizer = Named1DOptimizer<Strategy1D::fsdp>;
 
 // The seed's TensorParallelOptimizer: every rank of `comm` in one tensor-parallel group
 // (pp 1 x tp world x dp 1) of the GPT model (options.model.kind "gpt"; Megatron-style layers,

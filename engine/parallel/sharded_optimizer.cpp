@@ -1,5 +1,6 @@
-// The strategy-independent half of ShardedOptimizer: the factory, the training loop, one step
-// (micro-batches, loss, global norm, clipping), evaluation across ranks and the shard helpers.
+// The strategy-independent half of ShardedOptimizer: the factory, one step (micro-batches, loss,
+// global norm, clipping), evaluation across ranks and the shard helpers. The training loop is
+// ShardedOptimizerBase's.
 #include "engine/parallel/sharded_optimizer.h"
 
 #include <algorithm>
@@ -112,14 +113,13 @@ std::unique_ptr<ShardedOptimizer> ShardedOptimizer::create(Communicator& comm,
   }
   SL_ENFORCE(!options.sharding.fsdp_keep_params || s == "fsdp",
              "parallel.fsdp_keep_params: only used by fsdp, not {}", s);
-  opt->optimizer_ = std::move(wrapped);
+  opt->optimizer_ = std::move(wrapped);  // options.optimizer is already its config
   opt->setup();
   return opt;
 }
 
 ShardedOptimizer::ShardedOptimizer(Communicator& comm, const ShardedOptions& options)
-    : comm_(comm),
-      options_(options),
+    : ShardedOptimizerBase(comm, options, nullptr, "ShardedOptimizer"),
       topology_(Topology::make({1, 1, comm.size()}, comm.size())),
       micro_steps_(options.train.accumulation_steps) {}
 
@@ -189,10 +189,6 @@ void ShardedOptimizer::wait_all(std::vector<WorkHandle>& handles) {
 
 // --- one step ------------------------------------------------------------------------------
 
-double ShardedOptimizer::step(const Dataset& data, const std::vector<int64_t>& indices, double lr) {
-  return run_step(data, indices, position_.steps_done, lr).loss;
-}
-
 StepOutcome ShardedOptimizer::run_step(const Dataset& data, const std::vector<int64_t>& indices,
                                        int64_t step, double lr) {
   begin_step();
@@ -219,7 +215,6 @@ StepOutcome ShardedOptimizer::run_step(const Dataset& data, const std::vector<in
   out.grad_norm = std::sqrt(total[1]);
   out.samples = mb.samples * world_size();
   out.rows = mb.rows * world_size();
-  last_grad_norm_ = out.grad_norm;
   const double coef = clip_coefficient(out.grad_norm, options_.train.clip_grad_norm);
   if (coef < 1.0) scale_grads(static_cast<float>(coef));
   const double update_start = telemetry_ ? telemetry::now_seconds() : 0.0;
@@ -227,8 +222,7 @@ StepOutcome ShardedOptimizer::run_step(const Dataset& data, const std::vector<in
   if (telemetry_)
     publish_phase(telemetry_, rank(), 0, -1, telemetry::Phase::optimizer, update_start,
                   telemetry::now_seconds());
-  ++position_.steps_done;
-  if (const MemoryLedger* ledger = current_ledger()) steady_memory_ = ledger->snapshot();
+  finish_step(out.grad_norm);
   return out;
 }
 
@@ -262,29 +256,6 @@ EvalResult ShardedOptimizer::evaluate(const Dataset& data, int64_t max_samples) 
   const double local[3] = {loss_sum, rows, correct};
   const std::vector<double> t = sum_over_ranks(comm_, local);
   return eval_result(t[0], t[1], t[2], share.take);
-}
-
-bool ShardedOptimizer::should_early_stop() const {
-  return position_.early.stop;
-}
-
-// --- the training loop ---------------------------------------------------------------------
-
-TrainResult ShardedOptimizer::optimize(const OptimizeInput& input) {
-  // The sink is the caller's for this run only: step() outside optimize() publishes nothing.
-  struct ResetSink {
-    telemetry::TelemetrySink*& sink;
-    ~ResetSink() { sink = nullptr; }
-  } reset{telemetry_};
-  telemetry_ = input.telemetry;
-  TrainResult result = position_.run(
-      input, options_, rank(), world_size(), "ShardedOptimizer",
-      [this, &input](const std::vector<int64_t>& indices, int64_t step, double lr) {
-        return run_step(*input.train, indices, step, lr);
-      },
-      [this](const Dataset& data, int64_t max_samples) { return evaluate(data, max_samples); });
-  result.params = gather_params();
-  return result;
 }
 
 std::vector<float> ShardedOptimizer::gather_params() {

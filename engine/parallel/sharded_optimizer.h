@@ -43,8 +43,8 @@
 #include "engine/parallel/checkpoint_view.h"
 #include "engine/parallel/parallel_config.h"
 #include "engine/parallel/shard_layout.h"
+#include "engine/parallel/sharded_optimizer_base.h"
 #include "engine/parallel/sharded_optimizer_interface.h"
-#include "engine/parallel/training_position.h"
 #include "engine/telemetry/sink.h"
 #include "engine/train/lr_schedule.h"
 #include "engine/train/trainer.h"
@@ -52,7 +52,7 @@
 
 namespace shardlab {
 
-class ShardedOptimizer : public IShardedOptimizer, protected BlockHooks {
+class ShardedOptimizer : public ShardedOptimizerBase, protected BlockHooks {
  public:
   // Builds the model, the base optimizer and the strategy named by options.sharding.strategy
   // ("ddp", "zero1", "zero2", "fsdp") on `comm`. The base optimizer is `wrapped` when given (any
@@ -65,25 +65,15 @@ class ShardedOptimizer : public IShardedOptimizer, protected BlockHooks {
 
   ~ShardedOptimizer() override;
 
-  int rank() const override { return comm_.rank(); }
-  int world_size() const override { return comm_.size(); }
-  const ShardedOptions& options() const override { return options_; }
-  Optimizer& wrapped_optimizer() override { return *optimizer_; }
   Model& model() { return *model_; }
   const ShardLayout& shard_layout() const { return layout_; }
   Communicator& communicator() { return comm_; }
 
-  TrainResult optimize(const OptimizeInput& input) override;
-  // Each rank runs its contiguous share of the step's micro-batches of `indices`.
-  double step(const Dataset& data, const std::vector<int64_t>& indices, double lr) override;
+  // step(): each rank runs its own samples `indices` of the global batch.
   // Each rank evaluates a contiguous share of the samples.
   EvalResult evaluate(const Dataset& data, int64_t max_samples) override;
-  bool should_early_stop() const override;
-  int64_t steps_done() const override { return position_.steps_done; }
   // 0 until optimize() has seen the data.
   int64_t total_steps() const { return position_.total_steps; }
-  double last_grad_norm() const override { return last_grad_norm_; }
-  const MemorySnapshot& memory_after_last_step() const override { return steady_memory_; }
   const Topology& topology() const override { return topology_; }
   const ParamLayout& full_layout() const override { return model_->layout(); }
   const PipelineTimes& pipeline_times() const override { return no_pipeline_; }
@@ -92,17 +82,8 @@ class ShardedOptimizer : public IShardedOptimizer, protected BlockHooks {
   // to its own shard.
   void synchronize_optimizer_state() override;
 
-  // The state also records the strategy, world size, rank and shard layout, and is refused on
-  // another (sharded_state.cpp gives the format).
-  std::vector<uint8_t> serialize() override;
-  void deserialize(std::span<const uint8_t> bytes) override;
-
   CheckpointView checkpoint_view() override;
-  TrainingProgress progress() const override;
-  void restore_progress(const TrainingProgress& p) override;
-
   std::vector<float> gather_params() override;
-  void save_model(const std::string& path) override;
   void load_model(const std::string& path) override;
 
  protected:
@@ -125,8 +106,8 @@ class ShardedOptimizer : public IShardedOptimizer, protected BlockHooks {
   virtual void scale_grads(float factor) = 0;
   // Runs the base optimizer on this rank's part at `lr` and brings parameters back in sync.
   virtual void update(double lr) = 0;
-  // The parameters this rank holds at rest, for serialize() and load_model().
-  virtual std::span<float> held_params() = 0;
+  // held_params(): the parameters this rank holds at rest (ShardedOptimizerBase), for
+  // serialize() and checkpoints.
   // Writes this rank's chunk of every unit of `full` (the whole flat parameters) into the held
   // parameters.
   virtual void load_full_params(std::span<const float> full) = 0;
@@ -144,10 +125,7 @@ class ShardedOptimizer : public IShardedOptimizer, protected BlockHooks {
   std::vector<int> units_ready_after(int block) const;
   void wait_all(std::vector<WorkHandle>& handles);
 
-  Communicator& comm_;
-  ShardedOptions options_;
   std::unique_ptr<Model> model_;
-  std::unique_ptr<Optimizer> optimizer_;
   ShardLayout layout_;
   Topology topology_;  // 1 x 1 x world
   int micro_ = 0;      // the micro-step in progress (0-based)
@@ -156,14 +134,15 @@ class ShardedOptimizer : public IShardedOptimizer, protected BlockHooks {
 
  private:
   StepOutcome run_step(const Dataset& data, const std::vector<int64_t>& indices, int64_t step,
-                       double lr);
+                       double lr) override;
+  // The rank state's own header (sharded_state.cpp gives the format): strategy, world size, rank
+  // and shard layout, refused on another.
+  StateFormat state_format() const override;
+  void write_state_header(ByteWriter& w) override;
+  void check_state_header(ByteReader& r) override;
 
   Batch batch_;
   Tensor dlogits_;
-  parallel_detail::TrainingPosition position_;
-  telemetry::TelemetrySink* telemetry_ = nullptr;  // OptimizeInput::telemetry, during optimize()
-  MemorySnapshot steady_memory_;
-  double last_grad_norm_ = 0;
   PipelineTimes no_pipeline_;
 };
 

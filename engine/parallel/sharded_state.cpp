@@ -1,7 +1,7 @@
 // ShardedOptimizer's persistence: serialize/deserialize of one rank's training state, model
 // files with the full parameters, and synchronize_optimizer_state.
 //
-// Rank state format, version 1 (little-endian), in the frame of rank_state.h:
+// Rank state format, version 1 (little-endian), in ShardedOptimizerBase's frame:
 //   magic "SLSHARD\0", u32 version, str strategy, i32 world, i32 rank, i64 params,
 //   i64 padded params, i64 shard, u32 unit-layout CRC, u32 parameter-layout CRC, i64 batch size,
 //   then the frame's progress, held params, base optimizer state and CRC.
@@ -14,7 +14,6 @@
 #include "engine/core/bytes.h"
 #include "engine/core/error.h"
 #include "engine/model/model_file.h"
-#include "engine/parallel/rank_state.h"
 #include "engine/parallel/sharded_optimizer.h"
 #include "engine/parallel/strategies.h"
 
@@ -23,7 +22,6 @@ namespace shardlab {
 namespace {
 
 constexpr char kMagic[8] = {'S', 'L', 'S', 'H', 'A', 'R', 'D', '\0'};
-constexpr parallel_detail::RankStateFormat kFormat{kMagic, "sharded state"};
 
 // CRC of how the flat parameters are cut into units (it depends on parallel.bucket_mb): a rank's
 // shard is its chunk of every unit, so state written under another cut would be scrambled.
@@ -96,59 +94,58 @@ void check_optimizer_steps_agree(Communicator& comm, const Optimizer& optimizer)
 
 }  // namespace parallel_detail
 
-std::vector<uint8_t> ShardedOptimizer::serialize() {
-  return parallel_detail::write_rank_state(kFormat, *this, held_params(), [&](ByteWriter& w) {
-    w.str(options_.sharding.strategy);
-    w.pod(static_cast<int32_t>(world_size()));
-    w.pod(static_cast<int32_t>(rank()));
-    w.pod(model_->num_params());
-    w.pod(layout_.padded_total());
-    w.pod(layout_.shard_size());
-    w.pod(units_fingerprint(layout_));
-    w.pod(model_layout_fingerprint(model_->layout()));
-    w.pod(options_.train.batch_size);
-  });
+ShardedOptimizerBase::StateFormat ShardedOptimizer::state_format() const {
+  return {kMagic, "sharded state"};
 }
 
-void ShardedOptimizer::deserialize(std::span<const uint8_t> bytes) {
-  parallel_detail::read_rank_state(kFormat, bytes, *this, held_params(), [&](ByteReader& r) {
-    const std::string strategy = r.str("strategy");
-    const auto world = r.pod<int32_t>("world size");
-    const auto their_rank = r.pod<int32_t>("rank");
-    const auto params = r.pod<int64_t>("parameter count");
-    const auto padded = r.pod<int64_t>("padded parameter count");
-    const auto shard = r.pod<int64_t>("shard size");
-    const auto units = r.pod<uint32_t>("unit layout");
-    const auto params_fp = r.pod<uint32_t>("parameter layout");
-    const auto batch = r.pod<int64_t>("batch size");
-    const std::string mine = options_.sharding.strategy;
-    SL_ENFORCE(
-        strategy == mine && world == world_size(),
-        "sharded state: written by strategy {} on world size {}, but this is strategy {} on "
-        "world size {}; serialize() is one rank's state in its own layout: to change strategy "
-        "or world size, resume from a checkpoint (rank_checkpoint.h), which reshards",
-        strategy, world, mine, world_size());
-    SL_ENFORCE(their_rank == rank(),
-               "sharded state: written by rank {}, loaded on rank {} (each rank loads its own)",
-               their_rank, rank());
-    SL_ENFORCE(params == model_->num_params() && padded == layout_.padded_total() &&
-                   shard == layout_.shard_size(),
-               "sharded state: written for a model of {} parameters ({} padded, shard {}), this "
-               "model has {} ({} padded, shard {})",
-               params, padded, shard, model_->num_params(), layout_.padded_total(),
-               layout_.shard_size());
-    SL_ENFORCE(params_fp == model_layout_fingerprint(model_->layout()),
-               "sharded state: written for a model whose parameter names or shapes differ from "
-               "this one's");
-    SL_ENFORCE(units == units_fingerprint(layout_),
-               "sharded state: written with a different parallel.bucket_mb (this run uses {}); a "
-               "ZeRO rank's shard is its chunk of every bucket, so it must be the same",
-               options_.sharding.bucket_mb);
-    SL_ENFORCE(batch == options_.train.batch_size,
-               "sharded state: written with train.batch_size {}, this run uses {} (the data "
-               "position would not match)",
-               batch, options_.train.batch_size);
-  });
+void ShardedOptimizer::write_state_header(ByteWriter& w) {
+  w.str(options_.sharding.strategy);
+  w.pod(static_cast<int32_t>(world_size()));
+  w.pod(static_cast<int32_t>(rank()));
+  w.pod(model_->num_params());
+  w.pod(layout_.padded_total());
+  w.pod(layout_.shard_size());
+  w.pod(units_fingerprint(layout_));
+  w.pod(model_layout_fingerprint(model_->layout()));
+  w.pod(options_.train.batch_size);
+}
+
+void ShardedOptimizer::check_state_header(ByteReader& r) {
+  const std::string strategy = r.str("strategy");
+  const auto world = r.pod<int32_t>("world size");
+  const auto their_rank = r.pod<int32_t>("rank");
+  const auto params = r.pod<int64_t>("parameter count");
+  const auto padded = r.pod<int64_t>("padded parameter count");
+  const auto shard = r.pod<int64_t>("shard size");
+  const auto units = r.pod<uint32_t>("unit layout");
+  const auto params_fp = r.pod<uint32_t>("parameter layout");
+  const auto batch = r.pod<int64_t>("batch size");
+  const std::string mine = options_.sharding.strategy;
+  SL_ENFORCE(strategy == mine && world == world_size(),
+             "sharded state: written by strategy {} on world size {}, but this is strategy {} on "
+             "world size {}; serialize() is one rank's state in its own layout: to change strategy "
+             "or world size, resume from a checkpoint (rank_checkpoint.h), which reshards",
+             strategy, world, mine, world_size());
+  SL_ENFORCE(their_rank == rank(),
+             "sharded state: written by rank {}, loaded on rank {} (each rank loads its own)",
+             their_rank, rank());
+  SL_ENFORCE(params == model_->num_params() && padded == layout_.padded_total() &&
+                 shard == layout_.shard_size(),
+             "sharded state: written for a model of {} parameters ({} padded, shard {}), this "
+             "model has {} ({} padded, shard {})",
+             params, padded, shard, model_->num_params(), layout_.padded_total(),
+             layout_.shard_size());
+  SL_ENFORCE(params_fp == model_layout_fingerprint(model_->layout()),
+             "sharded state: written for a model whose parameter names or shapes differ from "
+             "this one's");
+  SL_ENFORCE(units == units_fingerprint(layout_),
+             "sharded state: written with a different parallel.bucket_mb (this run uses {}); a "
+             "ZeRO rank's shard is its chunk of every bucket, so it must be the same",
+             options_.sharding.bucket_mb);
+  SL_ENFORCE(batch == options_.train.batch_size,
+             "sharded state: written with train.batch_size {}, this run uses {} (the data "
+             "position would not match)",
+             batch, options_.train.batch_size);
 }
 
 CheckpointView ShardedOptimizer::checkpoint_view() {
@@ -169,19 +166,6 @@ CheckpointView ShardedOptimizer::checkpoint_view() {
   // ZeRO-1/2 hold the whole parameters; FSDP its shard, indexed like its optimizer state.
   v.held_map = s == "fsdp" ? v.owned_map : identity_map(n);
   return v;
-}
-
-TrainingProgress ShardedOptimizer::progress() const {
-  return position_.progress(*optimizer_);
-}
-
-void ShardedOptimizer::restore_progress(const TrainingProgress& p) {
-  position_.restore(p, *optimizer_);
-}
-
-void ShardedOptimizer::save_model(const std::string& path) {
-  const std::vector<float> full = gather_params();
-  parallel_detail::write_model_file_collective(comm_, path, model_->layout(), full);
 }
 
 void ShardedOptimizer::load_model(const std::string& path) {
