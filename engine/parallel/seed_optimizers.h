@@ -1,15 +1,16 @@
 // The seed's named sharded optimizers (AiDotNet.DistributedTraining: FSDPOptimizer,
 // ZeRO2Optimizer, TensorParallelOptimizer, HybridShardedOptimizer), each built as the seed builds
-// it: from a base optimizer INSTANCE (the wrapped optimizer: any engine::Optimizer, the engine's
-// Sgd/Adam/... or the caller's own subclass) plus a sharding configuration (ShardedOptions: the
-// strategy settings, the model, the training settings). All are IShardedOptimizer
-// (sharded_optimizer_interface.h), so code written against the interface runs any of them.
+// it: from a base optimizer INSTANCE (the wrapped optimizer: any engine::Optimizer:
+// make_optimizer() for the registry's SGD/Adam/... or the caller's own subclass) plus a sharding
+// configuration (ShardedOptions: the strategy settings, the model, the training settings). All are
+// IShardedOptimizer (sharded_optimizer_interface.h), so code written against the interface runs any
+// of them.
 //
 //   Communicator& comm = ...;  // e.g. a rank of run_threads (engine/comm/threads/world.h)
 //   ShardedOptions config;
 //   config.blocks = [] { ...return my blocks... };  // or config.model.kind = "mlp" / "gpt"
 //   config.train.batch_size = 64; config.train.steps = 100;
-//   FsdpOptimizer fsdp(comm, std::make_unique<Adam>(adam_config), config);
+//   FSDPOptimizer fsdp(comm, make_optimizer(adam_config), config);  // or the caller's own subclass
 //   TrainResult r = fsdp.optimize({.train = &train, .eval = &eval});
 //
 // The model: a rank needs its own model, stored as its strategy needs (ZeRO pads the flat buffers

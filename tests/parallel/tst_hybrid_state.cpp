@@ -9,7 +9,7 @@
 #include <QtTest>
 
 #include "engine/comm/threads/world.h"
-#include "engine/optim/adam.h"
+#include "engine/optim/optimizer.h"
 #include "engine/parallel/seed_optimizers.h"
 #include "engine/train/build.h"
 #include "kernels/cpu/gemm.h"
@@ -370,8 +370,7 @@ class TestHybridState : public QObject {
         config.sharding.backend = "mpi";
         if (p.type_sets_strategy) config.sharding.strategy = "none";
         if (p.job.parallel.tp > 1) config.sharding.tp = 1;  // TensorParallelOptimizer: all ranks
-        std::unique_ptr<IShardedOptimizer> opt =
-            p.make(c, std::make_unique<Adam>(p.job.optimizer), config);
+        std::unique_ptr<IShardedOptimizer> opt = p.make(c, make_optimizer(p.job.optimizer), config);
         RankState& st = named[size_t(c.rank())];
         st.result = opt->optimize(input(3));
         st.bytes = opt->serialize();
@@ -390,8 +389,8 @@ class TestHybridState : public QObject {
     run_threads(4, test_comm_options(), [&](Communicator& c) {
       ShardedOptions config = sharded_options(hybrid_job("ddp", 2, 2, 1));
       config.blocks = [] { return std::vector<std::unique_ptr<Layer>>{}; };
-      refused[size_t(c.rank())].error = caught(
-          [&] { HybridShardedOptimizer(c, std::make_unique<Adam>(config.optimizer), config); });
+      refused[size_t(c.rank())].error =
+          caught([&] { HybridShardedOptimizer(c, make_optimizer(config.optimizer), config); });
     });
     QCOMPARE(refused[0].error.first, std::string("InvalidArgument"));
     QVERIFY2(contains_ci(refused[0].error.second, "model"), refused[0].error.second.c_str());
