@@ -14,8 +14,8 @@
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
-#include <set>
 
+#include "engine/job/job_fields.h"
 #include "engine/job/job_spec.h"
 
 namespace shardlab::gui {
@@ -276,7 +276,9 @@ void JobForm::applyLayout(ParallelLayout layout) {
   const int64_t world = std::max<int64_t>(1, num("parallel.world_size"));
   const std::string strategy = str("parallel.strategy");
   // With pp or tp > 1 the strategy names the data-parallel dimension's: keep one that can.
-  const bool dp_strategy = strategy == "ddp" || strategy == "zero1" || strategy == "zero2";
+  const auto& dp_strategies = data_parallel_strategies();
+  const bool dp_strategy =
+      std::find(dp_strategies.begin(), dp_strategies.end(), strategy) != dp_strategies.end();
   const auto model_parallel = [&](int64_t pp_, int64_t tp_, int64_t dp_) {
     put("parallel.pp", pp_);
     put("parallel.tp", tp_);
