@@ -31,6 +31,18 @@ QString parentPath(const QString& path) {
   return dot < 0 ? QString() : path.left(dot);
 }
 
+// The value at dotted `path` in `root`, or null.
+const ordered_json* valueAt(const ordered_json& root, const QString& path) {
+  const ordered_json* j = &root;
+  for (const QString& part : path.split('.')) {
+    if (!j->is_object()) return nullptr;
+    const auto it = j->find(part.toStdString());
+    if (it == j->end()) return nullptr;
+    j = &*it;
+  }
+  return j;
+}
+
 QString dumpValue(const ordered_json& v) {
   return QString::fromStdString(v.is_string() ? v.get<std::string>() : v.dump());
 }
@@ -46,25 +58,11 @@ bool isModelParallel(ParallelLayout l) {
 // Document access.
 
 const ordered_json* JobForm::find(const QString& path) const {
-  const ordered_json* j = &doc_;
-  for (const QString& part : path.split('.')) {
-    if (!j->is_object()) return nullptr;
-    const auto it = j->find(part.toStdString());
-    if (it == j->end()) return nullptr;
-    j = &*it;
-  }
-  return j;
+  return valueAt(doc_, path);
 }
 
 const ordered_json* JobForm::defaultAt(const QString& path) const {
-  const ordered_json* d = &defaults_;
-  for (const QString& part : path.split('.')) {
-    if (!d->is_object()) return nullptr;
-    const auto it = d->find(part.toStdString());
-    if (it == d->end()) return nullptr;
-    d = &*it;
-  }
-  return d;
+  return valueAt(defaults_, path);
 }
 
 std::string JobForm::str(const QString& path) const {
