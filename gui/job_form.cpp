@@ -14,8 +14,8 @@
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
-#include <set>
 
+#include "engine/job/job_fields.h"
 #include "engine/job/job_spec.h"
 
 namespace shardlab::gui {
@@ -29,6 +29,18 @@ QString parentPath(const QString& path) {
   if (path.endsWith(']')) return path.left(path.lastIndexOf('['));
   const int dot = path.lastIndexOf('.');
   return dot < 0 ? QString() : path.left(dot);
+}
+
+// The value at dotted `path` in `root`, or null.
+const ordered_json* valueAt(const ordered_json& root, const QString& path) {
+  const ordered_json* j = &root;
+  for (const QString& part : path.split('.')) {
+    if (!j->is_object()) return nullptr;
+    const auto it = j->find(part.toStdString());
+    if (it == j->end()) return nullptr;
+    j = &*it;
+  }
+  return j;
 }
 
 QString dumpValue(const ordered_json& v) {
@@ -46,25 +58,11 @@ bool isModelParallel(ParallelLayout l) {
 // Document access.
 
 const ordered_json* JobForm::find(const QString& path) const {
-  const ordered_json* j = &doc_;
-  for (const QString& part : path.split('.')) {
-    if (!j->is_object()) return nullptr;
-    const auto it = j->find(part.toStdString());
-    if (it == j->end()) return nullptr;
-    j = &*it;
-  }
-  return j;
+  return valueAt(doc_, path);
 }
 
 const ordered_json* JobForm::defaultAt(const QString& path) const {
-  const ordered_json* d = &defaults_;
-  for (const QString& part : path.split('.')) {
-    if (!d->is_object()) return nullptr;
-    const auto it = d->find(part.toStdString());
-    if (it == d->end()) return nullptr;
-    d = &*it;
-  }
-  return d;
+  return valueAt(defaults_, path);
 }
 
 std::string JobForm::str(const QString& path) const {
@@ -276,7 +274,9 @@ void JobForm::applyLayout(ParallelLayout layout) {
   const int64_t world = std::max<int64_t>(1, num("parallel.world_size"));
   const std::string strategy = str("parallel.strategy");
   // With pp or tp > 1 the strategy names the data-parallel dimension's: keep one that can.
-  const bool dp_strategy = strategy == "ddp" || strategy == "zero1" || strategy == "zero2";
+  const auto& dp_strategies = data_parallel_strategies();
+  const bool dp_strategy =
+      std::find(dp_strategies.begin(), dp_strategies.end(), strategy) != dp_strategies.end();
   const auto model_parallel = [&](int64_t pp_, int64_t tp_, int64_t dp_) {
     put("parallel.pp", pp_);
     put("parallel.tp", tp_);

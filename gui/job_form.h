@@ -1,9 +1,11 @@
 // JobForm: the job document as grouped fields (model, data, optimizer, training, parallelism,
-// launch). It edits a JSON document in place: keys it has no field for stay as they are, and a
-// field hidden because the chosen kind does not use it is taken out of the document (and put back
-// if the kind comes back). After every change the document goes through the engine's own
-// check_job_json and each FieldError appears beside the field its dotted path names (or the nearest
-// enclosing one shown, or the general label at the top). The form never checks values itself.
+// launch). The form holds labels and layout only: each field's type, choices, default and when it
+// is used come from the engine's job field table (engine/job/job_fields.h). It edits a JSON
+// document in place: keys it has no field for stay as they are, and a field hidden because the
+// chosen kind does not use it is taken out of the document (and put back if the kind comes back).
+// After every change the document goes through the engine's own check_job_json and each FieldError
+// appears beside the field its dotted path names (or the nearest enclosing one shown, or the
+// general label at the top). The form never checks values itself.
 #pragma once
 
 #include <QString>
@@ -102,24 +104,15 @@ class JobForm : public QWidget {
     int base_items = 0;          // combos: items beyond these show an unlisted document value
     bool shown = true;
   };
-  struct Spec {  // one field of a form row
-    Spec(QString path_, Kind kind_, QString inline_label_ = {}, QStringList choices_ = {},
-         std::function<bool()> used_ = {})
-        : path(std::move(path_)),
-          kind(kind_),
-          inline_label(std::move(inline_label_)),
-          choices(std::move(choices_)),
-          used(std::move(used_)) {}
-    QString path;
-    Kind kind;
-    QString inline_label;  // before the editor inside a row with several fields
-    QStringList choices;   // combos: values (or display names for layout and launch)
-    std::function<bool()> used;
-  };
+  struct Spec;     // one field of a form row: its path and layout (job_form_layout.cpp)
+  struct Section;  // a group box of rows
 
   QGridLayout* makeGrid();
-  void addRow(QGridLayout* grid, const QString& label, std::vector<Spec> specs,
+  void addSection(const Section& section);
+  void addRow(QGridLayout* grid, const QString& label, const std::vector<Spec>& specs,
               bool hide_unused = true);
+  static Kind kindOf(const char* path);
+  static QStringList choicesOf(const Spec& s);
   QWidget* makeEditor(Field& f, const Spec& s);
 
   void arrange(int columns);

@@ -14,13 +14,35 @@
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
-#include <set>
+#include <iterator>
+#include <string_view>
 
+#include "engine/job/job_fields.h"
 #include "engine/job/job_spec.h"
 
 namespace shardlab::gui {
 
 using nlohmann::ordered_json;
+
+// The layout: per section its rows, per row a label and the fields side by side (path, and the
+// label before the editor in a row with several fields). Everything else about a field comes from
+// the engine's table.
+struct JobForm::Spec {
+  const char* path;
+  const char* inline_label = "";
+  // parallel.dp: the spin box takes the table's range and shows its minimum (-1) as "auto".
+  bool auto_at_min = false;
+  // A choice combo that lists the default first (the pipeline schedule; the table lists the
+  // choices in validation's order).
+  bool default_first = false;
+};
+
+struct JobForm::Section {
+  const char* title;
+  const char* path;  // "" for a section without an error label of its own
+  bool hide_unused;  // hide a field not used (else disable it, so the layout stays put)
+  std::vector<std::pair<const char*, std::vector<Spec>>> rows;
+};
 
 namespace {
 
@@ -36,6 +58,30 @@ QLabel* makeErrorLabel(const QString& path, QWidget* parent) {
   return label;
 }
 
+// The display names of the two combos that are not a field's values: the parallel layouts (in
+// ParallelLayout's order) and the launch choices (in LaunchChoice's).
+QStringList layoutNames() {
+  return {JobForm::tr("Single process"),
+          JobForm::tr("DDP"),
+          JobForm::tr("ZeRO-1"),
+          JobForm::tr("ZeRO-2"),
+          JobForm::tr("FSDP (ZeRO-3)"),
+          JobForm::tr("Tensor parallel"),
+          JobForm::tr("Pipeline parallel"),
+          JobForm::tr("Hybrid 3D")};
+}
+
+QStringList launchNames() {
+  return {JobForm::tr("In-process threads"), JobForm::tr("Local processes (mpirun)"),
+          JobForm::tr("Remote workers")};
+}
+
+QStringList toQStrings(const std::vector<std::string>& v) {
+  QStringList out;
+  for (const auto& s : v) out << QString::fromStdString(s);
+  return out;
+}
+
 }  // namespace
 
 JobForm::JobForm(QWidget* parent) : QWidget(parent) {
@@ -44,176 +90,83 @@ JobForm::JobForm(QWidget* parent) : QWidget(parent) {
 
   general_ = makeErrorLabel("", this);
   auto* top = makeGrid();
-  addRow(top, tr("Name"), {{"name", Kind::text}});
+  addRow(top, tr("Name"), {{"name"}});
 
-  auto section = [this](const QString& title, const QString& path) {
-    auto* group = new QGroupBox(title, this);
-    groups_.push_back(group);
-    auto* v = new QVBoxLayout(group);
-    v->setContentsMargins(8, 4, 8, 6);
-    v->setSpacing(2);
-    if (!path.isEmpty()) {  // errors of the section's fields that have no field shown
-      Field f;
-      f.path = path;
-      f.kind = Kind::section;
-      f.editor = f.box = f.row = group;
-      f.error = makeErrorLabel(path, group);
-      v->addWidget(f.error);
-      fields_.push_back(f);
-    }
-    auto* form = makeGrid();
-    v->addLayout(form);
-    return std::pair{group, form};
+  // Model, data, optimizer | training, parallelism, launch (see arrange()).
+  const std::vector<Section> sections = {
+      {QT_TR_NOOP("Model"),
+       "model",
+       true,
+       {{QT_TR_NOOP("Kind"), {{"model.kind"}, {"model.seed", QT_TR_NOOP("seed")}}},
+        {QT_TR_NOOP("Hidden sizes"), {{"model.mlp.hidden"}}},
+        {QT_TR_NOOP("Activation"), {{"model.mlp.activation"}}},
+        {QT_TR_NOOP("Context"), {{"model.gpt.context"}, {"model.gpt.width", QT_TR_NOOP("width")}}},
+        {QT_TR_NOOP("Layers"), {{"model.gpt.layers"}, {"model.gpt.heads", QT_TR_NOOP("heads")}}},
+        {QT_TR_NOOP("MLP ratio"), {{"model.gpt.mlp_ratio"}}}}},
+      {QT_TR_NOOP("Data"),
+       "data",
+       true,
+       {{QT_TR_NOOP("Dataset"), {{"data.dataset"}}},
+        {QT_TR_NOOP("Directory"), {{"data.path"}}},
+        {QT_TR_NOOP("Corpus files"), {{"data.corpus"}}},
+        {QT_TR_NOOP("Eval fraction"), {{"data.eval_fraction"}}},
+        {QT_TR_NOOP("Limit train"),
+         {{"data.train_limit"}, {"data.eval_limit", QT_TR_NOOP("eval")}}}}},
+      {QT_TR_NOOP("Optimizer"),
+       "optimizer",
+       true,
+       {{QT_TR_NOOP("Name"), {{"optimizer.name"}}},
+        {QT_TR_NOOP("Learning rate"),
+         {{"optimizer.lr"}, {"optimizer.weight_decay", QT_TR_NOOP("weight decay")}}},
+        {QT_TR_NOOP("Momentum"),
+         {{"optimizer.momentum"}, {"optimizer.nesterov", QT_TR_NOOP("Nesterov")}}},
+        {QT_TR_NOOP("Betas"), {{"optimizer.beta1"}, {"optimizer.beta2"}}},
+        {QT_TR_NOOP("Eps"),
+         {{"optimizer.eps"},
+          {"optimizer.alpha", QT_TR_NOOP("alpha")},
+          {"optimizer.initial_accumulator", QT_TR_NOOP("initial acc.")}}}}},
+      {QT_TR_NOOP("Training"),
+       "train",
+       true,
+       {{QT_TR_NOOP("Steps"), {{"train.steps"}, {"train.epochs", QT_TR_NOOP("epochs")}}},
+        {QT_TR_NOOP("Batch size"),
+         {{"train.batch_size"}, {"train.accumulation_steps", QT_TR_NOOP("accum.")}}},
+        {QT_TR_NOOP("Log every"), {{"train.log_every"}, {"train.seed", QT_TR_NOOP("seed")}}},
+        {QT_TR_NOOP("Eval every"),
+         {{"train.eval_every"}, {"train.eval_batches", QT_TR_NOOP("batches")}}},
+        {QT_TR_NOOP("Grad clip"), {{"train.clip_grad_norm"}}},
+        {QT_TR_NOOP("LR schedule"), {{"train.schedule.kind"}}},
+        {QT_TR_NOOP("Warmup"),
+         {{"train.schedule.warmup_steps"},
+          {"train.schedule.min_lr_ratio", QT_TR_NOOP("min ratio")}}},
+        {QT_TR_NOOP("Checkpoints"),
+         {{"train.checkpoint_dir"},
+          {"train.checkpoint_every", QT_TR_NOOP("every")},
+          {"train.keep_checkpoints", QT_TR_NOOP("keep")}}},
+        {QT_TR_NOOP("Start from"), {{"train.init_model"}}},
+        {QT_TR_NOOP("Patience"),
+         {{"train.early_stopping.patience"},
+          {"train.early_stopping.min_delta", QT_TR_NOOP("min delta")}}}}},
+      {QT_TR_NOOP("Parallelism"),
+       "",
+       false,
+       {{QT_TR_NOOP("Layout"), {{"parallel"}}},
+        {QT_TR_NOOP("World size"), {{"parallel.world_size"}}},
+        {QT_TR_NOOP("pp × tp × dp"),
+         {{"parallel.pp"}, {"parallel.tp", "×"}, {"parallel.dp", "×", true}}},
+        {QT_TR_NOOP("DP strategy"), {{"parallel.strategy"}}},
+        {QT_TR_NOOP("Micro-batches"), {{"parallel.micro_batches"}}},
+        {QT_TR_NOOP("Pipeline"),
+         {{"parallel.schedule", "", false, true}, {"parallel.pp_partition"}}},
+        {QT_TR_NOOP("Bucket MiB"),
+         {{"parallel.bucket_mb"}, {"parallel.timeout_s", QT_TR_NOOP("timeout s")}}},
+        {QT_TR_NOOP("Overlap"),
+         {{"parallel.overlap"}, {"parallel.fsdp_keep_params", QT_TR_NOOP("FSDP keep params")}}}}},
+      {QT_TR_NOOP("Launch"), "", false, {{QT_TR_NOOP("Backend"), {{"parallel.backend"}}}}},
   };
-  auto is = [this](const QString& path, std::set<std::string> values) {
-    return [this, path, values] { return values.count(str(path)) > 0; };
-  };
+  for (const Section& s : sections) addSection(s);
 
-  // --- Model
-  auto [model_box, model] = section(tr("Model"), "model");
-  const auto mlp = is("model.kind", {"mlp"});
-  const auto gpt = is("model.kind", {"gpt"});
-  addRow(
-      model, tr("Kind"),
-      {{"model.kind", Kind::choice, {}, {"mlp", "gpt"}}, {"model.seed", Kind::seed, tr("seed")}});
-  addRow(model, tr("Hidden sizes"), {{"model.mlp.hidden", Kind::int_list, {}, {}, mlp}});
-  addRow(model, tr("Activation"),
-         {{"model.mlp.activation", Kind::choice, {}, {"relu", "gelu"}, mlp}});
-  addRow(model, tr("Context"),
-         {{"model.gpt.context", Kind::integer, {}, {}, gpt},
-          {"model.gpt.width", Kind::integer, tr("width"), {}, gpt}});
-  addRow(model, tr("Layers"),
-         {{"model.gpt.layers", Kind::integer, {}, {}, gpt},
-          {"model.gpt.heads", Kind::integer, tr("heads"), {}, gpt}});
-  addRow(model, tr("MLP ratio"), {{"model.gpt.mlp_ratio", Kind::integer, {}, {}, gpt}});
-
-  // --- Data
-  auto [data_box, data] = section(tr("Data"), "data");
-  const auto fashion = is("data.dataset", {"fashion-mnist"});
-  const auto chars = is("data.dataset", {"chars"});
-  addRow(data, tr("Dataset"), {{"data.dataset", Kind::choice, {}, {"fashion-mnist", "chars"}}});
-  addRow(data, tr("Directory"), {{"data.path", Kind::text, {}, {}, fashion}});
-  addRow(data, tr("Corpus files"), {{"data.corpus", Kind::text_list, {}, {}, chars}});
-  addRow(data, tr("Eval fraction"), {{"data.eval_fraction", Kind::number, {}, {}, chars}});
-  addRow(data, tr("Limit train"),
-         {{"data.train_limit", Kind::integer}, {"data.eval_limit", Kind::integer, tr("eval")}});
-
-  // --- Optimizer (each hyper-parameter shown for the optimizers that read it)
-  auto [optim_box, optim] = section(tr("Optimizer"), "optimizer");
-  addRow(optim, tr("Name"),
-         {{"optimizer.name", Kind::choice, {}, {"sgd", "adam", "adamw", "rmsprop", "adagrad"}}});
-  addRow(optim, tr("Learning rate"),
-         {{"optimizer.lr", Kind::number},
-          {"optimizer.weight_decay", Kind::number, tr("weight decay")}});
-  addRow(optim, tr("Momentum"),
-         {{"optimizer.momentum", Kind::number, {}, {}, is("optimizer.name", {"sgd", "rmsprop"})},
-          {"optimizer.nesterov", Kind::check, tr("Nesterov"), {}, is("optimizer.name", {"sgd"})}});
-  const auto adam = is("optimizer.name", {"adam", "adamw"});
-  addRow(optim, tr("Betas"),
-         {{"optimizer.beta1", Kind::number, {}, {}, adam},
-          {"optimizer.beta2", Kind::number, {}, {}, adam}});
-  addRow(optim, tr("Eps"),
-         {{"optimizer.eps",
-           Kind::number,
-           {},
-           {},
-           is("optimizer.name", {"adam", "adamw", "rmsprop", "adagrad"})},
-          {"optimizer.alpha", Kind::number, tr("alpha"), {}, is("optimizer.name", {"rmsprop"})},
-          {"optimizer.initial_accumulator",
-           Kind::number,
-           tr("initial acc."),
-           {},
-           is("optimizer.name", {"adagrad"})}});
-
-  // --- Training
-  auto [train_box, train] = section(tr("Training"), "train");
-  addRow(train, tr("Steps"),
-         {{"train.steps", Kind::integer}, {"train.epochs", Kind::integer, tr("epochs")}});
-  addRow(train, tr("Batch size"),
-         {{"train.batch_size", Kind::integer},
-          {"train.accumulation_steps", Kind::integer, tr("accum.")}});
-  addRow(train, tr("Log every"),
-         {{"train.log_every", Kind::integer}, {"train.seed", Kind::seed, tr("seed")}});
-  addRow(
-      train, tr("Eval every"),
-      {{"train.eval_every", Kind::integer}, {"train.eval_batches", Kind::integer, tr("batches")}});
-  addRow(train, tr("Grad clip"), {{"train.clip_grad_norm", Kind::number}});
-  addRow(train, tr("LR schedule"),
-         {{"train.schedule.kind", Kind::choice, {}, {"constant", "warmup_cosine"}}});
-  const auto cosine = is("train.schedule.kind", {"warmup_cosine"});
-  addRow(train, tr("Warmup"),
-         {{"train.schedule.warmup_steps", Kind::integer, {}, {}, cosine},
-          {"train.schedule.min_lr_ratio", Kind::number, tr("min ratio"), {}, cosine}});
-  const auto checkpoints = [this] { return str("train.checkpoint_dir") != ""; };
-  addRow(train, tr("Checkpoints"),
-         {{"train.checkpoint_dir", Kind::text},
-          {"train.checkpoint_every", Kind::integer, tr("every"), {}, checkpoints},
-          {"train.keep_checkpoints", Kind::integer, tr("keep"), {}, checkpoints}});
-  addRow(train, tr("Start from"), {{"train.init_model", Kind::text}});
-  addRow(train, tr("Patience"),
-         {{"train.early_stopping.patience", Kind::integer},
-          {"train.early_stopping.min_delta", Kind::number, tr("min delta"), {}, [this] {
-             return num("train.early_stopping.patience") > 0;
-           }}});
-
-  // --- Parallelism (fields that do not apply are disabled, not hidden: the layout stays put)
-  auto [par_box, par] = section(tr("Parallelism"), {});
-  const auto parallel = [this] { return str("parallel.strategy") != "none"; };
-  const auto pipeline = [this] { return num("parallel.pp") > 1; };
-  addRow(par, tr("Layout"),
-         {{"parallel",
-           Kind::layout,
-           {},
-           {tr("Single process"), tr("DDP"), tr("ZeRO-1"), tr("ZeRO-2"), tr("FSDP (ZeRO-3)"),
-            tr("Tensor parallel"), tr("Pipeline parallel"), tr("Hybrid 3D")}}},
-         false);
-  addRow(par, tr("World size"), {{"parallel.world_size", Kind::integer}}, false);
-  addRow(par, tr("pp × tp × dp"),
-         {{"parallel.pp", Kind::integer},
-          {"parallel.tp", Kind::integer, "×"},
-          {"parallel.dp", Kind::integer, "×"}},
-         false);
-  addRow(par, tr("DP strategy"),
-         {{"parallel.strategy", Kind::choice, {}, {"ddp", "zero1", "zero2"}}}, false);
-  addRow(par, tr("Micro-batches"),
-         {{"parallel.micro_batches",
-           Kind::integer,
-           {},
-           {},
-           [this] { return num("parallel.pp") > 1 || num("parallel.tp") > 1; }}},
-         false);
-  addRow(par, tr("Pipeline"),
-         {{"parallel.schedule", Kind::choice, {}, {"1f1b", "gpipe"}, pipeline},
-          {"parallel.pp_partition", Kind::choice, {}, {"uniform", "balanced"}, pipeline}},
-         false);
-  addRow(par, tr("Bucket MiB"),
-         {{"parallel.bucket_mb",
-           Kind::number,
-           {},
-           {},
-           [this] {
-             return str("parallel.strategy") != "none" && str("parallel.strategy") != "fsdp";
-           }},
-          {"parallel.timeout_s", Kind::number, tr("timeout s"), {}, parallel}},
-         false);
-  addRow(par, tr("Overlap"),
-         {{"parallel.overlap", Kind::check, {}, {}, parallel},
-          {"parallel.fsdp_keep_params",
-           Kind::check,
-           tr("FSDP keep params"),
-           {},
-           is("parallel.strategy", {"fsdp"})}},
-         false);
-
-  // --- Launch
-  auto [launch_box, launch] = section(tr("Launch"), {});
-  addRow(launch, tr("Backend"),
-         {{"parallel.backend",
-           Kind::launch,
-           {},
-           {tr("In-process threads"), tr("Local processes (mpirun)"), tr("Remote workers")},
-           parallel}},
-         false);
+  QGridLayout* launch = grids_.back();
   listen_ = new QLineEdit("0.0.0.0:0", this);
   listen_->setObjectName("listenAddress");
   listen_->setToolTip(tr("HOST:PORT the app listens on for remote workers (port 0: any free)"));
@@ -240,6 +193,27 @@ JobForm::JobForm(QWidget* parent) : QWidget(parent) {
   for (QGridLayout* grid : grids_) grid->setColumnMinimumWidth(0, label_width);
 
   setDocument(nlohmann::json::object());
+}
+
+void JobForm::addSection(const Section& section) {
+  auto* group = new QGroupBox(tr(section.title), this);
+  groups_.push_back(group);
+  auto* v = new QVBoxLayout(group);
+  v->setContentsMargins(8, 4, 8, 6);
+  v->setSpacing(2);
+  if (*section.path) {  // errors of the section's fields that have no field shown
+    Field f;
+    f.path = section.path;
+    f.kind = Kind::section;
+    f.editor = f.box = f.row = group;
+    f.error = makeErrorLabel(f.path, group);
+    v->addWidget(f.error);
+    fields_.push_back(f);
+  }
+  auto* form = makeGrid();
+  v->addLayout(form);
+  for (const auto& [label, specs] : section.rows)
+    addRow(form, tr(label), specs, section.hide_unused);
 }
 
 // Two columns (model, data, optimizer | training, parallelism, launch) or, in a narrow pane, one.
@@ -281,7 +255,7 @@ QGridLayout* JobForm::makeGrid() {
 
 // A form row: one field, or several side by side. Each field has its own error label; they sit
 // below the row, full width, those of a second or third field prefixed with its key.
-void JobForm::addRow(QGridLayout* grid, const QString& label, std::vector<Spec> specs,
+void JobForm::addRow(QGridLayout* grid, const QString& label, const std::vector<Spec>& specs,
                      bool hide_unused) {
   const bool single = specs.size() == 1;
   QWidget* row = new QWidget(this);
@@ -291,24 +265,28 @@ void JobForm::addRow(QGridLayout* grid, const QString& label, std::vector<Spec> 
   std::vector<QLabel*> errors;
   for (size_t i = 0; i < specs.size(); ++i) {
     const Spec& s = specs[i];
+    const QString path = s.path;
     Field f;
-    f.path = s.path;
-    f.kind = s.kind;
-    f.used = s.used;
+    f.path = path;
+    f.kind = kindOf(s.path);
+    // Hidden or disabled when the engine's table says the job does not use it.
+    const JobField* field = find_job_field(s.path);
+    if (field && !field->used_when.empty())
+      f.used = [this, field] { return field_used(*field, doc_); };
     f.hide_unused = hide_unused;
     f.row = row;
     f.box = single ? row : new QWidget(row);
-    if (i > 0) f.error_prefix = s.path.mid(s.path.lastIndexOf('.') + 1) + ": ";
+    if (i > 0) f.error_prefix = path.mid(path.lastIndexOf('.') + 1) + ": ";
     auto* inner = single ? h : new QHBoxLayout(f.box);
     if (!single) {
       inner->setContentsMargins(0, 0, 0, 0);
       inner->setSpacing(4);
       h->addWidget(f.box, 1);
     }
-    if (!s.inline_label.isEmpty() && s.kind != Kind::check)
-      inner->addWidget(new QLabel(s.inline_label, f.box));
+    if (*s.inline_label && f.kind != Kind::check)
+      inner->addWidget(new QLabel(tr(s.inline_label), f.box));
     inner->addWidget(makeEditor(f, s), 1);
-    f.error = makeErrorLabel(s.path, this);
+    f.error = makeErrorLabel(path, this);
     errors.push_back(f.error);
     const size_t index = fields_.size();
     fields_.push_back(f);
@@ -332,15 +310,50 @@ void JobForm::addRow(QGridLayout* grid, const QString& label, std::vector<Spec> 
     fields_[i].row_label = row_label;
 }
 
+// The editor a field's table type asks for; the parallel layout and the launch choice are the
+// form's own combos.
+JobForm::Kind JobForm::kindOf(const char* path) {
+  const std::string_view p = path;
+  if (p == "parallel") return Kind::layout;
+  if (p == "parallel.backend") return Kind::launch;
+  const JobField* field = find_job_field(p);
+  if (!field) return Kind::text;
+  if (field->type == FieldType::string && !field->choices.empty()) return Kind::choice;
+  // Indexed by FieldType: string, boolean, number, integer, unsigned_integer, integer_list,
+  // string_list.
+  static constexpr Kind by_type[] = {Kind::text, Kind::check,    Kind::number,   Kind::integer,
+                                     Kind::seed, Kind::int_list, Kind::text_list};
+  static_assert(std::size(by_type) == static_cast<size_t>(FieldType::string_list) + 1);
+  return by_type[static_cast<size_t>(field->type)];
+}
+
+// A combo's items: the table's choices for a field (the DP strategy combo: the strategies that can
+// run the data-parallel dimension, since it is only enabled with pp or tp > 1).
+QStringList JobForm::choicesOf(const Spec& s) {
+  if (std::string_view(s.path) == "parallel") return layoutNames();
+  if (std::string_view(s.path) == "parallel.backend") return launchNames();
+  if (std::string_view(s.path) == "parallel.strategy")
+    return toQStrings(data_parallel_strategies());
+  const JobField* field = find_job_field(s.path);
+  std::vector<std::string> choices = field ? field->choices : std::vector<std::string>{};
+  if (s.default_first && field) {
+    const auto it =
+        std::find(choices.begin(), choices.end(), field->default_value.get<std::string>());
+    if (it != choices.end()) std::rotate(choices.begin(), it, it + 1);
+  }
+  return toQStrings(choices);
+}
+
 QWidget* JobForm::makeEditor(Field& f, const Spec& s) {
   QWidget* e = nullptr;
-  switch (s.kind) {
+  switch (f.kind) {
     case Kind::integer: {
       auto* sb = new QSpinBox(f.box);
       // Wide, so the form shows what the document says; the engine says what is out of range.
       sb->setRange(-999999999, 999999999);
-      if (s.path == "parallel.dp") {
-        sb->setRange(-1, 1024);
+      const JobField* field = find_job_field(s.path);
+      if (s.auto_at_min && field && field->min && field->max) {
+        sb->setRange(static_cast<int>(*field->min), static_cast<int>(*field->max));
         sb->setSpecialValueText(tr("auto"));
       }
       e = sb;
@@ -350,18 +363,18 @@ QWidget* JobForm::makeEditor(Field& f, const Spec& s) {
     case Kind::layout:
     case Kind::launch: {
       auto* cb = new QComboBox(f.box);
-      cb->addItems(s.choices);
+      cb->addItems(choicesOf(s));
       f.base_items = cb->count();
       e = cb;
       break;
     }
     case Kind::check:
-      e = new QCheckBox(s.inline_label, f.box);
+      e = new QCheckBox(*s.inline_label ? tr(s.inline_label) : QString(), f.box);
       break;
     default: {
       auto* le = new QLineEdit(f.box);
-      if (s.kind == Kind::int_list) le->setPlaceholderText("256, 128");
-      if (s.kind == Kind::text_list)
+      if (f.kind == Kind::int_list) le->setPlaceholderText("256, 128");
+      if (f.kind == Kind::text_list)
         le->setPlaceholderText(tr("file or directory, …  (empty: built-in corpus)"));
       e = le;
     }
@@ -370,11 +383,11 @@ QWidget* JobForm::makeEditor(Field& f, const Spec& s) {
   if (auto* cb = qobject_cast<QComboBox*>(e)) {
     cb->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
     cb->setMinimumContentsLength(5);
-  } else if (s.kind != Kind::check) {
+  } else if (f.kind != Kind::check) {
     e->setMinimumWidth(44);
   }
-  e->setObjectName("field:" + s.path);
-  e->setToolTip(s.path);  // the key in the JSON tab
+  e->setObjectName("field:" + f.path);
+  e->setToolTip(f.path);  // the key in the JSON tab
   f.editor = e;
   return e;
 }

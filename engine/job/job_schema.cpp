@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "engine/core/error.h"
@@ -136,6 +137,53 @@ class Writer {
 
  private:
   std::vector<Json*> stack_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Describing: each field's path, type and default, for the public table (job_fields.h).
+
+class Describer {
+ public:
+  std::vector<JobField> fields;
+
+  template <class T>
+  void field(const char* key, const T& value) {
+    JobField f;
+    f.path = join_path(prefix_, key);
+    f.type = type_of<T>();
+    f.default_value = json(value);
+    fields.push_back(std::move(f));
+  }
+  template <class Fn>
+  void section(const char* key, Fn&& fn) {
+    const std::string outer = prefix_;
+    prefix_ = join_path(prefix_, key);
+    fn();
+    prefix_ = outer;
+  }
+
+ private:
+  template <class T>
+  static FieldType type_of() {
+    if constexpr (std::is_same_v<T, std::string>)
+      return FieldType::string;
+    else if constexpr (std::is_same_v<T, bool>)
+      return FieldType::boolean;
+    else if constexpr (std::is_same_v<T, double>)
+      return FieldType::number;
+    else if constexpr (std::is_same_v<T, int64_t>)
+      return FieldType::integer;
+    else if constexpr (std::is_same_v<T, uint64_t>)
+      return FieldType::unsigned_integer;
+    else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+      return FieldType::integer_list;
+    else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+      return FieldType::string_list;
+    else
+      static_assert(sizeof(T) == 0, "a JobSpec field of a type the table has no FieldType for");
+  }
+
+  std::string prefix_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -321,6 +369,13 @@ Json write_job(const JobSpec& job) {
 
 template json write_job<json>(const JobSpec& job);
 template nlohmann::ordered_json write_job<nlohmann::ordered_json>(const JobSpec& job);
+
+std::vector<JobField> schema_fields() {
+  Describer describer;
+  const JobSpec defaults;
+  visit_job(describer, defaults);
+  return std::move(describer.fields);
+}
 
 void read_job(const json& doc, JobSpec& job, std::vector<FieldError>& errors) {
   Reader reader(doc, errors);

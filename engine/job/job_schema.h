@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/job/job_fields.h"
 #include "engine/job/job_spec.h"
 
 namespace shardlab::job_detail {
@@ -23,6 +24,10 @@ Json write_job(const JobSpec& job);
 
 extern template nlohmann::json write_job<nlohmann::json>(const JobSpec& job);
 extern template nlohmann::ordered_json write_job<nlohmann::ordered_json>(const JobSpec& job);
+
+// Every field's path, type and default (JobSpec{}'s), in document order; job_fields() adds the
+// rest.
+std::vector<JobField> schema_fields();
 
 // Reads `doc` into `job`, checking JSON types only (values are validate()'s job). Appends to
 // `errors` a problem for each key the schema does not know (with the closest known key suggested)

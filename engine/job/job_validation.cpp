@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "engine/job/job_fields.h"
 #include "engine/job/job_schema.h"
 #include "engine/optim/registry.h"
 #include "engine/optim/validate.h"
@@ -22,17 +23,6 @@ using job_detail::write_job;
 using nlohmann::json;
 
 namespace {
-
-const std::vector<std::string> kModelKinds = {"mlp", "gpt"};
-const std::vector<std::string> kDevices = {"cpu", "cuda"};
-const std::vector<std::string> kDatasets = {"fashion-mnist", "chars"};
-const std::vector<std::string> kActivations = {"relu", "gelu"};
-const std::vector<std::string> kScheduleKinds = {"constant", "warmup_cosine"};
-const std::vector<std::string> kBackends = {"threads", "mpi"};
-const std::vector<std::string> kPipelineSchedules = {"gpipe", "1f1b"};
-const std::vector<std::string> kPipelinePartitions = {"uniform", "balanced"};
-// The strategies that can run the data-parallel dimension of a 3D (pp x tp x dp) job.
-const std::vector<std::string> kDataParallelStrategies = {"ddp", "zero1", "zero2"};
 
 // Whether this build can run ranks as MPI processes (engine/job/CMakeLists.txt defines it).
 #ifdef SHARDLAB_HAVE_MPI
@@ -125,13 +115,13 @@ class Checker {
 
 void check_model(Checker& c, const JobSpec& job) {
   const ModelConfig& m = job.model;
-  if (!c.one_of("model.kind", m.kind, kModelKinds)) return;
+  if (!c.one_of("model.kind", m.kind, field_choices("model.kind"))) return;
   if (m.kind == "mlp") {
     c.at_least<int64_t>("model.mlp.input_dim", m.mlp.input_dim, 1);
     for (size_t i = 0; i < m.mlp.hidden.size(); ++i)
       c.at_least<int64_t>(fmt::format("model.mlp.hidden[{}]", i), m.mlp.hidden[i], 1);
     c.at_least<int64_t>("model.mlp.num_classes", m.mlp.num_classes, 2);
-    c.one_of("model.mlp.activation", m.mlp.activation, kActivations);
+    c.one_of("model.mlp.activation", m.mlp.activation, field_choices("model.mlp.activation"));
     if (job.data.dataset == "fashion-mnist") {
       // The data decides these; a different value could only be a mistake.
       if (m.mlp.input_dim != 784)
@@ -160,7 +150,7 @@ void check_model(Checker& c, const JobSpec& job) {
 
 void check_data(Checker& c, const JobSpec& job) {
   const DataConfig& d = job.data;
-  if (c.one_of("data.dataset", d.dataset, kDatasets)) {
+  if (c.one_of("data.dataset", d.dataset, field_choices("data.dataset"))) {
     const std::string& kind = job.model.kind;
     if (kind == "mlp" && d.dataset != "fashion-mnist")
       c.fail("data.dataset",
@@ -227,7 +217,7 @@ void check_train(Checker& c, const TrainConfig& t) {
            fmt::format("must be a finite number >= 0 (0: no clipping), got {}", t.clip_grad_norm));
 
   const ScheduleConfig& s = t.schedule;
-  if (c.one_of("train.schedule.kind", s.kind, kScheduleKinds)) {
+  if (c.one_of("train.schedule.kind", s.kind, field_choices("train.schedule.kind"))) {
     if (s.kind == "constant") {
       c.unused_field("train.schedule.warmup_steps", "not used by schedule constant");
       c.unused_field("train.schedule.min_lr_ratio", "not used by schedule constant");
@@ -269,9 +259,10 @@ void check_model_parallel(Checker& c, const JobSpec& job, bool world_ok) {
                    "not used without tensor or pipeline parallelism (parallel.pp and parallel.tp "
                    "are 1; use train.accumulation_steps)");
   const std::string no_pipeline = "not used without pipeline parallelism (parallel.pp is 1)";
-  if (c.one_of("parallel.schedule", p.schedule, kPipelineSchedules) && p.pp == 1)
+  if (c.one_of("parallel.schedule", p.schedule, field_choices("parallel.schedule")) && p.pp == 1)
     c.unused_field("parallel.schedule", no_pipeline);
-  if (c.one_of("parallel.pp_partition", p.pp_partition, kPipelinePartitions) && p.pp == 1)
+  if (c.one_of("parallel.pp_partition", p.pp_partition, field_choices("parallel.pp_partition")) &&
+      p.pp == 1)
     c.unused_field("parallel.pp_partition", no_pipeline);
 
   // The layout must resolve for world_size ranks (for a plain data-parallel job too: an explicit
@@ -293,7 +284,8 @@ void check_model_parallel(Checker& c, const JobSpec& job, bool world_ok) {
   if (!gpt)
     c.fail(dim_field, fmt::format("{} need{} model.kind gpt, got {}", what,
                                   p.tp > 1 && p.pp > 1 ? "" : "s", job.model.kind));
-  if (contains(strategy_names(), p.strategy) && !contains(kDataParallelStrategies, p.strategy))
+  if (contains(field_choices("parallel.strategy"), p.strategy) &&
+      !contains(data_parallel_strategies(), p.strategy))
     c.fail("parallel.strategy",
            fmt::format("must be \"ddp\", \"zero1\" or \"zero2\" with {}, got \"{}\" (with "
                        "parallel.pp or parallel.tp > 1 the strategy is the data-parallel "
@@ -342,7 +334,8 @@ void check_telemetry(Checker& c, const TelemetryConfig& t) {
 
 void check_parallel(Checker& c, const JobSpec& job) {
   const ParallelConfig& p = job.parallel;
-  const bool known_strategy = c.one_of("parallel.strategy", p.strategy, strategy_names());
+  const bool known_strategy =
+      c.one_of("parallel.strategy", p.strategy, field_choices("parallel.strategy"));
   const bool single = p.strategy == "none";
   const bool world_ok = p.world_size >= 1 && p.world_size <= kMaxWorldSize;
   if (!world_ok) {
@@ -350,7 +343,7 @@ void check_parallel(Checker& c, const JobSpec& job) {
            fmt::format("must be in [1, {}], got {}", kMaxWorldSize, p.world_size));
   } else if (single && p.world_size > 1) {
     std::vector<std::string> parallel_strategies;
-    for (const auto& s : strategy_names())
+    for (const auto& s : field_choices("parallel.strategy"))
       if (s != "none") parallel_strategies.push_back(s);
     std::string choices;
     for (size_t i = 0; i < parallel_strategies.size(); ++i)
@@ -363,7 +356,7 @@ void check_parallel(Checker& c, const JobSpec& job) {
                        p.world_size, choices));
   }
 
-  if (c.one_of("parallel.backend", p.backend, kBackends)) {
+  if (c.one_of("parallel.backend", p.backend, field_choices("parallel.backend"))) {
     if (single)
       c.unused_field("parallel.backend", "not used by strategy none");
     else if (p.backend == "mpi" && !kHaveMpi)
@@ -425,7 +418,7 @@ void check_checkpoints(Checker& c, const JobSpec& job) {
 std::vector<FieldError> validate(const JobSpec& job) {
   Checker c(job);
   if (job.name.empty()) c.fail("name", "must not be empty");
-  c.one_of("device", job.device, kDevices);
+  c.one_of("device", job.device, field_choices("device"));
   check_model(c, job);
   check_data(c, job);
   check_optimizer(c, job.optimizer);

@@ -4,53 +4,57 @@
 
 namespace shardlab {
 
+namespace {
+
+// What every kernel takes alike: the arrays, their length, the rate and L2 weight decay.
+template <class Args>
+Args common_args(const OptimizerConfig& c, const UpdateBuffers& b) {
+  Args a;
+  a.param = b.param;
+  a.grad = b.grad;
+  a.n = b.n;
+  a.lr = b.lr;
+  a.weight_decay = c.weight_decay;
+  return a;
+}
+
+}  // namespace
+
 UpdateArgs sgd_args(const OptimizerConfig& c, const UpdateBuffers& b) {
-  return kernels::SgdArgs{.param = b.param,
-                          .grad = b.grad,
-                          .momentum_buf = b.state[0],
-                          .n = b.n,
-                          .lr = b.lr,
-                          .momentum = c.momentum,
-                          .weight_decay = c.weight_decay,
-                          .nesterov = c.nesterov};
+  auto a = common_args<kernels::SgdArgs>(c, b);
+  a.momentum_buf = b.state[0];
+  a.momentum = c.momentum;
+  a.nesterov = c.nesterov;
+  return a;
 }
 
 UpdateArgs adam_args(const OptimizerConfig& c, const UpdateBuffers& b) {
-  return kernels::AdamArgs{.param = b.param,
-                           .grad = b.grad,
-                           .exp_avg = b.state[0],
-                           .exp_avg_sq = b.state[1],
-                           .n = b.n,
-                           .lr = b.lr,
-                           .beta1 = c.beta1,
-                           .beta2 = c.beta2,
-                           .eps = c.eps,
-                           .weight_decay = c.weight_decay,
-                           .decoupled = c.name == "adamw",
-                           .step = b.step};
+  auto a = common_args<kernels::AdamArgs>(c, b);
+  a.exp_avg = b.state[0];
+  a.exp_avg_sq = b.state[1];
+  a.beta1 = c.beta1;
+  a.beta2 = c.beta2;
+  a.eps = c.eps;
+  a.decoupled = c.name == "adamw";
+  a.step = b.step;
+  return a;
 }
 
 UpdateArgs rmsprop_args(const OptimizerConfig& c, const UpdateBuffers& b) {
-  return kernels::RmspropArgs{.param = b.param,
-                              .grad = b.grad,
-                              .square_avg = b.state[0],
-                              .momentum_buf = b.state[1],
-                              .n = b.n,
-                              .lr = b.lr,
-                              .alpha = c.alpha,
-                              .eps = c.eps,
-                              .momentum = c.momentum,
-                              .weight_decay = c.weight_decay};
+  auto a = common_args<kernels::RmspropArgs>(c, b);
+  a.square_avg = b.state[0];
+  a.momentum_buf = b.state[1];
+  a.alpha = c.alpha;
+  a.eps = c.eps;
+  a.momentum = c.momentum;
+  return a;
 }
 
 UpdateArgs adagrad_args(const OptimizerConfig& c, const UpdateBuffers& b) {
-  return kernels::AdagradArgs{.param = b.param,
-                              .grad = b.grad,
-                              .sum = b.state[0],
-                              .n = b.n,
-                              .lr = b.lr,
-                              .eps = c.eps,
-                              .weight_decay = c.weight_decay};
+  auto a = common_args<kernels::AdagradArgs>(c, b);
+  a.sum = b.state[0];
+  a.eps = c.eps;
+  return a;
 }
 
 UpdateArgs update_args(const OptimizerConfig& config, const UpdateBuffers& b) {

@@ -11,7 +11,9 @@
 #include <QLineEdit>
 #include <QSpinBox>
 #include <QTemporaryDir>
+#include <set>
 
+#include "engine/job/job_fields.h"
 #include "engine/job/job_spec.h"
 #include "gui/job_form.h"
 #include "gui/main_window.h"
@@ -410,6 +412,8 @@ class TestJobEditor : public QObject {
     QCOMPARE(form.columns(), 2);
   }
 
+  void formIsBuiltFromTheEngineTable();
+
   void remoteWorkersRunMpiRanks() {
     JobEditor e;
     e.setText(readJob("fashion_mlp.json"));
@@ -433,6 +437,99 @@ class TestJobEditor : public QObject {
     QVERIFY(e.launchChoice() == LaunchChoice::threads);
   }
 };
+
+// Every field of the engine's job table either has an editor of the kind its type asks for,
+// offering the table's choices, or is one the form leaves to the JSON tab; an edit in each editor
+// writes a value of the field's type to the document, which reads back through the engine.
+void TestJobEditor::formIsBuiltFromTheEngineTable() {
+  using shardlab::FieldType;
+  const std::set<std::string> json_only = {"device",
+                                           "model.mlp.input_dim",
+                                           "model.mlp.num_classes",
+                                           "model.gpt.vocab_size",
+                                           "telemetry.address",
+                                           "telemetry.token_file"};
+  for (const shardlab::JobField& f : shardlab::job_fields()) {
+    JobForm form;
+    QWidget* w = form.fieldWidget(QString::fromStdString(f.path));
+    QVERIFY2(bool(w) != bool(json_only.count(f.path)), f.path.c_str());
+    if (!w) continue;
+    nlohmann::json value;
+    if (auto* cb = qobject_cast<QComboBox*>(w)) {
+      QStringList items;
+      for (int i = 0; i < cb->count(); ++i) items << cb->itemText(i);
+      if (f.path == "parallel.backend") {  // the launch choices: threads, mpirun, remote
+        cb->setCurrentIndex(int(LaunchChoice::mpirun));
+        value = "mpi";
+      } else {
+        // The DP strategy combo offers the strategies a pp x tp x dp job can use.
+        const auto& expected =
+            f.path == "parallel.strategy" ? shardlab::data_parallel_strategies() : f.choices;
+        // Past the listed items the combo shows a document value it does not list ("none").
+        if (items.size() > static_cast<qsizetype>(expected.size())) {
+          QCOMPARE(items.size(), static_cast<qsizetype>(expected.size()) + 1);
+          QCOMPARE(items.back(), cb->currentText());
+          items.removeLast();
+        }
+        std::set<std::string> listed;
+        for (const QString& item : items) listed.insert(item.toStdString());
+        QCOMPARE(listed, std::set<std::string>(expected.begin(), expected.end()));
+        for (const auto& c : expected)
+          if (c != f.default_value) value = c;  // a value the document does not have yet
+        cb->setCurrentText(QString::fromStdString(value.get<std::string>()));
+      }
+    } else if (auto* sb = qobject_cast<QSpinBox*>(w)) {
+      QCOMPARE(f.type, FieldType::integer);
+      value = f.default_value.get<int64_t>() + 1;
+      sb->setValue(value.get<int>());
+    } else if (auto* ch = qobject_cast<QCheckBox*>(w)) {
+      QCOMPARE(f.type, FieldType::boolean);
+      value = !f.default_value.get<bool>();
+      ch->setChecked(value.get<bool>());
+    } else if (auto* le = qobject_cast<QLineEdit*>(w)) {
+      switch (f.type) {
+        case FieldType::number:
+          value = f.default_value.get<double>() + 0.5;
+          break;
+        case FieldType::unsigned_integer:
+          value = f.default_value.get<uint64_t>() + 1;
+          break;
+        case FieldType::integer_list:
+          value = nlohmann::json::array({3, 5});
+          break;
+        case FieldType::string_list:
+          value = nlohmann::json::array({"a.txt", "b.txt"});
+          break;
+        case FieldType::string:
+          value = f.default_value.get<std::string>() + "x";
+          break;
+        default:
+          QFAIL(f.path.c_str());
+      }
+      QString text;
+      if (value.is_array()) {
+        QStringList items;
+        for (const auto& item : value)
+          items << QString::fromStdString(item.is_string() ? item.get<std::string>() : item.dump());
+        text = items.join(", ");
+      } else {
+        text = QString::fromStdString(value.is_string() ? value.get<std::string>() : value.dump());
+      }
+      le->setText(text);
+    } else {
+      QFAIL(f.path.c_str());
+    }
+    const nlohmann::json doc = form.document();
+    std::string pointer = "/";
+    pointer += QString::fromStdString(f.path).replace('.', '/').toStdString();
+    const nlohmann::json::json_pointer at(pointer);
+    QVERIFY2(doc.contains(at), f.path.c_str());
+    QCOMPARE(doc.at(at), value);
+    JobSpec job;
+    check_job_json(doc, &job);
+    QCOMPARE(shardlab::job_to_json(job).at(at), value);
+  }
+}
 
 QTEST_MAIN(TestJobEditor)
 #include "tst_job_editor.moc"
