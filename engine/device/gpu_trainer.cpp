@@ -214,12 +214,7 @@ TrainResult GpuTrainer::run(const TrainerCallbacks& callbacks) {
 #endif
   ctx.order_after_default_stream();
 
-  LoopSpec spec;
-  spec.config = &config_;
-  spec.base_lr = base_lr_;
-  spec.total_steps = total_steps_;
-  spec.stop_at = total_steps_;
-  spec.epoch = [&] { return sampler.epoch(); };
+  LoopSpec spec = whole_run_loop(config_, base_lr_, total_steps_, sampler);
   if (eval_) spec.evaluate = [&](int64_t max_samples) { return evaluate(*eval_, max_samples); };
   spec.step = [&](int64_t step, double lr) {
     const std::vector<int64_t> idx = sampler.next();

@@ -4,9 +4,9 @@
 // Every CUDA and NCCL call goes through SL_NCCL_CUDA_CHECK (the engine's one CUDA check,
 // engine/core/cuda_check.h, throwing CommError: in this backend a failed CUDA call fails the
 // collective) or SL_NCCL_CHECK, which throw CommError naming the call, the library's own message
-// and file:line (in where()). SL_NCCL_CHECK lets
-// ncclInProgress through and returns the code: on a non-blocking communicator (the only kind this
-// backend makes) it means "accepted, still running", and the caller polls for the outcome.
+// and file:line (in where()). SL_NCCL_CHECK lets ncclInProgress through and returns the code: on
+// a non-blocking communicator (the only kind this backend makes) it means "accepted, still
+// running", and the caller polls for the outcome.
 #pragma once
 
 #include <cuda_runtime_api.h>
