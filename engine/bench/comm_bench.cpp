@@ -7,6 +7,7 @@
 #include <cstring>
 #include <ostream>
 
+#include "engine/bench/harness.h"
 #include "engine/core/timer.h"
 
 namespace shardlab {
@@ -41,13 +42,11 @@ std::string human(int64_t bytes) {
 
 double measure_memcpy_gbs(int64_t bytes, int reps) {
   std::vector<char> src(static_cast<size_t>(bytes), 1), dst(static_cast<size_t>(bytes), 0);
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    Stopwatch sw;
+  size_t r = 0;
+  const double best = bench::best(bench::time_each(0, reps, [&] {
     std::memcpy(dst.data(), src.data(), src.size());
-    best = std::min(best, sw.seconds());
-    src[static_cast<size_t>(r) % src.size()] ^= dst[0];  // keep the copies observable
-  }
+    src[r++ % src.size()] ^= dst[0];  // keep the copies observable
+  }));
   return static_cast<double>(bytes) / best / 1e9;
 }
 

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <ostream>
 
+#include "engine/bench/harness.h"
 #include "engine/comm/threads/world.h"
 #include "engine/core/error.h"
 #include "engine/core/memory.h"
@@ -21,13 +22,6 @@ namespace shardlab {
 namespace {
 
 using parallel_detail::gather_over_ranks;
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 std::string percent(double fraction) {
   return fmt::format("{:.1f}%", 100.0 * fraction);
@@ -147,8 +141,8 @@ HybridBenchResult bench_hybrid_config(Communicator& comm, const Dataset& train, 
     r.stage_idle_s[s] /= per;
   }
   r.final_loss = mine[4];  // the global loss: the same on every rank
-  r.median_step_ms = 1e3 * median(slowest);
-  r.min_step_ms = 1e3 * *std::min_element(slowest.begin(), slowest.end());
+  r.median_step_ms = 1e3 * bench::median(slowest);
+  r.min_step_ms = 1e3 * bench::best(slowest);
   if (r.median_step_ms > 0)
     r.tokens_per_s = static_cast<double>(config.batch_size * r.context) / (r.median_step_ms / 1e3);
   return r;

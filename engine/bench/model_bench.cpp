@@ -5,9 +5,9 @@
 
 #include <ostream>
 
+#include "engine/core/device.h"
 #include "engine/core/error.h"
 #include "engine/core/paths.h"
-#include "engine/device/device.h"
 #include "engine/device/device_training.h"
 #include "engine/job/job_spec.h"
 #include "engine/train/build.h"

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <ostream>
 
+#include "engine/bench/harness.h"
 #include "engine/bench/triad.h"
 #include "engine/core/error.h"
-#include "engine/core/timer.h"
 #include "engine/optim/optimizer.h"
 
 namespace shardlab {
@@ -66,21 +66,16 @@ std::vector<OptimizerBenchRow> run_optimizer_bench(const OptimizerBenchOptions& 
     auto opt = make_optimizer(optimizer_bench_config(names[i], settings[i]));
     opt->attach({0, n});
     const int64_t state_arrays = static_cast<int64_t>(opt->state().size());
-    for (int w = 0; w < options.warmup; ++w) opt->step(params, grads, 1e-3);
-    std::vector<double> times;
-    for (int r = 0; r < options.reps; ++r) {
-      Stopwatch sw;
-      opt->step(params, grads, 1e-3);
-      times.push_back(std::max(sw.seconds(), 1e-9));  // a zero tick on tiny n would divide by 0
-    }
+    const std::vector<double> times =
+        bench::time_each(options.warmup, options.reps, [&] { opt->step(params, grads, 1e-3); });
 
     OptimizerBenchRow row;
     row.optimizer = names[i];
     row.setting = settings[i];
     row.n = n;
     row.bytes_per_param = static_cast<int>((2 + 1 + 2 * state_arrays) * sizeof(float));
-    row.best_seconds = *std::min_element(times.begin(), times.end());
-    row.median_seconds = median(times);
+    row.best_seconds = bench::best(times);
+    row.median_seconds = bench::median(times);
     row.params_per_s = static_cast<double>(n) / row.best_seconds;
     row.gb_per_s = row.bytes_per_param * static_cast<double>(n) / row.best_seconds / 1e9;
     row.triad_gb_per_s = triad.gb_per_s;

@@ -8,7 +8,9 @@
 #include <functional>
 #include <ostream>
 
+#include "engine/bench/harness.h"
 #include "engine/bench/optimizer_bench.h"
+#include "engine/core/cuda_check.h"
 #include "engine/core/error.h"
 #include "engine/device/cuda_update.h"
 #include "engine/optim/registry.h"
@@ -17,20 +19,12 @@ namespace shardlab {
 
 namespace {
 
-// Throws Error naming the CUDA call and the runtime's message when `err` is not cudaSuccess.
-void check(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return;
-  (void)cudaGetLastError();  // clear a non-sticky error so the next call does not report it
-  SL_THROW(Error, "bench optimizer --device cuda: {}: {} ({})", what, cudaGetErrorString(err),
-           cudaGetErrorName(err));
-}
-
 // A device allocation freed on scope exit.
 class DeviceBuffer {
  public:
   DeviceBuffer(size_t bytes, const char* what) {
-    check(cudaMalloc(&ptr_, bytes),
-          fmt::format("cudaMalloc of {} MiB for {}", bytes >> 20, what).c_str());
+    SL_CUDA_CHECK(cudaMalloc(&ptr_, bytes),
+                  fmt::format("cudaMalloc of {} MiB for {}", bytes >> 20, what).c_str());
   }
   ~DeviceBuffer() {
     if (ptr_) (void)cudaFree(ptr_);
@@ -46,7 +40,9 @@ class DeviceBuffer {
 
 class Stream {
  public:
-  Stream() { check(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), "cudaStreamCreate"); }
+  Stream() {
+    SL_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), "cudaStreamCreate");
+  }
   ~Stream() { (void)cudaStreamDestroy(s_); }
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
@@ -59,8 +55,8 @@ class Stream {
 class EventPair {
  public:
   EventPair() {
-    check(cudaEventCreate(&start_), "cudaEventCreate");
-    check(cudaEventCreate(&stop_), "cudaEventCreate");
+    SL_CUDA_CHECK(cudaEventCreate(&start_), "cudaEventCreate");
+    SL_CUDA_CHECK(cudaEventCreate(&stop_), "cudaEventCreate");
   }
   ~EventPair() {
     (void)cudaEventDestroy(start_);
@@ -71,13 +67,13 @@ class EventPair {
 
   // Seconds `work` takes on `stream`, between two events recorded around it.
   double time(cudaStream_t stream, const std::function<void()>& work) {
-    check(cudaEventRecord(start_, stream), "cudaEventRecord");
+    SL_CUDA_CHECK(cudaEventRecord(start_, stream), "cudaEventRecord");
     work();
-    check(cudaEventRecord(stop_, stream), "cudaEventRecord");
-    check(cudaEventSynchronize(stop_), "cudaEventSynchronize");
+    SL_CUDA_CHECK(cudaEventRecord(stop_, stream), "cudaEventRecord");
+    SL_CUDA_CHECK(cudaEventSynchronize(stop_), "cudaEventSynchronize");
     float ms = 0;
-    check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
-    return std::max(static_cast<double>(ms) * 1e-3, 1e-9);
+    SL_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
+    return static_cast<double>(ms) * 1e-3;  // sample_seconds applies the floor
   }
 
  private:
@@ -93,12 +89,6 @@ void launch(const std::function<void()>& f) {
   } catch (const std::exception& e) {
     SL_THROW(Error, "bench optimizer --device cuda: {}", e.what());
   }
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
 // One benchmarked configuration: the CPU bench's (optimizer_bench.h), plus Adam's bf16 master.
@@ -140,9 +130,9 @@ std::vector<OptimizerBenchCudaRow> run_optimizer_bench_cuda(
                "bench.optimizers: unknown optimizer '{}'", name);
   const std::vector<Case> cases = cases_for(names);
 
-  check(cudaSetDevice(0), "cudaSetDevice(0)");
+  SL_CUDA_CHECK(cudaSetDevice(0), "cudaSetDevice(0)");
   cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  SL_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
 
   const int64_t n = options.n;
   const size_t fbytes = static_cast<size_t>(n) * sizeof(float);
@@ -158,26 +148,28 @@ std::vector<OptimizerBenchCudaRow> run_optimizer_bench_cuda(
     h_param[static_cast<size_t>(j)] = 0.5f + 1e-3f * static_cast<float>(j % 1000);
     h_grad[static_cast<size_t>(j)] = 1e-2f * static_cast<float>(j % 97 + 1) - 0.49f;
   }
-  check(cudaMemcpy(grad.f(), h_grad.data(), fbytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  SL_CUDA_CHECK(cudaMemcpy(grad.f(), h_grad.data(), fbytes, cudaMemcpyHostToDevice),
+                "cudaMemcpy H2D");
 
   // The yardstick: a D2D copy of n floats (grads -> a state array, which each row resets anyway).
   // Bytes: 2 x 4 x n, the read of the source and the write of the destination.
-  std::vector<double> copy_times;
   const auto copy = [&] {
-    check(cudaMemcpyAsync(state0.f(), grad.f(), fbytes, cudaMemcpyDeviceToDevice, stream.get()),
-          "cudaMemcpyAsync D2D");
+    SL_CUDA_CHECK(
+        cudaMemcpyAsync(state0.f(), grad.f(), fbytes, cudaMemcpyDeviceToDevice, stream.get()),
+        "cudaMemcpyAsync D2D");
   };
-  for (int w = 0; w < std::max(options.warmup, 1); ++w) events.time(stream.get(), copy);
-  for (int r = 0; r < options.reps; ++r) copy_times.push_back(events.time(stream.get(), copy));
-  const double copy_best = *std::min_element(copy_times.begin(), copy_times.end());
+  const std::vector<double> copy_times = bench::sample_seconds(
+      std::max(options.warmup, 1), options.reps, [&] { return events.time(stream.get(), copy); });
+  const double copy_best = bench::best(copy_times);
   const double copy_gb_per_s = 2.0 * static_cast<double>(fbytes) / copy_best / 1e9;
 
   std::vector<OptimizerBenchCudaRow> rows;
   for (const Case& c : cases) {
-    check(cudaMemcpy(param.f(), h_param.data(), fbytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
-    check(cudaMemset(state0.f(), 0, fbytes), "cudaMemset");
-    check(cudaMemset(state1.f(), 0, fbytes), "cudaMemset");
-    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    SL_CUDA_CHECK(cudaMemcpy(param.f(), h_param.data(), fbytes, cudaMemcpyHostToDevice),
+                  "cudaMemcpy H2D");
+    SL_CUDA_CHECK(cudaMemset(state0.f(), 0, fbytes), "cudaMemset");
+    SL_CUDA_CHECK(cudaMemset(state1.f(), 0, fbytes), "cudaMemset");
+    SL_CUDA_CHECK(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 
     int64_t step = 0;
     float* const state[] = {state0.f(), state1.f()};
@@ -192,10 +184,10 @@ std::vector<OptimizerBenchCudaRow> run_optimizer_bench_cuda(
       launch([&] { run_cuda_update(args, stream.get()); });
     };
 
-    for (int w = 0; w < options.warmup; ++w) update();
-    check(cudaStreamSynchronize(stream.get()), "cudaStreamSynchronize");
-    std::vector<double> times;
-    for (int r = 0; r < options.reps; ++r) times.push_back(events.time(stream.get(), update));
+    // Warm-up updates are timed too and discarded: each waits for its own events, so the
+    // timed ones start on an idle stream.
+    const std::vector<double> times = bench::sample_seconds(
+        options.warmup, options.reps, [&] { return events.time(stream.get(), update); });
 
     OptimizerBenchCudaRow row;
     row.optimizer = c.config.name;
@@ -204,8 +196,8 @@ std::vector<OptimizerBenchCudaRow> run_optimizer_bench_cuda(
     // p r+w, g r, each state array r+w (4 B each), + the bf16 parameter copy's write (2 B).
     row.bytes_per_param = static_cast<int>((2 + 1 + 2 * c.state_arrays) * sizeof(float) +
                                            (c.bf16 ? sizeof(uint16_t) : 0));
-    row.best_seconds = *std::min_element(times.begin(), times.end());
-    row.median_seconds = median(times);
+    row.best_seconds = bench::best(times);
+    row.median_seconds = bench::median(times);
     row.params_per_s = static_cast<double>(n) / row.best_seconds;
     row.gb_per_s = row.bytes_per_param * static_cast<double>(n) / row.best_seconds / 1e9;
     row.copy_gb_per_s = copy_gb_per_s;
@@ -222,7 +214,7 @@ std::vector<OptimizerBenchCudaRow> run_optimizer_bench_cuda(
   out << fmt::format("{:<9} {:<18} {:>7} {:>9} {:>9} {:>10} {:>7} {:>7}\n", "optimizer", "setting",
                      "B/param", "best ms", "median ms", "Mparams/s", "GB/s", "copy");
   out << fmt::format("{:<9} {:<18} {:>7} {:>9.3f} {:>9.3f} {:>10} {:>7.1f} {:>6.0f}%\n", "(copy)",
-                     "D2D cudaMemcpy", 8, copy_best * 1e3, median(copy_times) * 1e3, "-",
+                     "D2D cudaMemcpy", 8, copy_best * 1e3, bench::median(copy_times) * 1e3, "-",
                      copy_gb_per_s, 100.0);
   for (const auto& r : rows)
     out << fmt::format("{:<9} {:<18} {:>7} {:>9.3f} {:>9.3f} {:>10.1f} {:>7.1f} {:>6.0f}%\n",

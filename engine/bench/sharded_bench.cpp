@@ -11,6 +11,7 @@
 #include <span>
 #include <utility>
 
+#include "engine/bench/harness.h"
 #include "engine/core/error.h"
 #include "engine/core/memory.h"
 #include "engine/core/timer.h"
@@ -26,13 +27,6 @@ using parallel_detail::sum_over_ranks;
 
 int64_t steady_of(const MemoryFigures& f) {
   return f[MemCategory::params] + f[MemCategory::grads] + f[MemCategory::optimizer_state];
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // What one rank measured in one configuration.
@@ -180,9 +174,9 @@ ShardedBenchRow gather_row(Communicator& comm, const RankFigures& mine, int64_t 
     comm_s += v[steps + 3];
     comm_ops += v[steps + 4];
   }
-  row.median_step_ms = 1e3 * median(slowest);
-  row.min_step_ms = 1e3 * *std::min_element(slowest.begin(), slowest.end());
-  row.rank0_median_step_ms = 1e3 * median(rank0);
+  row.median_step_ms = 1e3 * bench::median(slowest);
+  row.min_step_ms = 1e3 * bench::best(slowest);
+  row.rank0_median_step_ms = 1e3 * bench::median(rank0);
   const double per = static_cast<double>(world) * static_cast<double>(steps);
   if (have_comm) {
     row.comm_ms_per_step = 1e3 * comm_s / per;

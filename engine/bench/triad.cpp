@@ -1,11 +1,10 @@
 #include "engine/bench/triad.h"
 
 #include <algorithm>
-#include <limits>
 #include <vector>
 
+#include "engine/bench/harness.h"
 #include "engine/core/error.h"
-#include "engine/core/timer.h"
 
 namespace shardlab {
 
@@ -26,18 +25,11 @@ TriadResult measure_triad(int64_t n, int reps) {
   const auto size = static_cast<size_t>(n);
   std::vector<float> a(size, 0.0f), b(size, 1.0f), c(size, 2.0f);
   const float s = 3.0f;
-  triad(a.data(), b.data(), c.data(), s, n);  // warm-up: page faults and caches out of the timing
-
-  double best = std::numeric_limits<double>::infinity();
-  for (int r = 0; r < reps; ++r) {
-    Stopwatch sw;
-    triad(a.data(), b.data(), c.data(), s, n);
-    best = std::min(best, sw.seconds());
-  }
+  // One warm-up pass: page faults and caches out of the timing.
+  const double best =
+      bench::best(bench::time_each(1, reps, [&] { triad(a.data(), b.data(), c.data(), s, n); }));
   SL_ENFORCE_T(InternalError, a[0] == 7.0f && a[size - 1] == 7.0f,
                "bench.triad: wrong result {} (expected 7)", a[0]);
-  // A clock tick of zero on a tiny n would make the rate infinite; one nanosecond is the floor.
-  best = std::max(best, 1e-9);
 
   TriadResult res;
   res.n = n;

@@ -12,13 +12,13 @@
 
 #include <algorithm>
 #include <iostream>
-#include <sstream>
 
 #include "engine/bench/model_bench.h"
 #include "engine/bench/optimizer_bench.h"
 #include "engine/cli/args.h"
+#include "engine/cli/bench_common.h"
 #include "engine/cli/commands.h"
-#include "engine/device/device.h"
+#include "engine/core/device.h"
 #include "engine/train/build.h"
 
 #if SHARDLAB_HAVE_CUDA_KERNELS
@@ -27,14 +27,6 @@
 
 namespace shardlab::cli {
 namespace {
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
 
 // `bench optimizer --device cuda`: the GPU's fused update kernels against its copy bandwidth.
 // Without the CUDA kernels in this build, or without a usable GPU, one line and exit status 1.

@@ -10,15 +10,14 @@
 // The model, data and optimizer are resources/jobs/chars_gpt.json's (context 64, width 64, 2
 // layers, 4 heads; adamw lr 0.003).
 #include <fmt/format.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <iostream>
 #include <set>
-#include <thread>
 
+#include "engine/bench/harness.h"
 #include "engine/bench/hybrid_bench.h"
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
@@ -27,13 +26,6 @@
 
 namespace shardlab::cli {
 namespace {
-
-int available_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
 
 // resources/jobs/chars_gpt.json's model, data and optimizer (spelled out so that the command
 // does not depend on the working directory).
@@ -113,7 +105,7 @@ int bench_hybrid_command(const std::vector<std::string>& argv) {
       }
 
   const GptConfig& g = job.model.gpt;
-  const int cores = available_cores();
+  const int cores = bench::usable_cores();
   fmt::print(
       "bench hybrid: gpt vocab {} context {} width {} layers {} heads {} ({} parameters), {} lr "
       "{:g}, dp strategy {}\n",

@@ -4,17 +4,16 @@
 //   --backend mpi --ranks N       this command again under mpirun (--inner-mpi), a process a rank
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <set>
-#include <sstream>
-#include <thread>
 
+#include "engine/bench/harness.h"
 #include "engine/bench/sharded_bench.h"
 #include "engine/cli/args.h"
+#include "engine/cli/bench_common.h"
 #include "engine/cli/commands.h"
 #include "engine/cli/mpi_launch.h"
 #include "engine/comm/threads/world.h"
@@ -33,21 +32,6 @@ const std::vector<std::string> kForwarded = {"--model",   "--steps",      "--war
                                              "--batch",   "--data",       "--train-limit",
                                              "--overlap", "--strategies", "--timeout-s"};
 
-int available_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 struct Parsed {
   ShardedBenchOptions bench;
   std::string backend;
@@ -64,7 +48,7 @@ Parsed parse(const Args& args) {
   if (p.backend != "threads" && p.backend != "mpi")
     SL_THROW(UsageError, "--backend: unknown backend '{}' (known: threads, mpi)", p.backend);
   p.ranks = static_cast<int>(args.get_int("--ranks", p.backend == "mpi" ? 2 : 4, 1, 256));
-  p.cores = static_cast<int>(args.get_int("--cores", available_cores(), 1, 1 << 20));
+  p.cores = static_cast<int>(args.get_int("--cores", bench::usable_cores(), 1, 1 << 20));
   p.timeout = std::chrono::seconds(args.get_int("--timeout-s", 120, 1, 86400));
 
   ShardedBenchOptions& o = p.bench;

@@ -11,7 +11,6 @@
 //             records to a temporary file, collectives included); the median train seconds of
 //             each and the difference.
 #include <fmt/format.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +22,7 @@
 #include <memory>
 #include <thread>
 
+#include "engine/bench/harness.h"
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
 #include "engine/parallel/rank_runner.h"
@@ -41,20 +41,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-int available_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -109,8 +95,7 @@ void bench_ingest(int64_t events) {
   std::fflush(stdout);
 
   // The ceiling: decode_frame alone over the same bytes.
-  std::vector<double> times;
-  for (int rep = 0; rep < kIngestReps; ++rep) {
+  std::vector<double> times = bench::sample_seconds(0, kIngestReps, [&] {
     const auto t0 = Clock::now();
     std::span<const uint8_t> rest(bytes);
     int64_t decoded = 0;
@@ -120,32 +105,32 @@ void bench_ingest(int64_t events) {
       if (std::holds_alternative<telemetry::Event>(r.message)) ++decoded;
       rest = rest.subspan(r.consumed);
     }
-    times.push_back(seconds_since(t0));
+    const double seconds = seconds_since(t0);
     SL_ENFORCE_T(InternalError, decoded == events, "bench telemetry: decoded {} of {} frames",
                  decoded, events);
-  }
-  print_ingest_row("decode-only", events, bytes.size(), median(times),
+    return seconds;
+  });
+  print_ingest_row("decode-only", events, bytes.size(), bench::median(times),
                    "decode_frame alone, no sockets");
   std::fflush(stdout);
 
-  times.clear();
-  for (int rep = 0; rep < kIngestReps; ++rep)
-    times.push_back(net::measure_ingest(bytes, events, kIngestRank, {}));
-  print_ingest_row("count", events, bytes.size(), median(times), "counts the events");
+  times = bench::sample_seconds(
+      0, kIngestReps, [&] { return net::measure_ingest(bytes, events, kIngestRank, {}); });
+  print_ingest_row("count", events, bytes.size(), bench::median(times), "counts the events");
   std::fflush(stdout);
 
-  times.clear();
-  for (int rep = 0; rep < kIngestReps; ++rep) {
+  times = bench::sample_seconds(0, kIngestReps, [&] {
     auto model = std::make_unique<net::RunModelConsumer>();
-    times.push_back(net::measure_ingest(bytes, events, kIngestRank, {model.get()}));
+    const double seconds = net::measure_ingest(bytes, events, kIngestRank, {model.get()});
     const auto& ranks = model->model().ranks();
     const auto it = ranks.find(kIngestRank);
     SL_ENFORCE_T(InternalError,
                  model->model().events() == static_cast<uint64_t>(events) && it != ranks.end() &&
                      it->second.step == events,
                  "bench telemetry: the run model holds {} events", model->model().events());
-  }
-  print_ingest_row("run-model", events, bytes.size(), median(times),
+    return seconds;
+  });
+  print_ingest_row("run-model", events, bytes.size(), bench::median(times),
                    "RunModelConsumer (per-rank state, step and loss series)");
   std::fflush(stdout);
 }
@@ -290,7 +275,7 @@ void bench_overhead(int64_t steps, int64_t pairs) {
       }
       std::fflush(stdout);
     }
-  const double off_s = median(off), on_s = median(on);
+  const double off_s = bench::median(off), on_s = bench::median(on);
   std::vector<double> ratios;  // on / off within each pair: robust to slow drifts in the load
   for (size_t i = 0; i < off.size() && i < on.size(); ++i)
     if (off[i] > 0) ratios.push_back(on[i] / off[i]);
@@ -307,7 +292,7 @@ void bench_overhead(int64_t steps, int64_t pairs) {
       "{:+.1f}%\n",
       *std::min_element(off.begin(), off.end()), *std::max_element(off.begin(), off.end()),
       *std::min_element(on.begin(), on.end()), *std::max_element(on.begin(), on.end()),
-      100.0 * (median(ratios) - 1.0));
+      100.0 * (bench::median(ratios) - 1.0));
   fmt::print(
       "events per on-run: {:.0f} sent ({:.0f} per step), {} dropped in all; {} sent but not "
       "received\n",
@@ -330,7 +315,7 @@ int bench_telemetry_command(const std::vector<std::string>& argv) {
   const int64_t steps = args.get_int("--steps", quick ? 40 : 300, 10, 100000);
   const int64_t pairs = args.get_int("--pairs", quick ? 1 : 5, 1, 100);
   fmt::print("bench telemetry: protocol v{}, loopback TCP, {} cores{}\n", net::kProtocolVersion,
-             available_cores(), quick ? " (--quick)" : "");
+             bench::usable_cores(), quick ? " (--quick)" : "");
   std::fflush(stdout);
   bench_ingest(events);
   bench_overhead(steps, pairs);

@@ -69,6 +69,17 @@ void Communicator::report(CommRecord record, bool ok) const {
   if (options_.sink) options_.sink->on_record(record);
 }
 
+CommOptions world_rank_options(const CommOptions& options, int rank) {
+  CommOptions mine = options;
+  if (mine.flight_recorder) {
+    if (mine.flight_recorder->rank() < 0) mine.flight_recorder->set_rank(rank);
+  } else if (mine.flight_capacity > 0) {
+    mine.flight_recorder = std::make_shared<FlightRecorder>(
+        FlightRecorderOptions{.capacity = mine.flight_capacity, .rank = rank});
+  }
+  return mine;
+}
+
 namespace {
 
 // The same kind of error with `suffix` appended to its message (TimeoutError and CommError only;

@@ -74,6 +74,11 @@ struct CommOptions {
   std::string flight_dir;
 };
 
+// What the world makers of every backend give rank `rank`: `options`, whose flight recorder is
+// told its rank when it has none yet, or, when there is no recorder and flight_capacity > 0, a
+// new one of that capacity for `rank`.
+CommOptions world_rank_options(const CommOptions& options, int rank);
+
 class Work {
  public:
   virtual ~Work() = default;

@@ -43,6 +43,11 @@ class TimeoutError : public Error {
 class InternalError : public Error {
   using Error::Error;
 };
+// A failed CUDA or cuBLAS call (out of memory, a failed launch, a lost device), naming the call
+// (engine/core/cuda_check.h).
+class DeviceError : public Error {
+  using Error::Error;
+};
 
 namespace detail {
 std::string where(const char* file, int line, const char* cond);

@@ -6,18 +6,10 @@
 #include <exception>
 #include <thread>
 
-#include "engine/device/device.h"
+#include "engine/core/device.h"
 #include "kernels/cuda/gemm.h"
 
 namespace shardlab {
-
-void cuda_check(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return;
-  // A non-sticky error stays "last" until read; clear it so the next, unrelated check does not
-  // report it again. (A sticky one, a lost or faulted context, comes back from every call anyway.)
-  (void)cudaGetLastError();
-  SL_THROW(DeviceError, "{}: {} ({})", what, cudaGetErrorName(err), cudaGetErrorString(err));
-}
 
 void cublas_check(cublasStatus_t status, const char* what) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
@@ -27,10 +19,10 @@ void cublas_check(cublasStatus_t status, const char* what) {
 
 CudaContext::CudaContext(int device) : device_(device) {
   SL_ENFORCE(device >= 0, "CudaContext: device must be >= 0, got {}", device);
-  cuda_check(cudaSetDevice(device), "cudaSetDevice");
+  SL_CUDA_CHECK(cudaSetDevice(device), "cudaSetDevice");
   // Non-blocking: the stream does not wait for (nor hold up) the legacy default stream, which
   // libraries and cudaMemset use.
-  cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  SL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   try {
     cublas_ = kernels::make_cublas_handle(stream_);
   } catch (const std::exception& e) {
@@ -52,18 +44,18 @@ std::string CudaContext::describe() const {
 }
 
 void CudaContext::make_current() const {
-  cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+  SL_CUDA_CHECK(cudaSetDevice(device_), "cudaSetDevice");
 }
 
 void CudaContext::order_after_default_stream() const {
   make_current();  // the legacy stream is the current device's
   cudaEvent_t ev = nullptr;
-  cuda_check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
+  SL_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
   cudaError_t err = cudaEventRecord(ev, cudaStreamLegacy);
   if (err == cudaSuccess) err = cudaStreamWaitEvent(stream_, ev, 0);
   // Destroying an event that a stream still waits on is allowed (released once it completes).
   (void)cudaEventDestroy(ev);
-  cuda_check(err, "ordering the stream after a new buffer's zero-fill");
+  SL_CUDA_CHECK(err, "ordering the stream after a new buffer's zero-fill");
 }
 
 void CudaContext::sync(const char* what, double timeout_s) const {
@@ -75,7 +67,7 @@ void CudaContext::sync(const char* what, double timeout_s) const {
   for (int polls = 0;; ++polls) {
     const cudaError_t err = cudaStreamQuery(stream_);
     if (err == cudaSuccess) return;
-    if (err != cudaErrorNotReady) cuda_check(err, what);
+    if (err != cudaErrorNotReady) SL_CUDA_CHECK(err, what);
     const double waited = std::chrono::duration<double>(Clock::now() - start).count();
     if (waited >= timeout_s)
       SL_THROW(TimeoutError, "{}: the GPU (device {}) did not finish its queued work within {} s",

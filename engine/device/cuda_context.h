@@ -1,8 +1,8 @@
 // CudaContext: one GPU as a rank uses it: the device, a compute stream, a cuBLAS handle on that
-// stream, and a bounded wait for the stream. DeviceError: the one error type for a CUDA or cuBLAS
-// failure (out of memory, a failed launch, a lost device), naming the call.
+// stream, and a bounded wait for the stream. A CUDA or cuBLAS failure (out of memory, a failed
+// launch, a lost device) is a DeviceError (engine/core/error.h) naming the call.
 //
-// Built only with the CUDA kernels (SHARDLAB_HAVE_CUDA_KERNELS); engine/device/device.h says
+// Built only with the CUDA kernels (SHARDLAB_HAVE_CUDA_KERNELS); engine/core/device.h says
 // whether this process can use a GPU at all.
 #pragma once
 
@@ -11,17 +11,13 @@
 
 #include <string>
 
+#include "engine/core/cuda_check.h"
 #include "engine/core/error.h"
 
 namespace shardlab {
 
-class DeviceError : public Error {
-  using Error::Error;
-};
-
-// Throws DeviceError "<what>: <cuda error name> (<description>)" unless `err` is cudaSuccess
-// (clearing a non-sticky error first).
-void cuda_check(cudaError_t err, const char* what);
+// Throws DeviceError "<what>: <cuBLAS status name> (<description>)" unless `status` is
+// CUBLAS_STATUS_SUCCESS. (CUDA runtime calls: SL_CUDA_CHECK, engine/core/cuda_check.h.)
 void cublas_check(cublasStatus_t status, const char* what);
 
 // Runs f, a call of kernels/cuda launchers (which report failures as std::runtime_error), and

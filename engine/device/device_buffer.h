@@ -57,10 +57,10 @@ class DeviceBuffer {
   void grow(size_t n) {
     if (n == 0) return;
     void* p = nullptr;
-    cuda_check(cudaMalloc(&p, n * sizeof(T)), to_string(category_));
+    SL_CUDA_CHECK(cudaMalloc(&p, n * sizeof(T)), to_string(category_));
     const cudaError_t set = cudaMemset(p, 0, n * sizeof(T));
     if (set != cudaSuccess) (void)cudaFree(p);  // not ours yet: the destructor would not free it
-    cuda_check(set, "cudaMemset");
+    SL_CUDA_CHECK(set, "cudaMemset");
     data_ = static_cast<T*>(p);
     size_ = capacity_ = n;
     ledger_ = current_ledger();

@@ -10,9 +10,9 @@
 #include <cmath>
 #include <optional>
 
+#include "engine/core/device.h"
 #include "engine/core/error.h"
 #include "engine/core/memory.h"
-#include "engine/device/device.h"
 
 #if SHARDLAB_HAVE_DEVICE_TRAINING
 #include "engine/comm/threads/world.h"

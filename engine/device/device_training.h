@@ -17,7 +17,7 @@ bool device_training_built();
 // Why this job cannot train on its device in this version, or "" when it can ("cpu" always can).
 // For "cuda": strategy none (one GPU) or ddp with the threads backend (one GPU per rank, NCCL);
 // no checkpoints or resume yet. Says nothing about whether a GPU is present
-// (engine/device/device.h does).
+// (engine/core/device.h does).
 std::string device_job_problem(const JobSpec& job);
 
 // Everything a job asks of this process's devices, checked before any data is read, in this order:

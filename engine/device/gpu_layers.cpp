@@ -193,11 +193,11 @@ const float* GpuCausalSelfAttention::backward(const float* dy) {
   float* key_grad = qkv_.bias_grad() + width_;
   float* saved = key_bias_saved_.resize(*ctx_, width_);
   const auto bytes = static_cast<size_t>(width_) * sizeof(float);
-  cuda_check(cudaMemcpyAsync(saved, key_grad, bytes, cudaMemcpyDeviceToDevice, ctx_->stream()),
-             "saving the key-bias gradient");
+  SL_CUDA_CHECK(cudaMemcpyAsync(saved, key_grad, bytes, cudaMemcpyDeviceToDevice, ctx_->stream()),
+                "saving the key-bias gradient");
   const float* dx = qkv_.backward(dqkv);
-  cuda_check(cudaMemcpyAsync(key_grad, saved, bytes, cudaMemcpyDeviceToDevice, ctx_->stream()),
-             "restoring the key-bias gradient");
+  SL_CUDA_CHECK(cudaMemcpyAsync(key_grad, saved, bytes, cudaMemcpyDeviceToDevice, ctx_->stream()),
+                "restoring the key-bias gradient");
   return dx;
 }
 

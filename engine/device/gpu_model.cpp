@@ -72,9 +72,9 @@ struct GpuModel::Impl {
       const size_t len = std::min(kStagingChunk, bytes - done);
       char* stage = upload_staging(len);
       std::memcpy(stage, static_cast<const char*>(src) + done, len);
-      cuda_check(cudaMemcpyAsync(static_cast<char*>(dst) + done, stage, len, cudaMemcpyHostToDevice,
-                                 ctx->stream()),
-                 "GpuModel: upload");
+      SL_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + done, stage, len,
+                                    cudaMemcpyHostToDevice, ctx->stream()),
+                    "GpuModel: upload");
       up_pending = true;
       done += len;
     }
@@ -95,7 +95,7 @@ struct GpuModel::Impl {
     for (const Piece& p : pieces) {
       if (p.bytes == 0) continue;
       std::memcpy(stage + off, p.src, p.bytes);
-      cuda_check(
+      SL_CUDA_CHECK(
           cudaMemcpyAsync(p.dst, stage + off, p.bytes, cudaMemcpyHostToDevice, ctx->stream()),
           "GpuModel: batch upload");
       off += p.bytes;
@@ -107,9 +107,9 @@ struct GpuModel::Impl {
     for (size_t done = 0; done < bytes;) {
       const size_t len = std::min(kStagingChunk, bytes - done);
       char* stage = down.reserve(len);
-      cuda_check(cudaMemcpyAsync(stage, static_cast<const char*>(src) + done, len,
-                                 cudaMemcpyDeviceToHost, ctx->stream()),
-                 what);
+      SL_CUDA_CHECK(cudaMemcpyAsync(stage, static_cast<const char*>(src) + done, len,
+                                    cudaMemcpyDeviceToHost, ctx->stream()),
+                    what);
       ctx->sync(what);
       std::memcpy(static_cast<char*>(dst) + done, stage, len);
       done += len;
@@ -300,7 +300,7 @@ const float* GpuModel::grads() const {
 void GpuModel::zero_grad() {
   Impl& m = *impl_;
   if (m.n == 0) return;
-  cuda_check(
+  SL_CUDA_CHECK(
       cudaMemsetAsync(m.grads.data(), 0, static_cast<size_t>(m.n) * sizeof(float), m.ctx->stream()),
       "GpuModel::zero_grad");
 }
@@ -323,12 +323,12 @@ float GpuModel::forward_loss(const Batch& batch, int64_t* correct) {
     const size_t loss_bytes = static_cast<size_t>(rows) * sizeof(double);
     const size_t correct_bytes = correct ? static_cast<size_t>(rows) * sizeof(int32_t) : 0;
     char* stage = m.down.reserve(loss_bytes + correct_bytes);
-    cuda_check(cudaMemcpyAsync(stage, row_loss, loss_bytes, cudaMemcpyDeviceToHost, s),
-               "GpuModel::forward_loss: row losses");
+    SL_CUDA_CHECK(cudaMemcpyAsync(stage, row_loss, loss_bytes, cudaMemcpyDeviceToHost, s),
+                  "GpuModel::forward_loss: row losses");
     if (correct)
-      cuda_check(cudaMemcpyAsync(stage + loss_bytes, row_correct, correct_bytes,
-                                 cudaMemcpyDeviceToHost, s),
-                 "GpuModel::forward_loss: row correct");
+      SL_CUDA_CHECK(cudaMemcpyAsync(stage + loss_bytes, row_correct, correct_bytes,
+                                    cudaMemcpyDeviceToHost, s),
+                    "GpuModel::forward_loss: row correct");
     m.ctx->sync("GpuModel::forward_loss");
     m.up_pending = false;
     // As SoftmaxCrossEntropy::forward: the row losses summed in double in row order.

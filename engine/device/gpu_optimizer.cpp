@@ -24,13 +24,14 @@ void fill_device(float* data, int64_t n, float value, CudaContext& ctx) {
   // From page-locked memory, so the copy is asynchronous and the one wait is the bounded sync.
   PinnedBuffer<float> one(1);
   one.data()[0] = value;
-  cuda_check(cudaMemcpyAsync(data, one.data(), sizeof(float), cudaMemcpyHostToDevice, ctx.stream()),
-             "cudaMemcpyAsync (optimizer state fill)");
+  SL_CUDA_CHECK(
+      cudaMemcpyAsync(data, one.data(), sizeof(float), cudaMemcpyHostToDevice, ctx.stream()),
+      "cudaMemcpyAsync (optimizer state fill)");
   for (int64_t have = 1; have < n;) {
     const int64_t take = std::min(have, n - have);
-    cuda_check(cudaMemcpyAsync(data + have, data, static_cast<size_t>(take) * sizeof(float),
-                               cudaMemcpyDeviceToDevice, ctx.stream()),
-               "cudaMemcpyAsync (optimizer state fill)");
+    SL_CUDA_CHECK(cudaMemcpyAsync(data + have, data, static_cast<size_t>(take) * sizeof(float),
+                                  cudaMemcpyDeviceToDevice, ctx.stream()),
+                  "cudaMemcpyAsync (optimizer state fill)");
     have += take;
   }
   // `one` is freed on return: the first copy must have read it.
@@ -86,9 +87,9 @@ std::vector<std::pair<std::string, std::vector<float>>> GpuOptimizer::download_s
   for (const auto& [name, b] : state_) {
     std::vector<float> host(b.size());
     if (!host.empty()) {
-      cuda_check(cudaMemcpyAsync(stage.reserve(b.size()), b.data(), b.bytes(),
-                                 cudaMemcpyDeviceToHost, ctx_.stream()),
-                 "cudaMemcpyAsync (optimizer state download)");
+      SL_CUDA_CHECK(cudaMemcpyAsync(stage.reserve(b.size()), b.data(), b.bytes(),
+                                    cudaMemcpyDeviceToHost, ctx_.stream()),
+                    "cudaMemcpyAsync (optimizer state download)");
       ctx_.sync("downloading the optimizer state");
       std::copy_n(stage.data(), b.size(), host.data());
     }

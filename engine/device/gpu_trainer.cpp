@@ -40,7 +40,9 @@ namespace {
 // A CUDA event without timing, on the context's device.
 class Event {
  public:
-  Event() { cuda_check(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming), "cudaEventCreate"); }
+  Event() {
+    SL_CUDA_CHECK(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming), "cudaEventCreate");
+  }
   ~Event() { (void)cudaEventDestroy(e_); }
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
@@ -58,8 +60,8 @@ NcclCommunicator& nccl_of(Communicator& c) {
 
 // The compute stream waits (on the GPU) for everything queued so far on the NCCL stream.
 void compute_waits_for_nccl(NcclCommunicator& comm, CudaContext& ctx, const Event& ev) {
-  cuda_check(cudaEventRecord(ev.get(), comm.stream()), "cudaEventRecord (nccl stream)");
-  cuda_check(cudaStreamWaitEvent(ctx.stream(), ev.get(), 0), "cudaStreamWaitEvent (nccl)");
+  SL_CUDA_CHECK(cudaEventRecord(ev.get(), comm.stream()), "cudaEventRecord (nccl stream)");
+  SL_CUDA_CHECK(cudaStreamWaitEvent(ctx.stream(), ev.get(), 0), "cudaStreamWaitEvent (nccl)");
 }
 
 // Starts gathering `values` from every rank: each value as a float pair (hi, lo), as
@@ -79,7 +81,7 @@ WorkHandle start_gather(NcclCommunicator& comm, CudaContext& ctx, std::span<cons
   }
   mine.resize(2 * n);
   all.resize(2 * n * static_cast<size_t>(comm.size()));
-  cuda_check(
+  SL_CUDA_CHECK(
       cudaMemcpyAsync(mine.data(), up.data(), mine.bytes(), cudaMemcpyHostToDevice, ctx.stream()),
       "cudaMemcpyAsync (rank figures up)");
   // The communicator's stream waits for the compute stream (set_compute_stream), so for the copy.
@@ -101,7 +103,7 @@ std::vector<double> sums_of(const float* host, size_t n, int world) {
 #endif
 
 void copy_down(void* dst, const void* src, size_t bytes, CudaContext& ctx, const char* what) {
-  cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx.stream()), what);
+  SL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx.stream()), what);
 }
 
 }  // namespace
@@ -212,12 +214,7 @@ TrainResult GpuTrainer::run(const TrainerCallbacks& callbacks) {
 #endif
   ctx.order_after_default_stream();
 
-  LoopSpec spec;
-  spec.config = &config_;
-  spec.base_lr = base_lr_;
-  spec.total_steps = total_steps_;
-  spec.stop_at = total_steps_;
-  spec.epoch = [&] { return sampler.epoch(); };
+  LoopSpec spec = whole_run_loop(config_, base_lr_, total_steps_, sampler);
   if (eval_) spec.evaluate = [&](int64_t max_samples) { return evaluate(*eval_, max_samples); };
   spec.step = [&](int64_t step, double lr) {
     const std::vector<int64_t> idx = sampler.next();

@@ -27,7 +27,8 @@ class PinnedBuffer {
     if (n > capacity_) {
       free();
       void* p = nullptr;
-      cuda_check(cudaMallocHost(&p, n * sizeof(T)), "cudaMallocHost (staging for host transfers)");
+      SL_CUDA_CHECK(cudaMallocHost(&p, n * sizeof(T)),
+                    "cudaMallocHost (staging for host transfers)");
       p_ = static_cast<T*>(p);
       capacity_ = n;
     }

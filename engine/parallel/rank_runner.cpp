@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 
 #include "engine/comm/threads/world.h"
+#include "engine/core/device.h"
 #include "engine/core/error.h"
-#include "engine/device/device.h"
 #include "engine/parallel/comm_telemetry.h"
 #include "engine/parallel/rank_checkpoint.h"
 #include "engine/parallel/seed_optimizers.h"

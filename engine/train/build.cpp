@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "engine/core/device.h"
 #include "engine/core/error.h"
-#include "engine/device/device.h"
 #include "engine/model/model_file.h"
 
 namespace shardlab {

@@ -6,6 +6,20 @@
 
 namespace shardlab {
 
+namespace {
+
+// Sends `payload` as rank `rank`'s event at `time` (default: now).
+void publish(telemetry::TelemetrySink& sink, int rank, telemetry::Payload payload,
+             double time = telemetry::now_seconds()) {
+  telemetry::Event e;
+  e.rank = rank;
+  e.time = time;
+  e.payload = std::move(payload);
+  sink.publish(std::move(e));
+}
+
+}  // namespace
+
 void add_step_telemetry(TrainerCallbacks& callbacks, telemetry::TelemetrySink* sink, int rank,
                         bool tokens, const MemoryLedger* ledger) {
   if (!sink) return;
@@ -13,39 +27,25 @@ void add_step_telemetry(TrainerCallbacks& callbacks, telemetry::TelemetrySink* s
   auto log_before = std::move(callbacks.on_log);
   callbacks.on_log = [log_before = std::move(log_before), sink, rank](const StepInfo& info) {
     if (log_before) log_before(info);
-    telemetry::Event e;
-    e.rank = rank;
-    e.time = telemetry::now_seconds();
-    e.payload = telemetry::LogLineEvent{
-        fmt::format("step {}/{} epoch {} loss {:.4f} lr {:.3e} grad-norm {:.3f}", info.step,
-                    info.total_steps, info.epoch, info.loss, info.lr, info.grad_norm)};
-    sink->publish(std::move(e));
+    publish(*sink, rank,
+            telemetry::LogLineEvent{
+                fmt::format("step {}/{} epoch {} loss {:.4f} lr {:.3e} grad-norm {:.3f}", info.step,
+                            info.total_steps, info.epoch, info.loss, info.lr, info.grad_norm)});
   };
   // Every evaluation: the same global figures on every rank.
   auto eval_before = std::move(callbacks.on_eval);
   callbacks.on_eval = [eval_before = std::move(eval_before), sink, rank](const EvalResult& r) {
     if (eval_before) eval_before(r);
-    telemetry::Event e;
-    e.rank = rank;
-    e.time = telemetry::now_seconds();
-    e.payload = telemetry::EvalEvent{r.step, r.loss, r.accuracy, r.samples};
-    sink->publish(std::move(e));
+    publish(*sink, rank, telemetry::EvalEvent{r.step, r.loss, r.accuracy, r.samples});
   };
   auto before = std::move(callbacks.on_step);
   callbacks.on_step = [before = std::move(before), sink, rank, tokens,
                        ledger](const StepInfo& info) {
     if (before) before(info);
-    telemetry::Event step;
-    step.rank = rank;
-    step.time = telemetry::now_seconds();
-    step.payload = telemetry::StepEvent{info.step,
-                                        info.loss,
-                                        info.lr,
-                                        info.grad_norm,
-                                        tokens ? info.tokens_per_second : info.samples_per_second,
-                                        tokens,
-                                        info.step_seconds};
-    sink->publish(std::move(step));
+    publish(*sink, rank,
+            telemetry::StepEvent{info.step, info.loss, info.lr, info.grad_norm,
+                                 tokens ? info.tokens_per_second : info.samples_per_second, tokens,
+                                 info.step_seconds});
     if (!ledger) return;
     const MemorySnapshot m = ledger->snapshot();
     telemetry::MemoryEvent mem;
@@ -53,22 +53,13 @@ void add_step_telemetry(TrainerCallbacks& callbacks, telemetry::TelemetrySink* s
       mem.current[static_cast<size_t>(c)] = m.current.bytes[static_cast<size_t>(c)];
       mem.peak[static_cast<size_t>(c)] = m.peak.bytes[static_cast<size_t>(c)];
     }
-    telemetry::Event e;
-    e.rank = rank;
-    e.time = telemetry::now_seconds();
-    e.payload = mem;
-    sink->publish(std::move(e));
+    publish(*sink, rank, mem);
   };
 }
 
 void publish_phase(telemetry::TelemetrySink* sink, int rank, int stage, int micro_batch,
                    telemetry::Phase phase, double start, double end) {
-  if (!sink) return;
-  telemetry::Event e;
-  e.rank = rank;
-  e.time = end;
-  e.payload = telemetry::PhaseEvent{stage, micro_batch, phase, start, end};
-  sink->publish(std::move(e));
+  if (sink) publish(*sink, rank, telemetry::PhaseEvent{stage, micro_batch, phase, start, end}, end);
 }
 
 }  // namespace shardlab

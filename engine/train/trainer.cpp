@@ -61,6 +61,17 @@ EvalResult Trainer::evaluate(const Dataset& data, int64_t max_samples) {
   return eval_result(loss_sum, static_cast<double>(rows), static_cast<double>(correct), share.take);
 }
 
+LoopSpec whole_run_loop(const TrainConfig& config, double base_lr, int64_t total_steps,
+                        const Sampler& sampler) {
+  LoopSpec spec;
+  spec.config = &config;
+  spec.base_lr = base_lr;
+  spec.total_steps = total_steps;
+  spec.stop_at = total_steps;
+  spec.epoch = [&sampler] { return sampler.epoch(); };
+  return spec;
+}
+
 TrainResult Trainer::run(const TrainerCallbacks& callbacks) {
   SamplerOptions sopt;
   sopt.batch_size = config_.batch_size;
@@ -70,12 +81,7 @@ TrainResult Trainer::run(const TrainerCallbacks& callbacks) {
   Tensor dlogits;
   EarlyStopState early;
 
-  LoopSpec spec;
-  spec.config = &config_;
-  spec.base_lr = base_lr_;
-  spec.total_steps = total_steps_;
-  spec.stop_at = total_steps_;
-  spec.epoch = [&] { return sampler.epoch(); };
+  LoopSpec spec = whole_run_loop(config_, base_lr_, total_steps_, sampler);
   if (eval_) spec.evaluate = [&](int64_t max_samples) { return evaluate(*eval_, max_samples); };
   spec.step = [&](int64_t step, double lr) {
     std::vector<int64_t> idx = sampler.next();

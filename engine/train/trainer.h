@@ -79,6 +79,15 @@ struct TrainerCallbacks {
 // InvalidArgument naming the field.
 int64_t checked_total_steps(const TrainConfig& config, const Dataset& train);
 
+struct LoopSpec;  // training_loop.h
+class Sampler;    // engine/data/sampler.h
+
+// The loop of a whole run as every one-process trainer (this one, the GPU one) wires it: `config`
+// and its schedule from `base_lr`, all of `total_steps` from the first, the data epoch of
+// `sampler` (which must outlive the loop). The caller adds step and, with held-out data, evaluate.
+LoopSpec whole_run_loop(const TrainConfig& config, double base_lr, int64_t total_steps,
+                        const Sampler& sampler);
+
 class Trainer {
  public:
   // eval may be null (no evaluation; early stopping then needs none). The optimizer is attached

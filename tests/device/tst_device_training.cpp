@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/device.h"
 #include "engine/core/error.h"
 #include "engine/core/memory.h"
 #include "engine/device/cuda_context.h"
-#include "engine/device/device.h"
 #include "engine/device/device_training.h"
 #include "engine/device/gpu_optimizer.h"
 #include "engine/job/job_spec.h"

@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/device.h"
 #include "engine/core/error.h"
 #include "engine/core/memory.h"
 #include "engine/data/batch.h"
 #include "engine/device/cuda_context.h"
-#include "engine/device/device.h"
 #include "engine/device/gpu_model.h"
 #include "engine/model/cross_entropy.h"
 #include "engine/model/model.h"

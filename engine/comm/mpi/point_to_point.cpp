@@ -185,44 +185,45 @@ class P2pWork final : public Work {
   std::exception_ptr error_;
 };
 
+// The shared start of a send and a receive: the operation's record and checks, then `post`
+// (MPI_Isend or MPI_Irecv, named `mpi_call`, given the element count). A receive's work checks
+// the count that arrived against its own.
+template <class Post>
+WorkHandle start_p2p(const std::shared_ptr<Channel>& channel, const CommRecord& record,
+                     std::string what, size_t n, bool receive, const char* mpi_call, Post post) {
+  auto op = new_op(record, std::move(what));
+  const int count = mpi_count(n, *op);
+  SL_ENFORCE(record.tag <= channel->tag_ub(), "{}: the tag is above MPI_TAG_UB ({})", op->what,
+             channel->tag_ub());
+  channel->ensure_usable(*op);
+  MPI_Request req = MPI_REQUEST_NULL;
+  const int rc = post(count, &req);
+  if (rc != MPI_SUCCESS) {
+    if (op->claim()) channel->report(*op, false);
+    SL_THROW(CommError, "{}: {} failed: {}", op->what, mpi_call, error_string(rc));
+  }
+  return std::make_shared<P2pWork>(channel, std::move(op), req, receive ? count : -1);
+}
+
 }  // namespace
 }  // namespace mpi_detail
 
-using mpi_detail::mpi_count;
-using mpi_detail::new_op;
-
 WorkHandle MpiCommunicator::do_send(std::span<const float> data, const Call& call) {
-  auto op = new_op(call.record, fmt::format("{} to rank {} (tag {})", call.describe(),
-                                            call.record.peer, call.record.tag));
-  const int count = mpi_count(data.size(), *op);
-  SL_ENFORCE(call.record.tag <= channel_->tag_ub(), "{}: the tag is above MPI_TAG_UB ({})",
-             op->what, channel_->tag_ub());
-  channel_->ensure_usable(*op);
-  MPI_Request req = MPI_REQUEST_NULL;
-  const int rc = MPI_Isend(data.data(), count, MPI_FLOAT, call.record.peer, call.record.tag,
-                           channel_->comm(), &req);
-  if (rc != MPI_SUCCESS) {
-    if (op->claim()) channel_->report(*op, false);
-    SL_THROW(CommError, "{}: MPI_Isend failed: {}", op->what, mpi_detail::error_string(rc));
-  }
-  return std::make_shared<mpi_detail::P2pWork>(channel_, std::move(op), req, -1);
+  const CommRecord& r = call.record;
+  return mpi_detail::start_p2p(
+      channel_, r, fmt::format("{} to rank {} (tag {})", call.describe(), r.peer, r.tag),
+      data.size(), false, "MPI_Isend", [&](int count, MPI_Request* req) {
+        return MPI_Isend(data.data(), count, MPI_FLOAT, r.peer, r.tag, channel_->comm(), req);
+      });
 }
 
 WorkHandle MpiCommunicator::do_recv(std::span<float> data, const Call& call) {
-  auto op = new_op(call.record, fmt::format("{} from rank {} (tag {})", call.describe(),
-                                            call.record.peer, call.record.tag));
-  const int count = mpi_count(data.size(), *op);
-  SL_ENFORCE(call.record.tag <= channel_->tag_ub(), "{}: the tag is above MPI_TAG_UB ({})",
-             op->what, channel_->tag_ub());
-  channel_->ensure_usable(*op);
-  MPI_Request req = MPI_REQUEST_NULL;
-  const int rc = MPI_Irecv(data.data(), count, MPI_FLOAT, call.record.peer, call.record.tag,
-                           channel_->comm(), &req);
-  if (rc != MPI_SUCCESS) {
-    if (op->claim()) channel_->report(*op, false);
-    SL_THROW(CommError, "{}: MPI_Irecv failed: {}", op->what, mpi_detail::error_string(rc));
-  }
-  return std::make_shared<mpi_detail::P2pWork>(channel_, std::move(op), req, count);
+  const CommRecord& r = call.record;
+  return mpi_detail::start_p2p(
+      channel_, r, fmt::format("{} from rank {} (tag {})", call.describe(), r.peer, r.tag),
+      data.size(), true, "MPI_Irecv", [&](int count, MPI_Request* req) {
+        return MPI_Irecv(data.data(), count, MPI_FLOAT, r.peer, r.tag, channel_->comm(), req);
+      });
 }
 
 }  // namespace shardlab

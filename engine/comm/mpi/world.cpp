@@ -3,7 +3,6 @@
 #include <exception>
 #include <thread>
 
-#include "engine/comm/flight_recorder.h"
 #include "engine/comm/mpi/liveness.h"
 #include "engine/comm/mpi/mpi_util.h"
 
@@ -112,14 +111,7 @@ std::unique_ptr<Communicator> make_mpi_world(const CommOptions& options) {
              options.timeout.count(), rank);
   }
   mpi_detail::install_liveness_comm(dup[2]);
-  CommOptions mine = options;
-  if (mine.flight_recorder) {
-    if (mine.flight_recorder->rank() < 0) mine.flight_recorder->set_rank(rank);
-  } else if (mine.flight_capacity > 0) {
-    mine.flight_recorder = std::make_shared<FlightRecorder>(
-        FlightRecorderOptions{.capacity = mine.flight_capacity, .rank = rank});
-  }
-  return mpi_detail::adopt(dup[0], dup[1], "world", std::move(mine));
+  return mpi_detail::adopt(dup[0], dup[1], "world", world_rank_options(options, rank));
 }
 
 }  // namespace shardlab

@@ -102,9 +102,9 @@ class NcclCommunicator::Op final : public Work {
     }
     if (status != cudaErrorNotReady) {
       (void)cudaGetLastError();
-      fail_and_abort(fmt::format("{} on rank {} of {}: the CUDA stream failed: {} ({})",
+      fail_and_abort(fmt::format("{} on rank {} of {}: the CUDA stream failed: {}",
                                  call_.describe(), owner_->rank(), owner_->size(),
-                                 cudaGetErrorString(status), cudaGetErrorName(status)));
+                                 cuda_error_text(status)));
       return true;
     }
     // Still running. A peer that died or a network failure shows up here, not in the event.
@@ -189,10 +189,10 @@ NcclCommunicator::NcclCommunicator(ncclComm_t comm, int device, std::string name
       device_(device) {
   try {
     DeviceGuard guard(device_);
-    SL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    SL_CUDA_CHECK(cudaEventCreateWithFlags(&inputs_ready_, cudaEventDisableTiming));
-    SL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&barrier_word_), sizeof(float)));
-    SL_CUDA_CHECK(cudaMemsetAsync(barrier_word_, 0, sizeof(float), stream_));
+    SL_NCCL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    SL_NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&inputs_ready_, cudaEventDisableTiming));
+    SL_NCCL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&barrier_word_), sizeof(float)));
+    SL_NCCL_CUDA_CHECK(cudaMemsetAsync(barrier_word_, 0, sizeof(float), stream_));
   } catch (...) {
     if (barrier_word_) (void)cudaFree(barrier_word_);
     if (inputs_ready_) (void)cudaEventDestroy(inputs_ready_);
@@ -319,7 +319,7 @@ void NcclCommunicator::check_device_buffer(const void* data, size_t count, const
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
     SL_THROW(InvalidArgument, "{} on rank {}: cannot inspect the {} buffer: {}", call.describe(),
-             rank(), which, cudaGetErrorString(err));
+             rank(), which, cuda_error_text(err));
   }
   if (attributes.type == cudaMemoryTypeManaged) return;
   SL_ENFORCE(attributes.type == cudaMemoryTypeDevice && attributes.device == device_,
@@ -336,10 +336,10 @@ float* NcclCommunicator::scratch(int64_t count) {
   const int64_t grown = std::max(count, 2 * scratch_count_);
   const size_t bytes = static_cast<size_t>(grown) * sizeof(float);
   float* fresh = nullptr;
-  SL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&fresh), bytes));
+  SL_NCCL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&fresh), bytes));
   // Zeroed once so that pad slots never hold uninitialised memory (NCCL reduces them too; their
   // results are dropped).
-  SL_CUDA_CHECK(cudaMemsetAsync(fresh, 0, bytes, stream_));
+  SL_NCCL_CUDA_CHECK(cudaMemsetAsync(fresh, 0, bytes, stream_));
   if (scratch_) outgrown_.push_back(scratch_);
   scratch_ = fresh;
   scratch_count_ = grown;
@@ -348,8 +348,8 @@ float* NcclCommunicator::scratch(int64_t count) {
 
 void NcclCommunicator::copy(float* dst, const float* src, int64_t count) {
   if (count <= 0) return;
-  SL_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(count) * sizeof(float),
-                                cudaMemcpyDeviceToDevice, stream_));
+  SL_NCCL_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(count) * sizeof(float),
+                                     cudaMemcpyDeviceToDevice, stream_));
 }
 
 template <class Enqueue>
@@ -367,11 +367,11 @@ WorkHandle NcclCommunicator::launch(const Call& call, Enqueue&& enqueue) {
     const auto deadline = Clock::now() + options().timeout;
     // Data written on the compute stream before this call must be complete when NCCL reads it;
     // the wait happens on the GPU, the host does not block.
-    SL_CUDA_CHECK(cudaEventRecord(inputs_ready_, compute_stream_));
-    SL_CUDA_CHECK(cudaStreamWaitEvent(stream_, inputs_ready_, 0));
+    SL_NCCL_CUDA_CHECK(cudaEventRecord(inputs_ready_, compute_stream_));
+    SL_NCCL_CUDA_CHECK(cudaStreamWaitEvent(stream_, inputs_ready_, 0));
     enqueue(deadline);
-    SL_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-    SL_CUDA_CHECK(cudaEventRecord(done, stream_));
+    SL_NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    SL_NCCL_CUDA_CHECK(cudaEventRecord(done, stream_));
     op = std::make_shared<Op>(this, done, call);
     done = nullptr;  // owned by op
   } catch (const std::exception& e) {

@@ -1,10 +1,12 @@
 // Internal to the NCCL backend: check macros for CUDA runtime and NCCL return codes, a guard that
 // makes a GPU current for a scope, and bounded polling of a non-blocking NCCL communicator.
 //
-// Every CUDA and NCCL call goes through SL_CUDA_CHECK or SL_NCCL_CHECK, which throw CommError
-// naming the call, the library's own message and file:line (in where()). SL_NCCL_CHECK lets
-// ncclInProgress through and returns the code: on a non-blocking communicator (the only kind this
-// backend makes) it means "accepted, still running", and the caller polls for the outcome.
+// Every CUDA and NCCL call goes through SL_NCCL_CUDA_CHECK (the engine's one CUDA check,
+// engine/core/cuda_check.h, throwing CommError: in this backend a failed CUDA call fails the
+// collective) or SL_NCCL_CHECK, which throw CommError naming the call, the library's own message
+// and file:line (in where()). SL_NCCL_CHECK lets ncclInProgress through and returns the code: on
+// a non-blocking communicator (the only kind this backend makes) it means "accepted, still
+// running", and the caller polls for the outcome.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -15,19 +17,12 @@
 #include <thread>
 
 #include "engine/comm/communicator.h"
+#include "engine/core/cuda_check.h"
 #include "engine/core/error.h"
 
-namespace shardlab::nccl_detail {
+#define SL_NCCL_CUDA_CHECK(call) SL_CUDA_CHECK_T(::shardlab::CommError, call, "CUDA call " #call)
 
-inline void check_cuda(cudaError_t err, const char* call, const char* file, int line) {
-  if (err == cudaSuccess) return;
-  // Clear the runtime's "last error" so the failure is not reported again by an unrelated call
-  // (sticky errors, which poison the context, stay regardless).
-  (void)cudaGetLastError();
-  throw CommError(fmt::format("CUDA call {} failed: {} ({})", call, cudaGetErrorString(err),
-                              cudaGetErrorName(err)),
-                  ::shardlab::detail::where(file, line, call));
-}
+namespace shardlab::nccl_detail {
 
 // NCCL's own text for the last failure on `comm` (may be null), in parentheses, or "".
 inline std::string nccl_last_error(ncclComm_t comm) {
@@ -48,9 +43,9 @@ inline ncclResult_t check_nccl(ncclResult_t rc, const char* call, const char* fi
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device) {
-    check_cuda(cudaGetDevice(&previous_), "cudaGetDevice(&previous_)", __FILE__, __LINE__);
+    SL_NCCL_CUDA_CHECK(cudaGetDevice(&previous_));
     if (previous_ == device) return;
-    check_cuda(cudaSetDevice(device), "cudaSetDevice(device)", __FILE__, __LINE__);
+    SL_NCCL_CUDA_CHECK(cudaSetDevice(device));
     changed_ = true;
   }
   ~DeviceGuard() {
@@ -101,5 +96,4 @@ inline bool poll_ready(ncclComm_t comm, Clock::time_point deadline, const std::s
 
 }  // namespace shardlab::nccl_detail
 
-#define SL_CUDA_CHECK(call) ::shardlab::nccl_detail::check_cuda((call), #call, __FILE__, __LINE__)
 #define SL_NCCL_CHECK(call) ::shardlab::nccl_detail::check_nccl((call), #call, __FILE__, __LINE__)

@@ -5,10 +5,9 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/comm/flight_recorder.h"
 #include "engine/comm/nccl/communicator.h"
 #include "engine/comm/nccl/nccl_detail.h"
-#include "engine/device/device.h"
+#include "engine/core/device.h"
 
 namespace shardlab {
 namespace {
@@ -100,15 +99,8 @@ std::unique_ptr<Communicator> make_nccl_world(Communicator& bootstrap, int devic
     if (comm) (void)ncclCommAbort(comm);
     throw;
   }
-  // The flight recorder as the other backends' world makers give one (communicator.h).
-  CommOptions mine = options;
-  if (mine.flight_recorder) {
-    if (mine.flight_recorder->rank() < 0) mine.flight_recorder->set_rank(rank);
-  } else if (mine.flight_capacity > 0) {
-    mine.flight_recorder = std::make_shared<FlightRecorder>(
-        FlightRecorderOptions{.capacity = mine.flight_capacity, .rank = rank});
-  }
-  return std::make_unique<NcclCommunicator>(comm, device, "world", std::move(mine));
+  return std::make_unique<NcclCommunicator>(comm, device, "world",
+                                            world_rank_options(options, rank));
 }
 
 }  // namespace shardlab

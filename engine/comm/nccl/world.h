@@ -23,7 +23,7 @@ std::unique_ptr<Communicator> make_nccl_world(Communicator& bootstrap, int devic
 
 // Number of usable CUDA devices, or 0 with `why` (may be null) set to the reason, e.g. "CUDA driver
 // version is insufficient for CUDA runtime version (cudaErrorInsufficientDriver)". Never throws.
-// (engine/device/device.h usable_gpus, which the job's device check uses too.)
+// (engine/core/device.h usable_gpus, which the job's device check uses too.)
 int usable_cuda_devices(std::string* why);
 
 }  // namespace shardlab

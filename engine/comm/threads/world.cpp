@@ -5,7 +5,6 @@
 #include <mutex>
 #include <thread>
 
-#include "engine/comm/flight_recorder.h"
 #include "engine/comm/threads/communicator.h"
 #include "engine/comm/threads/group.h"
 
@@ -35,14 +34,8 @@ std::vector<std::unique_ptr<Communicator>> make_thread_world(int n, const CommOp
   std::vector<std::unique_ptr<Communicator>> world;
   world.reserve(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
-    CommOptions mine = options;
-    if (mine.flight_recorder) {
-      if (mine.flight_recorder->rank() < 0) mine.flight_recorder->set_rank(r);
-    } else if (mine.flight_capacity > 0) {
-      mine.flight_recorder = std::make_shared<FlightRecorder>(
-          FlightRecorderOptions{.capacity = mine.flight_capacity, .rank = r});
-    }
-    world.push_back(std::make_unique<ThreadsCommunicator>(group, r, "world", std::move(mine)));
+    world.push_back(
+        std::make_unique<ThreadsCommunicator>(group, r, "world", world_rank_options(options, r)));
   }
   return world;
 }

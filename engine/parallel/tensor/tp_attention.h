@@ -9,6 +9,8 @@
 // "proj.weight" [C, C/tp], "proj.bias" [C] (replicated). As in CausalSelfAttention, the key part
 // of qkv.bias has an exactly zero gradient and backward leaves its accumulated gradient unchanged
 // bit for bit.
+//
+// init() leaves parameters untouched, as in every tensor-parallel layer (tp_linear.h).
 #pragma once
 
 #include <cstdint>
@@ -28,7 +30,6 @@ class TensorParallelAttention : public Layer {
   std::string kind() const override { return "TensorParallelAttention"; }
   void declare(ParamLayout& layout, const std::string& prefix, int block) override;
   void bind(const ParamBinding& binding) override;
-  void init(Rng& rng) override { (void)rng; }
   void forward(const Tensor& x, Tensor& y) override;
   void backward(const Tensor& dy, Tensor& dx) override;
 

@@ -7,6 +7,8 @@
 // Parameters: "tok.weight" [part(vocab).size(), dim], "pos.weight" [context, dim] (replicated).
 // Input [B, T] ids (exact floats in [0, vocab), InvalidArgument naming the first bad one) ->
 // output [B, T, dim]; backward writes a zero dx of the input's shape.
+//
+// init() leaves parameters untouched, as in every tensor-parallel layer (tp_linear.h).
 #pragma once
 
 #include <cstdint>
@@ -25,7 +27,6 @@ class VocabParallelEmbedding : public Layer {
   std::string kind() const override { return "VocabParallelEmbedding"; }
   void declare(ParamLayout& layout, const std::string& prefix, int block) override;
   void bind(const ParamBinding& binding) override;
-  void init(Rng& rng) override { (void)rng; }
   void forward(const Tensor& x, Tensor& y) override;
   void backward(const Tensor& dy, Tensor& dx) override;
 

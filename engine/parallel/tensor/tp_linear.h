@@ -17,9 +17,10 @@
 // backward. Which rows or columns a rank holds is decided by the model builder (tp_gpt.h) and
 // recorded by tp_slicing.h; these layers only know their local sizes.
 //
-// init() leaves parameters untouched: a tensor-parallel model is initialised by initialising the
-// full model's block and copying this rank's slice out (tp_slicing.h), so it starts exactly where
-// one process starts.
+// init() is Layer's, which leaves parameters untouched, and so are those of every tensor-parallel
+// layer (tp_attention.h, tp_embedding.h): a tensor-parallel model is initialised by initialising
+// the full model's block and copying this rank's slice out (tp_slicing.h), so it starts exactly
+// where one process starts.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +40,6 @@ class ColumnParallelLinear : public Layer {
   // Parameters: "weight" [out_local, in] and, with bias, "bias" [out_local].
   void declare(ParamLayout& layout, const std::string& prefix, int block) override;
   void bind(const ParamBinding& binding) override;
-  void init(Rng& rng) override { (void)rng; }
   void forward(const Tensor& x, Tensor& y) override;
   void backward(const Tensor& dy, Tensor& dx) override;
 
@@ -56,7 +56,6 @@ class RowParallelLinear : public Layer {
   // Parameters: "weight" [out, in_local] and, with bias, "bias" [out] (replicated on every rank).
   void declare(ParamLayout& layout, const std::string& prefix, int block) override;
   void bind(const ParamBinding& binding) override;
-  void init(Rng& rng) override { (void)rng; }
   void forward(const Tensor& x, Tensor& y) override;
   void backward(const Tensor& dy, Tensor& dx) override;
 

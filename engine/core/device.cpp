@@ -1,7 +1,8 @@
-#include "engine/device/device.h"
+#include "engine/core/device.h"
 
 #include <fmt/format.h>
 
+#include "engine/core/cuda_check.h"
 #include "engine/core/error.h"
 
 #if SHARDLAB_HAVE_CUDA
@@ -16,7 +17,7 @@ int usable_gpus(std::string* why) {
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    if (why) *why = fmt::format("{} ({})", cudaGetErrorString(err), cudaGetErrorName(err));
+    if (why) *why = cuda_error_text(err);
     return 0;
   }
   if (count == 0 && why) *why = "no CUDA device is visible to this process";
@@ -46,8 +47,7 @@ std::string gpu_problem(int index) {
   const cudaError_t err = cudaGetDeviceProperties(&prop, index);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    return fmt::format("GPU {} cannot be used: {} ({})", index, cudaGetErrorString(err),
-                       cudaGetErrorName(err));
+    return fmt::format("GPU {} cannot be used: {}", index, cuda_error_text(err));
   }
   const int arch = prop.major * 10 + prop.minor;
   // The lowest architecture the kernels were built for (0: unknown, e.g. "native": no check).
@@ -71,7 +71,7 @@ std::string describe_gpu(int index) {
   const cudaError_t err = cudaGetDeviceProperties(&prop, index);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    return fmt::format("no such device: {} ({})", cudaGetErrorString(err), cudaGetErrorName(err));
+    return fmt::format("no such device: {}", cuda_error_text(err));
   }
   const double gib = static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0);
   return fmt::format("{} (sm_{}{}, {:.1f} GiB)", prop.name, prop.major, prop.minor, gib);
