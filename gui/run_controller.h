@@ -1,21 +1,26 @@
 // RunController: runs a job from the app and collects its telemetry for the live views (issue 7).
+// The Qt adapter of the launch layer (engine/launch): the job, its sinks, the collector, the
+// worker command line, the end of a run and the cleanup of its processes are the launch layer's,
+// shared with `shardlab run`; this class adds the QProcess for mpirun (gui/mpirun_process.h), the
+// QTimer and the signals.
 //
 // Three ways to run (LaunchOptions::mode); the mode must match the job's parallel.backend
 // (threads: "threads"; mpirun and remote: "mpi"), and the job must be valid and sharded, else
 // start() refuses it (false, lastError(), nothing emitted):
 //
-// - threads: run_threads_job on a worker std::thread, every rank publishing into one
-//   mutex-guarded queue (publish() only appends). stop() asks the job's StopRequest: every rank
-//   ends after the same step and the run finishes normally, finished(true, "stopped after N
-//   steps ...").
-// - mpirun: a net::Collector on 127.0.0.1 (any free port, a fresh token), the job written to a
-//   file, and `mpirun -np WORLD ... shardlab worker JOB --telemetry 127.0.0.1:PORT` started with
-//   QProcess (the argument list from engine/launch/mpirun.h, as `shardlab run` builds it; the token
-//   in SHARDLAB_TELEMETRY_TOKEN, never on the command line). Every line mpirun prints goes to
+// - threads: launch::ThreadsRun (run_threads_job on a worker std::thread), every rank publishing
+//   into one mutex-guarded queue (launch::MessageQueue: publish() only appends). stop() asks the
+//   job's StopRequest: every rank ends after the same step and the run finishes normally,
+//   finished(true, "stopped after N steps ...").
+// - mpirun: a launch::RunCollector on 127.0.0.1 (any free port, a fresh token), the job written
+//   to a file, and `mpirun -np WORLD ... shardlab worker JOB --telemetry 127.0.0.1:PORT` started
+//   with QProcess (the argument list from engine/launch/mpirun.h, as `shardlab run` builds it; the
+//   token in SHARDLAB_TELEMETRY_TOKEN, never on the command line). Every line mpirun prints goes to
 //   logLine(). finished() follows mpirun's exit (ok when it exited with status 0). stop() sends
-//   SIGTERM to mpirun and, 5 s later, SIGKILL to its process group; finished(false, "stopped by
-//   the user").
-// - remote: a Collector on LaunchOptions::listen with a fresh token written to a 0600 file and the
+//   SIGTERM to mpirun and, 5 s later, SIGKILL to its process group, its descendants and the run's
+//   workers (launch/process_tree.h); finished(false, "stopped by the user").
+// - remote: a RunCollector on LaunchOptions::listen with a fresh token written to a 0600 file and
+// the
 //   job written to a file; remoteCommand() is what to run on the cluster. The run finishes when
 //   every rank of the HELLOs' world has finished or failed (ok when none failed). stop() stops
 //   listening: finished(false, "stopped listening; ...").
@@ -46,50 +51,29 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
-#include <utility>
-#include <vector>
 
-#include "engine/telemetry/sink.h"
-#include "engine/train/stop_request.h"
-#include "net/collector.h"
+#include "engine/launch/message_queue.h"
+#include "engine/launch/run_end.h"
+#include "engine/launch/run_mode.h"
+#include "engine/launch/workers.h"
 #include "net/run_model.h"
-
-class QProcess;
 
 namespace shardlab {
 struct JobSpec;
 }
 
-namespace shardlab::net {
-class RecordingConsumer;
-class RecordingSink;
-class FanoutSink;
-}  // namespace shardlab::net
+namespace shardlab::launch {
+class RunCollector;
+class RunSinks;
+class ThreadsRun;
+}  // namespace shardlab::launch
 
 namespace shardlab::gui {
 
-// A thread-safe queue of messages for the GUI thread to take: the in-process ranks publish into
-// it (a TelemetrySink) and a Collector hands it what the workers send (a MessageConsumer). Each
-// message is stamped with the time it was queued (0 for in-process events: their own times
-// judge liveness, as in a replay).
-class MessageQueue : public telemetry::TelemetrySink, public net::MessageConsumer {
- public:
-  void publish(telemetry::Event event) noexcept override;
-  void on_message(const net::Message& message) override;
-  // Queued as the JOB_STATE failed event that stands for it (ConnectionLost::event()).
-  void on_connection_lost(const net::ConnectionLost& lost) override;
-  // Every queued message with its arrival stamp, oldest first; the queue is left empty.
-  std::vector<std::pair<net::Message, double>> take();
+class MpirunProcess;
 
- private:
-  std::mutex mu_;
-  std::vector<std::pair<net::Message, double>> messages_;
-};
-
-enum class LaunchMode { threads, mpirun, remote };
+using LaunchMode = launch::RunMode;
 
 struct LaunchOptions {
   LaunchMode mode = LaunchMode::threads;
@@ -114,7 +98,6 @@ class RunController : public QObject {
   Q_OBJECT
  public:
   static constexpr int kPollMs = 100;
-  static constexpr int kKillAfterMs = 5000;
 
   explicit RunController(QObject* parent = nullptr);
   ~RunController() override;  // stops a running job (bounded; see the file comment)
@@ -147,60 +130,42 @@ class RunController : public QObject {
   void finished(bool ok, const QString& message);
 
  private:
-  bool start_threads(const JobSpec& job, const LaunchOptions& options);
-  bool start_collector(const JobSpec& job, const LaunchOptions& options);
+  void start_threads(const JobSpec& job, const LaunchOptions& options);
+  bool start_workers(const JobSpec& job, const LaunchOptions& options);
+  bool start_mpirun(const std::string& token);
   void poll();
   // Drains the queue into the model; true when anything arrived.
   bool drain();
-  void on_process_finished(int exit_code, bool crashed);
-  void read_process_output(bool flush);
+  void on_mpirun_exited(int exit_code, bool crashed);
   // Stops the collector and the recording, emits finished() and resets the run state.
   void finish(bool ok, const QString& message);
-  void kill_process_group();
-  // Stops the collector and drops the recording and fan-out sinks (after the ranks are done).
-  void release_sinks();
-  // Adds a failed JOB_STATE with `reason` for every rank in the model that has neither finished
-  // nor failed (after the user's stop: or failed only because its connection was lost); true
-  // when there was one.
-  bool mark_unfinished_failed(const QString& reason);
-  void shutdown_process();
+  // Ends the threads run and mpirun, and drops the collector, the recording and the sinks.
+  void release();
 
   LaunchMode mode_ = LaunchMode::threads;
   bool running_ = false;
   QTimer timer_;
   net::RunModel model_;
-  std::unique_ptr<MessageQueue> queue_;
   QString error_;
   QString recording_path_;
+  // Declared before what publishes into it: destroyed after.
+  std::unique_ptr<launch::MessageQueue> queue_;
 
   // threads
-  std::unique_ptr<StopRequest> stop_request_;
-  std::unique_ptr<net::RecordingSink> recording_sink_;
-  std::vector<std::unique_ptr<net::FanoutSink>> fanouts_;
-  std::thread thread_;
-  std::atomic<bool> done_{false};
-  bool ok_ = false;  // written by the worker before done_ is set, read after
-  std::string message_;
+  std::unique_ptr<launch::RunSinks> sinks_;
+  std::unique_ptr<launch::ThreadsRun> threads_;
 
   // mpirun / remote
-  std::unique_ptr<net::RecordingConsumer> recording_consumer_;
-  std::unique_ptr<net::Collector> collector_;
+  std::unique_ptr<launch::RunCollector> collector_;
   std::atomic<uint64_t> closed_connections_{0};
   quint16 port_ = 0;
-  QProcess* process_ = nullptr;  // owned (deleted in shutdown_process)
-  qint64 process_pid_ = 0;
-  QTimer kill_timer_;
-  QByteArray out_buffer_, err_buffer_;
+  MpirunProcess* mpirun_ = nullptr;  // owned (deleted later by release(): it may be signalling)
   bool stopping_ = false;
-  // Set once the end is known (mpirun exited, or every remote rank is done): the last messages
-  // are drained until every connection is closed or the grace period ends.
-  bool ending_ = false;
-  qint64 ending_deadline_ms_ = 0;
-  bool end_ok_ = false;
-  QString end_message_;
+  // The end, once known (mpirun exited, or every remote rank is done): the last messages are
+  // drained until every connection is closed or the grace period ends.
+  launch::EndWatch end_;
   int world_ = 0;
-  int first_lost_ = -1;  // the first rank whose connection was lost (-1: none yet)
-  QString job_file_, token_file_, advertise_host_, remote_shardlab_;
+  launch::WorkerCommand workers_;  // the workers' command line (remote: what remoteCommand shows)
 };
 
 }  // namespace shardlab::gui

@@ -15,8 +15,8 @@
 #include "engine/cli/args.h"
 #include "engine/cli/bench_common.h"
 #include "engine/cli/commands.h"
-#include "engine/cli/mpi_launch.h"
 #include "engine/comm/threads/world.h"
+#include "engine/launch/mpirun.h"
 #include "engine/parallel/planner.h"
 #include "engine/train/build.h"
 
@@ -186,7 +186,7 @@ int bench_sharded_command(const std::vector<std::string>& argv) {
     const std::vector<FieldError> errors = validate(job);
     if (!errors.empty()) SL_THROW(InvalidArgument, "{}", errors.front().to_string());
   }
-  std::vector<std::string> inner{self_executable(), "bench",
+  std::vector<std::string> inner{launch::this_executable(), "bench",
                                  "sharded",         "--inner-mpi",
                                  "--backend",       "mpi",
                                  "--ranks",         std::to_string(p.ranks),
@@ -198,7 +198,7 @@ int bench_sharded_command(const std::vector<std::string>& argv) {
     }
   if (args.has("--sequential")) inner.push_back("--sequential");
   std::fflush(stdout);
-  const int rc = run_mpirun(p.ranks, inner);
+  const int rc = launch::run_mpirun(p.ranks, inner);
   SL_ENFORCE(rc == 0, "mpirun exited with status {}: a rank failed (its error is printed above)",
              rc);
   return 0;

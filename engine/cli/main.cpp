@@ -11,9 +11,9 @@
 
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
-#include "engine/cli/mpi_launch.h"
 #include "engine/core/error.h"
 #include "engine/core/version.h"
+#include "engine/launch/mpirun.h"
 #include "kernels/cpu/gemm.h"
 
 namespace {
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
     const bool bad_input = dynamic_cast<const shardlab::InvalidArgument*>(&e) != nullptr ||
                            dynamic_cast<const shardlab::FormatError*>(&e) != nullptr;
     return bad_input && argc > 1 && std::string(argv[1]) == "worker"
-               ? shardlab::cli::kWorkerBadInputStatus
+               ? shardlab::launch::kWorkerBadInputStatus
                : 1;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "shardlab: error: out of memory\n");

@@ -6,9 +6,9 @@
 #include <thread>
 
 #include "engine/checkpoint/checkpoint_store.h"
-#include "engine/cli/mpi_launch.h"
 #include "engine/comm/communicator.h"
 #include "engine/core/error.h"
+#include "engine/launch/mpirun.h"
 
 namespace shardlab::cli {
 
@@ -34,7 +34,7 @@ bool is_restartable(const std::exception& e) {
       dynamic_cast<const InternalError*>(&e))
     return false;
   return dynamic_cast<const TimeoutError*>(&e) || dynamic_cast<const CommError*>(&e) ||
-         dynamic_cast<const IoError*>(&e) || dynamic_cast<const RanksFailed*>(&e);
+         dynamic_cast<const IoError*>(&e) || dynamic_cast<const launch::RanksFailed*>(&e);
 }
 
 std::string attempt_record_path(const std::string& path, int attempt) {

@@ -5,8 +5,9 @@
 // Not restarted, because they would fail again identically: bad input (InvalidArgument, hence
 // UsageError; FormatError: a malformed job, data set or checkpoint) and bugs (InternalError, any
 // exception outside shardlab::Error), also when a worker under mpirun reports them through its
-// exit status (mpi_launch.h kWorkerBadInputStatus). Restarted: TimeoutError, CommError, IoError
-// and RanksFailed (mpirun exited non-zero otherwise: a worker died, was killed or lost a peer).
+// exit status (engine/launch/mpirun.h kWorkerBadInputStatus). Restarted: TimeoutError, CommError,
+// IoError and RanksFailed (mpirun exited non-zero otherwise: a worker died, was killed or lost a
+// peer).
 #pragma once
 
 #include <chrono>

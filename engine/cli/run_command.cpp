@@ -16,10 +16,10 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
-#include "engine/cli/mpi_launch.h"
 #include "engine/cli/restart.h"
 #include "engine/cli/sharded_report.h"
 #include "engine/cli/telemetry_setup.h"
@@ -28,41 +28,19 @@
 #include "engine/core/timer.h"
 #include "engine/device/device_training.h"
 #include "engine/job/job_spec.h"
+#include "engine/launch/job_state.h"
 #include "engine/launch/mpirun.h"
+#include "engine/launch/prepared_job.h"
+#include "engine/launch/threads_run.h"
+#include "engine/launch/workers.h"
 #include "engine/model/model_file.h"
-#include "engine/parallel/planner.h"
-#include "engine/parallel/rank_runner.h"
-#include "engine/parallel/sharded_optimizer.h"
 #include "engine/train/build.h"
 #include "engine/train/step_telemetry.h"
 #include "net/auth.h"
-#include "net/collector.h"
-#include "net/consumers.h"
 #include "net/publisher.h"
 
 namespace shardlab::cli {
 namespace {
-
-// Publishes the job state around `body` (failed, with the reason, when it throws).
-template <class F>
-auto with_job_state(telemetry::TelemetrySink* sink, F&& body) {
-  auto state = [sink](telemetry::JobState s, std::string reason = {}) {
-    if (!sink) return;
-    telemetry::Event e;
-    e.time = telemetry::now_seconds();
-    e.payload = telemetry::JobStateEvent{s, std::move(reason)};
-    sink->publish(std::move(e));
-  };
-  state(telemetry::JobState::running);
-  try {
-    auto r = body();
-    state(telemetry::JobState::finished);
-    return r;
-  } catch (const std::exception& e) {
-    state(telemetry::JobState::failed, e.what());
-    throw;
-  }
-}
 
 // "device: cuda:0 NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)" (", 4 GPUs: cuda:0..cuda:3" for ranks).
 void print_gpu_line(int gpus) {
@@ -74,38 +52,32 @@ void print_gpu_line(int gpus) {
   std::fflush(stdout);
 }
 
-int run_single(const JobSpec& job, bool quiet, const Args& args, Stopwatch& total) {
-  TrainingSetup setup = build_training(job);
-  const bool tokens = setup.job.model.kind == "gpt";
-  const bool cuda = setup.job.device == "cuda";
-  // A device run's ledger counts its device buffers (DeviceBuffer charges the thread's ledger).
-  MemoryLedger ledger;
-  const LedgerScope bind(cuda ? &ledger : current_ledger());
-  RunTelemetry tel(args, setup.job, {0}, true);
-  print_job_header(setup.job, setup.data.description, setup.model->num_params());
-  if (cuda) print_gpu_line(1);
-  TrainerCallbacks cb = progress_printer(tokens, quiet);
-  add_step_telemetry(cb, tel.sink(0), 0, tokens, cuda ? &ledger : nullptr);
-  const TrainResult r = with_job_state(
-      tel.sink(0), [&] { return cuda ? run_device_training(setup, cb) : run_training(setup, cb); });
-  print_summary_line(setup.job, r, total.seconds());
-  tel.close();
-  return 0;
-}
-
-// ddp on GPUs (device cuda, backend threads): one GPU per rank, all in this process.
-int run_device_ddp(const JobSpec& job, bool quiet, const Args& args, double tolerance,
+// In this process, on rank 0 of the job's topology: strategy none (on the CPU or GPU 0), or ddp on
+// one GPU per rank (device cuda, backend threads). The training setup (its data loaded, its model
+// sizes completed, its model built) comes from build_training; the launch layer adds the topology
+// the HELLO announces and the ranks' communication options.
+int run_in_process(const JobSpec& job, bool quiet, const Args& args, double tolerance,
                    Stopwatch& total) {
   TrainingSetup setup = build_training(job);
+  const launch::PreparedJob plan = launch::plan_job(setup.job);
   const bool tokens = setup.job.model.kind == "gpt";
-  RunTelemetry tel(args, setup.job, {0}, true);
+  const bool cuda = setup.job.device == "cuda";
+  const bool ddp = setup.job.parallel.strategy == "ddp";
+  // A one-GPU run's ledger counts its device buffers (DeviceBuffer charges the thread's ledger).
+  MemoryLedger ledger;
+  const bool own_ledger = cuda && !ddp;
+  const LedgerScope bind(own_ledger ? &ledger : current_ledger());
+  RunTelemetry tel(args, plan, {0}, true);
   print_job_header(setup.job, setup.data.description, setup.model->num_params());
-  print_gpu_line(static_cast<int>(setup.job.parallel.world_size));
+  if (cuda) print_gpu_line(ddp ? static_cast<int>(setup.job.parallel.world_size) : 1);
   TrainerCallbacks cb = progress_printer(tokens, quiet);
-  add_step_telemetry(cb, tel.sink(0), 0, tokens, nullptr);
-  const TrainResult r = with_job_state(tel.sink(0), [&] { return run_device_training(setup, cb); });
+  add_step_telemetry(cb, tel.sink(0), 0, tokens, own_ledger ? &ledger : nullptr);
+  const TrainResult r = launch::with_job_state(tel.sink(0), [&] {
+    return cuda ? run_device_training(setup, cb, plan.comm) : run_training(setup, cb);
+  });
   print_summary_line(setup.job, r, total.seconds());
   tel.close();
+  if (!ddp) return 0;
   if (args.has("--save-model")) {
     write_model_file(args.get("--save-model"), model_layout_fingerprint(setup.model->layout()),
                      r.params);
@@ -115,20 +87,21 @@ int run_device_ddp(const JobSpec& job, bool quiet, const Args& args, double tole
   return verify_against_single_process(job, r.params, tolerance) ? 0 : 1;
 }
 
-// `job` with its model completed from `data`; resume_from: "" or a checkpoint (--resume).
-int run_threads(const JobSpec& job, const Datasets& data, bool quiet, const Args& args,
-                double tolerance, Stopwatch& total, const std::string& resume_from) {
+// The prepared job's ranks as threads of this process; resume_from: "" or a checkpoint.
+int run_threads(const launch::PreparedJob& prepared, bool quiet, const Args& args, double tolerance,
+                Stopwatch& total, const std::string& resume_from) {
+  const JobSpec& job = prepared.job;
   std::vector<int> ranks;
   for (int r = 0; r < job.parallel.world_size; ++r) ranks.push_back(r);
-  RunTelemetry tel(args, job, ranks, true);
-  print_job_header(job, data.description, model_layout(job.model).size());
+  RunTelemetry tel(args, prepared, ranks, true);
+  print_job_header(job, prepared.data.description, model_layout(job.model).size());
   RankRunOptions opts;
   opts.callbacks = progress_printer(job.model.kind == "gpt", quiet);
   opts.telemetry = tel.sink_of();
   opts.on_checkpoint = checkpoint_printer(quiet);
   opts.resume_from = resume_from;
   opts.save_model_path = args.get("--save-model");
-  const ParallelRunResult run = run_threads_job(job, data, opts);
+  const ParallelRunResult run = launch::run_threads(prepared, opts);
   print_sharded_summary(job, run, total.seconds());
   tel.close();
   if (!args.has("--verify")) return 0;
@@ -146,23 +119,20 @@ struct RemoveOnExit {
   }
 };
 
-int run_mpi(const JobSpec& job, const std::string& path, bool quiet, const Args& args,
-            double tolerance, const std::string& resume_from) {
-  std::vector<std::string> worker{self_executable(), "worker", path};
-  for (const std::string& s : args.all("--set")) {
-    worker.push_back("--set");
-    worker.push_back(s);
-  }
-  if (quiet) worker.push_back("--quiet");
-  if (!resume_from.empty()) {
-    worker.push_back("--resume");
-    worker.push_back(resume_from);
-  }
+// `prepared`: the job prepared once for every attempt, when it has been (its data read);
+// otherwise prepared here only when --verify needs the completed model.
+int run_mpi(const JobSpec& job, std::optional<launch::PreparedJob>& prepared,
+            const std::string& path, bool quiet, const Args& args, double tolerance,
+            const std::string& resume_from) {
+  launch::MpirunWorkers run;
+  run.ranks = static_cast<int>(job.parallel.world_size);
+  run.worker.program = launch::this_executable();
+  run.worker.job_file = path;
+  run.worker.sets = args.all("--set");
+  run.worker.quiet = quiet;
+  run.worker.resume = resume_from;
   // The workers stream to the collector given; otherwise, unless --no-record, to a collector in
-  // this process on loopback that records the run (its fresh token reaches the workers through
-  // the environment, which mpirun's local ranks inherit).
-  std::unique_ptr<net::RecordingConsumer> recording;
-  std::unique_ptr<net::Collector> collector;
+  // this process on loopback that records the run.
   if (args.has("--telemetry") || !job.telemetry.address.empty()) {
     // Checked here, so a bad address or a missing token is one line, not one failure per rank.
     SL_ENFORCE(!args.has("--record"),
@@ -173,62 +143,35 @@ int run_mpi(const JobSpec& job, const std::string& path, bool quiet, const Args&
     net::parse_host_port(args.get("--telemetry", job.telemetry.address), host, port);
     (void)net::find_token(args.get("--token-file", job.telemetry.token_file));
     // Workers read the job's telemetry section themselves; flags given here override it.
-    for (const char* flag : {"--telemetry", "--token-file"})
-      if (args.has(flag)) {
-        worker.push_back(flag);
-        worker.push_back(args.get(flag));
-      }
+    run.worker.telemetry = args.get("--telemetry");
+    run.worker.token_file = args.get("--token-file");
   } else if (!args.has("--no-record")) {
-    const std::string rec_path = args.get("--record", default_recording_path(job));
-    const std::filesystem::path dir = std::filesystem::path(rec_path).parent_path();
-    std::error_code ec;
-    if (!dir.empty()) std::filesystem::create_directories(dir, ec);
-    recording = std::make_unique<net::RecordingConsumer>(rec_path);
-    net::CollectorOptions co;
-    co.token = net::make_token();
-    co.log = [](const std::string& line) { fmt::print(stderr, "telemetry: {}\n", line); };
-    collector =
-        std::make_unique<net::Collector>(co, std::vector<net::MessageConsumer*>{recording.get()});
-    collector->start();
-    setenv(net::kTokenEnv, co.token.c_str(), 1);
-    worker.push_back("--telemetry");
-    worker.push_back(fmt::format("127.0.0.1:{}", collector->port()));
+    run.record_path = args.get("--record", launch::default_recording_path(job));
+    run.log = [](const std::string& line) { fmt::print(stderr, "telemetry: {}\n", line); };
   }
-  auto finish_recording = [&] {
-    if (!collector) return;
-    collector->stop();
-    recording->writer().flush();
-    unsetenv(net::kTokenEnv);
-    fmt::print("telemetry: recorded {} messages to {}\n", recording->writer().messages(),
-               recording->writer().path());
-    collector.reset();
-  };
   const bool verify = args.has("--verify");
   // The user's --save-model file serves --verify too; otherwise a temporary one.
   const bool temp_model = verify && !args.has("--save-model");
-  const std::string model_file =
+  run.worker.save_model =
       temp_model ? (std::filesystem::temp_directory_path() /
                     fmt::format("shardlab-verify-{}.slmodel", static_cast<long>(getpid())))
                        .string()
                  : args.get("--save-model");
-  const RemoveOnExit cleanup{temp_model ? model_file : std::string()};
-  if (!model_file.empty()) {
-    worker.push_back("--save-model");
-    worker.push_back(model_file);
-  }
-  const int rc = run_mpirun(static_cast<int>(job.parallel.world_size), worker);
-  finish_recording();
-  SL_ENFORCE(!worker_status_is_final(rc),
+  const RemoveOnExit cleanup{temp_model ? run.worker.save_model : std::string()};
+  const launch::MpirunDone done = launch::run_mpirun_workers(run);
+  if (!done.record_path.empty())
+    fmt::print("telemetry: recorded {} messages to {}\n", done.recorded, done.record_path);
+  SL_ENFORCE(!launch::worker_status_is_final(done.status),
              "mpirun exited with status {}: a rank rejected the job, its data or its checkpoint, "
              "or hit an internal error (its error is printed above; not worth a restart)",
-             rc);
-  SL_ENFORCE_T(RanksFailed, rc == 0,
-               "mpirun exited with status {}: a rank failed (its error is printed above)", rc);
+             done.status);
+  SL_ENFORCE_T(launch::RanksFailed, done.status == 0,
+               "mpirun exited with status {}: a rank failed (its error is printed above)",
+               done.status);
   if (!verify) return 0;
-  JobSpec completed = job;
-  const Datasets data = load_job_data(job);
-  complete_model_config(completed.model, data);
-  const std::vector<float> params = read_model_file(model_file, model_layout(completed.model));
+  if (!prepared) prepared = launch::prepare_job(job);
+  const std::vector<float> params =
+      read_model_file(run.worker.save_model, model_layout(prepared->job.model));
   return verify_against_single_process(job, params, tolerance) ? 0 : 1;
 }
 
@@ -298,7 +241,7 @@ int run_command(const std::vector<std::string>& argv) {
       SL_THROW(UsageError,
                "--save-model: only a sharded job writes a model file (parallel.strategy ddp, "
                "zero1, zero2 or fsdp)");
-    return run_single(job, quiet, args, total);
+    return run_in_process(job, quiet, args, tolerance, total);
   }
   RestartOptions ro;
   ro.max_restarts = max_restarts;
@@ -314,24 +257,22 @@ int run_command(const std::vector<std::string>& argv) {
     return a;
   };
   if (mpi) {
+    std::optional<launch::PreparedJob> prepared;
     if (max_restarts > 0) {
       // What would fail every attempt alike fails once, here: no launcher, unreadable data
       // (the workers read it; a failed worker is only "mpirun exited with status 1" here).
       (void)launch::mpirun_launcher();
-      (void)load_job_data(job);
+      prepared = launch::prepare_job(job);
     }
     return run_with_restarts(ro, [&](int n, const std::string& resume_from) {
-      return run_mpi(job, path, quiet, prepare(n, resume_from), tolerance, resume_from);
+      return run_mpi(job, prepared, path, quiet, prepare(n, resume_from), tolerance, resume_from);
     });
   }
-  if (job.device == "cuda") return run_device_ddp(job, quiet, args, tolerance, total);
+  if (job.device == "cuda") return run_in_process(job, quiet, args, tolerance, total);
   // Read once: bad data is not worth a restart.
-  const Datasets data = load_job_data(job);
-  JobSpec completed = job;
-  complete_model_config(completed.model, data);
+  const launch::PreparedJob prepared = launch::prepare_job(job);
   return run_with_restarts(ro, [&](int n, const std::string& resume_from) {
-    return run_threads(completed, data, quiet, prepare(n, resume_from), tolerance, total,
-                       resume_from);
+    return run_threads(prepared, quiet, prepare(n, resume_from), tolerance, total, resume_from);
   });
 }
 

@@ -1,4 +1,5 @@
-// Telemetry for `shardlab run` and `shardlab worker`: where each rank's events go.
+// Telemetry for `shardlab run` and `shardlab worker`: where each rank's events go, from the
+// command line (the sinks themselves are the launch layer's, engine/launch/run_sinks.h).
 //
 //   --telemetry HOST:PORT   stream to a collector (`shardlab monitor`, or the app); the token comes
 //                           from SHARDLAB_TELEMETRY_TOKEN or --token-file FILE
@@ -13,7 +14,8 @@
 #include <vector>
 
 #include "engine/cli/args.h"
-#include "engine/job/job_spec.h"
+#include "engine/launch/prepared_job.h"
+#include "engine/launch/run_sinks.h"
 #include "engine/telemetry/sink.h"
 
 namespace shardlab::cli {
@@ -22,28 +24,24 @@ class RunTelemetry {
  public:
   // Sinks for world ranks `ranks` of `job` (a threads run: all of them; a worker: its own).
   // record_by_default: whether to record when neither --record nor --no-record is given.
-  RunTelemetry(const Args& args, const JobSpec& job, const std::vector<int>& ranks,
+  RunTelemetry(const Args& args, const launch::PreparedJob& job, const std::vector<int>& ranks,
                bool record_by_default);
-  ~RunTelemetry();
+  ~RunTelemetry();  // close(), also when the run failed
   RunTelemetry(const RunTelemetry&) = delete;
   RunTelemetry& operator=(const RunTelemetry&) = delete;
 
-  bool active() const;
+  bool active() const { return sinks_.active(); }
   // The sink of a world rank (null when the rank has none).
-  telemetry::TelemetrySink* sink(int rank);
-  std::function<telemetry::TelemetrySink*(int)> sink_of();
+  telemetry::TelemetrySink* sink(int rank) { return sinks_.sink(rank); }
+  std::function<telemetry::TelemetrySink*(int)> sink_of() { return sinks_.sink_of(); }
   // Flushes publishers (bounded) and the recording; prints where the recording went and any
   // dropped events. Idempotent.
   void close();
-  const std::string& recording_path() const;
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  launch::RunSinks sinks_;
+  bool closed_ = false;
 };
-
-// runs/<YYYYmmdd-HHMMSS>-<job name>-<pid>.slrec (the folder is $SHARDLAB_RUNS_DIR when set)
-std::string default_recording_path(const JobSpec& job);
 
 // The ArgSpec entries `run` and `worker` accept for telemetry.
 inline const char* const kTelemetryOptions[] = {"--telemetry", "--token-file", "--record"};

@@ -13,8 +13,8 @@
 #include "engine/core/timer.h"
 #include "engine/device/device_training.h"
 #include "engine/job/job_spec.h"
+#include "engine/launch/prepared_job.h"
 #include "engine/parallel/rank_runner.h"
-#include "engine/train/build.h"
 
 #if SHARDLAB_HAVE_MPI
 #include "engine/cli/stop_reporter.h"
@@ -58,13 +58,15 @@ int worker_command(const std::vector<std::string>& argv) {
              "--set parallel.world_size={})",
              job.parallel.world_size, session.world_size(), job.parallel.world_size,
              session.world_size());
-  auto totals = make_comm_totals(job.parallel, session.world_size());
+  // Prepared once: the topology (this rank's HELLO, the comm records' mapping) and the world's
+  // communication options now; the data once this rank has joined its world.
+  launch::PreparedJob prepared = launch::plan_job(job);
+  const auto totals =
+      std::make_shared<CommTotalsSink>(session.world_size(), prepared.comm_topology());
   // This rank's telemetry: a publisher to --telemetry, and/or its own --record file.
-  RunTelemetry tel(args, job, {session.world_rank()}, false);
-  CommOptions copts;
-  copts.timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(std::llround(job.parallel.timeout_s * 1000)));
-  copts.sink = with_comm_telemetry(totals, tel.sink_of(), job.parallel, session.world_size());
+  RunTelemetry tel(args, prepared, {session.world_rank()}, false);
+  CommOptions& copts = prepared.comm;
+  copts.sink = with_comm_telemetry(totals, tel.sink_of(), prepared.comm_topology());
   // Flight records (the last operations of a rank whose communication failed) go next to the
   // checkpoints when the job has a folder for them; otherwise they stay in memory.
   if (!job.train.checkpoint_dir.empty()) copts.flight_dir = job.train.checkpoint_dir + "/flight";
@@ -74,11 +76,12 @@ int worker_command(const std::vector<std::string>& argv) {
                                    copts.flight_recorder, copts.flight_dir);
   auto world = make_mpi_world(copts);
   const bool root = world->rank() == 0;
-  const Datasets data = load_job_data(job);
-  complete_model_config(job.model, data);
-  if (root) print_job_header(job, data.description, model_layout(job.model).size());
+  launch::load_data(prepared);
+  const JobSpec& completed = prepared.job;
+  if (root)
+    print_job_header(completed, prepared.data.description, model_layout(completed.model).size());
   RankRunOptions opts;
-  opts.callbacks = progress_printer(job.model.kind == "gpt", args.has("--quiet"));
+  opts.callbacks = progress_printer(completed.model.kind == "gpt", args.has("--quiet"));
   opts.comm_totals = totals;
   opts.save_model_path = args.get("--save-model");
   opts.telemetry = tel.sink_of();
@@ -86,11 +89,11 @@ int worker_command(const std::vector<std::string>& argv) {
   if (root) opts.on_checkpoint = checkpoint_printer(args.has("--quiet"));
   if (!opts.resume_from.empty()) {
     // Every rank checks, so a missing checkpoint fails them all alike before any collective.
-    const std::string line = check_resume(job, opts.resume_from);
+    const std::string line = check_resume(completed, opts.resume_from);
     if (root && !args.has("--quiet")) fmt::print("{}\n", line);
   }
-  const ParallelRunResult run = run_rank(job, *world, data, opts);
-  if (root) print_sharded_summary(job, run, total.seconds());
+  const ParallelRunResult run = run_rank(completed, *world, prepared.data, opts);
+  if (root) print_sharded_summary(completed, run, total.seconds());
   tel.close();
   return 0;
 #endif

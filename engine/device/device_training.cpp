@@ -6,8 +6,6 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
-#include <cmath>
 #include <optional>
 
 #include "engine/core/device.h"
@@ -107,7 +105,8 @@ TrainResult train_on(CudaContext& ctx, TrainingSetup& setup, Communicator* boots
 
 }  // namespace
 
-TrainResult run_device_training(TrainingSetup& setup, const TrainerCallbacks& callbacks) {
+TrainResult run_device_training(TrainingSetup& setup, const TrainerCallbacks& callbacks,
+                                const CommOptions& comm) {
   const JobSpec& job = setup.job;
   SL_ENFORCE(job.device == "cuda", "run_device_training: the job's device is {}, not cuda",
              job.device);
@@ -125,9 +124,7 @@ TrainResult run_device_training(TrainingSetup& setup, const TrainerCallbacks& ca
 
 #if defined(SHARDLAB_HAVE_NCCL) && SHARDLAB_HAVE_NCCL
   const auto world = static_cast<int>(job.parallel.world_size);
-  CommOptions copts;
-  copts.timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(std::llround(job.parallel.timeout_s * 1000)));
+  const CommOptions& copts = comm;
   TrainerCallbacks others;
   others.should_stop = callbacks.should_stop;
   std::optional<TrainResult> result;
@@ -142,6 +139,7 @@ TrainResult run_device_training(TrainingSetup& setup, const TrainerCallbacks& ca
   SL_ENFORCE_T(InternalError, result.has_value(), "run_device_training: rank 0 gave no result");
   return std::move(*result);
 #else
+  (void)comm;
   SL_THROW(InvalidArgument,
            "device: cuda runs ddp over NCCL, and this shardlab was built without NCCL; use "
            "--set parallel.strategy=none for one GPU or --set device=cpu");
@@ -150,7 +148,7 @@ TrainResult run_device_training(TrainingSetup& setup, const TrainerCallbacks& ca
 
 #else
 
-TrainResult run_device_training(TrainingSetup&, const TrainerCallbacks&) {
+TrainResult run_device_training(TrainingSetup&, const TrainerCallbacks&, const CommOptions&) {
   SL_THROW(InvalidArgument,
            "device: this shardlab was built without the CUDA kernels (nvcc was not found when it "
            "was built), so it cannot train on a GPU; run it with --set device=cpu");

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "engine/comm/communicator.h"
 #include "engine/job/job_spec.h"
 #include "engine/train/build.h"
 #include "engine/train/trainer.h"
@@ -31,6 +32,9 @@ void require_job_device(const JobSpec& job);
 // built and initialised on the host exactly as build_training did (setup.model), copied to the
 // device, and trained by GpuTrainer. result.params holds the final parameters. Checks
 // require_job_device first (InvalidArgument); DeviceError / TimeoutError for a device failure.
-TrainResult run_device_training(TrainingSetup& setup, const TrainerCallbacks& callbacks = {});
+// `comm`: the ranks' communication options for ddp, as the launch layer prepared them from the job
+// (launch::PreparedJob::comm; unused by strategy none).
+TrainResult run_device_training(TrainingSetup& setup, const TrainerCallbacks& callbacks = {},
+                                const CommOptions& comm = {});
 
 }  // namespace shardlab

@@ -1,5 +1,5 @@
 // A job's pp x tp x dp topology as its ranks are launched: what the app's grid draws and what each
-// rank announces in its HELLO (net/job_hello.h).
+// rank announces in its HELLO (launch::PreparedJob::hello, prepared_job.h).
 #pragma once
 
 #include "engine/job/job_spec.h"

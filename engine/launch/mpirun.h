@@ -1,11 +1,39 @@
 // Starting ranks under mpirun: the launcher and its argument list, built by one set of rules for
-// every caller (`shardlab run` with parallel.backend mpi, and the app's mpirun mode).
+// every caller (`shardlab run` with parallel.backend mpi, and the app's mpirun mode), the exit
+// statuses workers and mpirun agree on, and the mpirun mode of `shardlab run`: the workers under
+// mpirun in the foreground, a loopback collector recording them (the app runs the same pieces
+// through QProcess: gui/run_controller.h).
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "engine/core/error.h"
+#include "engine/launch/workers.h"
+
 namespace shardlab::launch {
+
+// mpirun exited non-zero: a rank failed or was killed (its own error, if any, is on the ranks'
+// stderr). `shardlab run --max-restarts` restarts on it.
+class RanksFailed : public Error {
+  using Error::Error;
+};
+
+// The exit status of a `shardlab worker` that rejected its job, its data or its checkpoint
+// (InvalidArgument, FormatError; EX_DATAERR): mpirun passes it on, and `shardlab run` then does
+// not restart (2 for a usage error and 70 for an internal error are not restarted either).
+inline constexpr int kWorkerBadInputStatus = 65;
+
+// True for the mpirun exit statuses that say a worker rejected its input or hit a bug.
+inline bool worker_status_is_final(int status) {
+  return status == kWorkerBadInputStatus || status == 2 || status == 70;
+}
+
+// The path of the running executable (engine/core/paths.h); IoError when it cannot be read.
+std::string this_executable();
 
 // `name` if it contains a '/' and is executable, else the first executable PATH entry of that
 // name; "" when there is none.
@@ -35,5 +63,31 @@ bool running_as_root();
 // peer died would wait forever (MPI never completes it). orte_abort_on_non_zero_status only
 // concerns ranks that exit non-zero, not ones killed by a signal.
 std::vector<std::string> mpirun_argv(int ranks, const std::vector<std::string>& args);
+
+// The environment variables a worker under mpirun needs beyond this process's: the collector's
+// token (never on the command line) and, when root, OpenMPI's permission to run as root.
+std::vector<std::pair<std::string, std::string>> worker_environment(const std::string& token);
+
+// Runs mpirun_argv(ranks, args), inheriting stdout and stderr, and returns its exit status
+// (128 + signal when killed). IoError when the launcher cannot be found or started.
+int run_mpirun(int ranks, const std::vector<std::string>& args);
+
+struct MpirunWorkers {
+  int ranks = 1;
+  WorkerCommand worker;  // when recording, its telemetry becomes the loopback collector's address
+  std::string record_path;  // "" no collector; else one on loopback records the run here
+  std::function<void(const std::string&)> log;  // the collector's connection lines
+};
+
+struct MpirunDone {
+  int status = 0;         // mpirun's exit status
+  uint64_t recorded = 0;  // messages recorded (record_path set)
+  std::string record_path;
+};
+
+// The mpirun mode in the foreground: a RunCollector on 127.0.0.1 (a fresh token, which reaches
+// the workers through SHARDLAB_TELEMETRY_TOKEN in this process's environment while mpirun runs)
+// when recording, then the workers under run_mpirun.
+MpirunDone run_mpirun_workers(const MpirunWorkers& run);
 
 }  // namespace shardlab::launch

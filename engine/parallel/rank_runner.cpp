@@ -45,23 +45,50 @@ int64_t CommTotalsSink::ops(int rank) const {
   return rank >= 0 && rank < static_cast<int>(ops_.size()) ? ops_[static_cast<size_t>(rank)] : 0;
 }
 
+namespace {
+// The topology the comm sinks map group records with: only a job that uses pp or tp has groups.
+std::optional<Topology> comm_topology_of(const ParallelConfig& parallel, int world) {
+  if (!uses_model_parallelism(parallel)) return std::nullopt;
+  return Topology::make({parallel.pp, parallel.tp, parallel.dp}, world);
+}
+}  // namespace
+
 std::shared_ptr<CommTotalsSink> make_comm_totals(const ParallelConfig& parallel, int world) {
-  std::optional<Topology> topo;
-  if (uses_model_parallelism(parallel))
-    topo = Topology::make({parallel.pp, parallel.tp, parallel.dp}, world);
-  return std::make_shared<CommTotalsSink>(world, topo);
+  return std::make_shared<CommTotalsSink>(world, comm_topology_of(parallel, world));
 }
 
 std::shared_ptr<CommSink> with_comm_telemetry(
     std::shared_ptr<CommSink> sink, std::function<telemetry::TelemetrySink*(int)> telemetry,
     const ParallelConfig& parallel, int world) {
   if (!telemetry) return sink;
-  std::optional<Topology> topo;
-  if (uses_model_parallelism(parallel))
-    topo = Topology::make({parallel.pp, parallel.tp, parallel.dp}, world);
-  auto forward = std::make_shared<CommTelemetrySink>(std::move(telemetry), topo);
+  return with_comm_telemetry(std::move(sink), std::move(telemetry),
+                             comm_topology_of(parallel, world));
+}
+
+std::shared_ptr<CommSink> with_comm_telemetry(
+    std::shared_ptr<CommSink> sink, std::function<telemetry::TelemetrySink*(int)> telemetry,
+    std::optional<Topology> topology) {
+  if (!telemetry) return sink;
+  auto forward = std::make_shared<CommTelemetrySink>(std::move(telemetry), std::move(topology));
   return std::make_shared<TeeCommSink>(
       std::vector<std::shared_ptr<CommSink>>{std::move(sink), std::move(forward)});
+}
+
+CommOptions job_comm_options(const ParallelConfig& parallel) {
+  CommOptions copts;
+  copts.timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(std::llround(parallel.timeout_s * 1000)));
+  return copts;
+}
+
+void publish_job_state(telemetry::TelemetrySink* sink, int rank, telemetry::JobState state,
+                       std::string reason) {
+  if (!sink) return;
+  telemetry::Event e;
+  e.rank = rank;
+  e.time = telemetry::now_seconds();
+  e.payload = telemetry::JobStateEvent{state, std::move(reason)};
+  sink->publish(std::move(e));
 }
 
 namespace {
@@ -179,16 +206,6 @@ std::function<MemoryPlan(int)> plan_of_ranks(const JobSpec& job, const IShardedO
   };
 }
 
-void publish_state(telemetry::TelemetrySink* sink, int rank, telemetry::JobState state,
-                   std::string reason = {}) {
-  if (!sink) return;
-  telemetry::Event e;
-  e.rank = rank;
-  e.time = telemetry::now_seconds();
-  e.payload = telemetry::JobStateEvent{state, std::move(reason)};
-  sink->publish(std::move(e));
-}
-
 }  // namespace
 
 ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Datasets& data,
@@ -209,20 +226,20 @@ ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Dataset
   RankReport mine;
   std::function<MemoryPlan(int)> plan_of;
   telemetry::TelemetrySink* sink = options.telemetry ? options.telemetry(comm.rank()) : nullptr;
-  publish_state(sink, comm.rank(), telemetry::JobState::starting);
+  publish_job_state(sink, comm.rank(), telemetry::JobState::starting);
   try {
     MemoryLedger ledger;
     LedgerScope bind(&ledger);
     std::unique_ptr<IShardedOptimizer> opt = make_sharded_optimizer(comm, sharded_options(job));
     start_rank(*opt, comm, job, options);
-    publish_state(sink, comm.rank(), telemetry::JobState::running);
+    publish_job_state(sink, comm.rank(), telemetry::JobState::running);
     out.result = train_rank(*opt, comm, data, options, ledger, mine, sink);
     plan_of = plan_of_ranks(job, *opt);
   } catch (const std::exception& e) {
-    publish_state(sink, comm.rank(), telemetry::JobState::failed, e.what());
+    publish_job_state(sink, comm.rank(), telemetry::JobState::failed, e.what());
     throw;
   }
-  publish_state(sink, comm.rank(), telemetry::JobState::finished);
+  publish_job_state(sink, comm.rank(), telemetry::JobState::finished);
   if (options.comm_totals) {
     mine.comm_seconds = options.comm_totals->seconds(comm.rank());
     mine.comm_ops = options.comm_totals->ops(comm.rank());
@@ -233,17 +250,21 @@ ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Dataset
 
 ParallelRunResult run_threads_job(const JobSpec& job, const Datasets& data,
                                   const RankRunOptions& options) {
+  return run_threads_job(job, data, job_comm_options(job.parallel), options);
+}
+
+ParallelRunResult run_threads_job(const JobSpec& job, const Datasets& data,
+                                  const CommOptions& comm_options, const RankRunOptions& options) {
   const int n = static_cast<int>(job.parallel.world_size);
   SL_ENFORCE(n >= 1 && n <= kMaxWorldSize, "parallel.world_size: must be in [1, {}], got {}",
              kMaxWorldSize, n);
   RankRunOptions opts = options;
-  if (!opts.comm_totals) opts.comm_totals = make_comm_totals(job.parallel, n);
+  if (!opts.comm_topology) opts.comm_topology = comm_topology_of(job.parallel, n);
+  if (!opts.comm_totals) opts.comm_totals = std::make_shared<CommTotalsSink>(n, opts.comm_topology);
   ParallelRunResult result;
   std::mutex mu;
-  CommOptions copts;
-  copts.timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(std::llround(job.parallel.timeout_s * 1000)));
-  copts.sink = with_comm_telemetry(opts.comm_totals, opts.telemetry, job.parallel, n);
+  CommOptions copts = comm_options;
+  copts.sink = with_comm_telemetry(opts.comm_totals, opts.telemetry, opts.comm_topology);
   run_threads(n, copts, [&](Communicator& comm) {
     ParallelRunResult r = run_rank(job, comm, data, opts);
     if (comm.rank() == 0) {

@@ -1,5 +1,7 @@
 // Running a sharded job: every rank of a communicator builds its ShardedOptimizer from the job,
-// trains, and reports what it held; a threads world runs all ranks in this process.
+// trains, and reports what it held; a threads world runs all ranks in this process. The launch
+// layer (engine/launch/prepared_job.h) prepares a job once (its data, completed model, topology
+// and communication options) and hands it to these entry points; nothing here derives them again.
 #pragma once
 
 #include <cstdint>
@@ -64,6 +66,20 @@ std::shared_ptr<CommTotalsSink> make_comm_totals(const ParallelConfig& parallel,
 std::shared_ptr<CommSink> with_comm_telemetry(
     std::shared_ptr<CommSink> sink, std::function<telemetry::TelemetrySink*(int)> telemetry,
     const ParallelConfig& parallel, int world);
+// The same with the topology given: the job's when it uses pp or tp, else none (the records of
+// the world communicator name their world rank themselves).
+std::shared_ptr<CommSink> with_comm_telemetry(
+    std::shared_ptr<CommSink> sink, std::function<telemetry::TelemetrySink*(int)> telemetry,
+    std::optional<Topology> topology);
+
+// The communication options of a job's world: every wait bounded by parallel.timeout_s. The one
+// place a job becomes CommOptions (launch::PreparedJob::comm holds them for a run).
+CommOptions job_comm_options(const ParallelConfig& parallel);
+
+// Publishes a JOB_STATE event of world rank `rank` on `sink` (nothing when null): how every rank,
+// and a single-process run (engine/launch/job_state.h), say they start, run, finish or fail.
+void publish_job_state(telemetry::TelemetrySink* sink, int rank, telemetry::JobState state,
+                       std::string reason = {});
 
 struct RankRunOptions {
   // Called on rank 0 only; callbacks.should_stop must be null (a stop asked on one rank would
@@ -100,6 +116,10 @@ struct RankRunOptions {
   // Called on rank 0 once a checkpoint is complete (job.train.checkpoint_dir), with its step
   // directory and step.
   std::function<void(const std::string& step_dir, int64_t step)> on_checkpoint;
+  // run_threads_job: the topology of a job that uses pp or tp as the launch layer prepared it
+  // (launch::PreparedJob::comm_topology()), to map the communicators' records to world ranks;
+  // unset: made from the job.
+  std::optional<Topology> comm_topology;
 };
 
 // One rank: binds a fresh MemoryLedger to this thread, builds the sharded optimizer from `job`
@@ -111,7 +131,11 @@ struct RankRunOptions {
 ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Datasets& data,
                            const RankRunOptions& options = {});
 
-// All job.parallel.world_size ranks as threads of this process, sharing `data`.
+// All job.parallel.world_size ranks as threads of this process, sharing `data`, their world made
+// with `comm_options` (its sink replaced by the run's comm totals and the ranks' telemetry).
+ParallelRunResult run_threads_job(const JobSpec& job, const Datasets& data,
+                                  const CommOptions& comm_options, const RankRunOptions& options);
+// The same with job_comm_options(job.parallel).
 ParallelRunResult run_threads_job(const JobSpec& job, const Datasets& data,
                                   const RankRunOptions& options = {});
 

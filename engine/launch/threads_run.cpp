@@ -1,0 +1,53 @@
+#include "engine/launch/threads_run.h"
+
+#include <fmt/format.h>
+
+namespace shardlab::launch {
+
+ParallelRunResult run_threads(const PreparedJob& prepared, const RankRunOptions& options) {
+  RankRunOptions opts = options;
+  opts.comm_topology = prepared.comm_topology();
+  return run_threads_job(prepared.job, prepared.data, prepared.comm, opts);
+}
+
+ThreadsRun::ThreadsRun(PreparedJob prepared,
+                       std::function<telemetry::TelemetrySink*(int)> telemetry) {
+  thread_ =
+      std::thread([this, p = std::move(prepared), telemetry = std::move(telemetry)]() mutable {
+        try {
+          load_data(p);
+          RankRunOptions options;
+          options.telemetry = telemetry;
+          options.stop = &stop_;
+          const ParallelRunResult run = run_threads(p, options);
+          const TrainResult& r = run.result;
+          message_ =
+              r.stopped_early
+                  ? fmt::format("stopped after {} steps ({}): {} ranks, {:.1f} s of training",
+                                r.steps, r.stop_reason, run.ranks.size(), r.train_seconds)
+                  : fmt::format("finished: {} ranks, {} steps, {:.1f} s of training",
+                                run.ranks.size(), r.steps, r.train_seconds);
+          ok_ = true;
+        } catch (const std::exception& e) {
+          message_ = e.what();
+        } catch (...) {
+          message_ = "unknown error";
+        }
+        done_ = true;
+      });
+}
+
+ThreadsRun::~ThreadsRun() {
+  stop();
+  join();
+}
+
+void ThreadsRun::stop() {
+  stop_.request();
+}
+
+void ThreadsRun::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace shardlab::launch
