@@ -12,16 +12,6 @@
 
 namespace shardlab {
 
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
-}  // namespace
-
 OptimizerConfig optimizer_bench_config(const std::string& name, std::string& setting) {
   OptimizerConfig c;
   c.name = name;
