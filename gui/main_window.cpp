@@ -25,7 +25,7 @@
 
 #include "engine/job/job_spec.h"
 #include "engine/launch/job_topology.h"
-#include "engine/parallel/topology.h"
+#include "engine/topology/topology.h"
 #include "engine/telemetry/events.h"
 #include "gui/export.h"
 

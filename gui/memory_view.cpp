@@ -20,7 +20,7 @@
 #include "engine/core/error.h"
 #include "engine/job/job_spec.h"
 #include "engine/parallel/planner.h"
-#include "engine/parallel/topology.h"
+#include "engine/topology/topology.h"
 #include "net/run_model.h"
 
 namespace shardlab::gui {

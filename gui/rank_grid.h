@@ -34,7 +34,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/parallel/topology.h"
+#include "engine/topology/topology.h"
 
 namespace shardlab::gui {
 

@@ -10,7 +10,7 @@
 #include "engine/core/paths.h"
 #include "engine/device/device_training.h"
 #include "engine/job/job_spec.h"
-#include "engine/train/build.h"
+#include "engine/job/build.h"
 
 namespace shardlab {
 

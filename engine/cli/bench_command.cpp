@@ -19,7 +19,7 @@
 #include "engine/cli/bench_common.h"
 #include "engine/cli/commands.h"
 #include "engine/core/device.h"
-#include "engine/train/build.h"
+#include "engine/job/build.h"
 
 #if SHARDLAB_HAVE_CUDA_KERNELS
 #include "engine/bench/optimizer_bench_cuda.h"

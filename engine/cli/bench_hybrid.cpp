@@ -22,7 +22,7 @@
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
 #include "engine/parallel/planner.h"
-#include "engine/train/build.h"
+#include "engine/job/build.h"
 
 namespace shardlab::cli {
 namespace {

@@ -18,7 +18,7 @@
 #include "engine/comm/threads/world.h"
 #include "engine/launch/mpirun.h"
 #include "engine/parallel/planner.h"
-#include "engine/train/build.h"
+#include "engine/job/build.h"
 
 #if SHARDLAB_HAVE_MPI
 #include "engine/comm/mpi/world.h"

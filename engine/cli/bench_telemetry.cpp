@@ -26,7 +26,7 @@
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
 #include "engine/parallel/rank_runner.h"
-#include "engine/train/build.h"
+#include "engine/job/build.h"
 #include "net/auth.h"
 #include "net/collector.h"
 #include "net/consumers.h"

@@ -34,7 +34,7 @@
 #include "engine/launch/threads_run.h"
 #include "engine/launch/workers.h"
 #include "engine/model/model_file.h"
-#include "engine/train/build.h"
+#include "engine/job/build.h"
 #include "engine/train/step_telemetry.h"
 #include "net/auth.h"
 #include "net/publisher.h"

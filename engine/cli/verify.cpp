@@ -9,8 +9,8 @@
 #include "engine/cli/args.h"
 #include "engine/core/error.h"
 #include "engine/device/device_training.h"
-#include "engine/train/build.h"
-#include "engine/train/equivalence.h"
+#include "engine/job/build.h"
+#include "engine/job/equivalence.h"
 
 namespace shardlab::cli {
 

@@ -1,6 +1,6 @@
 // `shardlab run --verify`: the same job in one process without sharding, compared parameter by
 // parameter with a sharded run's result, against a tolerance measured on the job itself (the
-// rule and why: engine/train/equivalence.h).
+// rule and why: engine/job/equivalence.h).
 #pragma once
 
 #include <span>

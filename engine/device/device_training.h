@@ -7,7 +7,7 @@
 
 #include "engine/comm/communicator.h"
 #include "engine/job/job_spec.h"
-#include "engine/train/build.h"
+#include "engine/job/build.h"
 #include "engine/train/trainer.h"
 
 namespace shardlab {

@@ -8,7 +8,7 @@
 #include "engine/core/error.h"
 #include "engine/job/job_schema.h"
 #include "engine/optim/registry.h"
-#include "engine/parallel/parallel_config.h"
+#include "engine/topology/parallel_config.h"
 
 namespace shardlab {
 

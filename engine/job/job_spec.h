@@ -20,7 +20,7 @@
 #include "engine/data/data_config.h"
 #include "engine/model/model_config.h"
 #include "engine/optim/optimizer_config.h"
-#include "engine/parallel/parallel_config.h"
+#include "engine/topology/parallel_config.h"
 #include "engine/train/train_config.h"
 
 namespace shardlab {

@@ -15,7 +15,7 @@
 #include "engine/job/job_schema.h"
 #include "engine/optim/registry.h"
 #include "engine/optim/validate.h"
-#include "engine/parallel/topology.h"
+#include "engine/topology/topology.h"
 
 namespace shardlab {
 

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "engine/job/job_spec.h"
-#include "engine/parallel/topology.h"
+#include "engine/topology/topology.h"
 
 namespace shardlab::launch {
 

@@ -4,7 +4,7 @@
 
 #include "engine/launch/job_topology.h"
 #include "engine/parallel/rank_runner.h"
-#include "engine/train/build.h"
+#include "engine/job/build.h"
 
 namespace shardlab::launch {
 

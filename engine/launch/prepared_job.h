@@ -13,7 +13,7 @@
 #include "engine/comm/communicator.h"
 #include "engine/data/datasets.h"
 #include "engine/job/job_spec.h"
-#include "engine/parallel/topology.h"
+#include "engine/topology/topology.h"
 #include "net/protocol.h"
 
 namespace shardlab::launch {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/comm/comm_record.h"
-#include "engine/parallel/topology.h"
+#include "engine/topology/topology.h"
 #include "engine/telemetry/sink.h"
 
 namespace shardlab {

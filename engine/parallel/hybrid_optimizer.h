@@ -38,7 +38,7 @@
 #include "engine/parallel/checkpoint_view.h"
 #include "engine/parallel/sharded_optimizer_base.h"
 #include "engine/parallel/sharded_optimizer_interface.h"
-#include "engine/parallel/topology.h"
+#include "engine/topology/topology.h"
 #include "engine/train/trainer.h"
 #include "engine/train/training_loop.h"
 

@@ -9,7 +9,7 @@
 #include "engine/optim/registry.h"
 #include "engine/parallel/pipeline_stage.h"
 #include "engine/parallel/shard_layout.h"
-#include "engine/parallel/topology.h"
+#include "engine/topology/topology.h"
 
 namespace shardlab {
 

@@ -21,7 +21,7 @@
 #include "engine/core/param_layout.h"
 #include "engine/model/model_config.h"
 #include "engine/optim/optimizer_config.h"
-#include "engine/parallel/parallel_config.h"
+#include "engine/topology/parallel_config.h"
 
 namespace shardlab {
 

@@ -41,7 +41,7 @@
 #include "engine/model/model_file.h"
 #include "engine/optim/optimizer.h"
 #include "engine/parallel/checkpoint_view.h"
-#include "engine/parallel/parallel_config.h"
+#include "engine/topology/parallel_config.h"
 #include "engine/parallel/shard_layout.h"
 #include "engine/parallel/sharded_optimizer_base.h"
 #include "engine/parallel/sharded_optimizer_interface.h"

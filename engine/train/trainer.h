@@ -68,7 +68,7 @@ struct TrainerCallbacks {
   // The single-process Trainer only (not the sharded strategies, not the GPU trainer): called with
   // each step's sample indices before they are read; it may reorder them. The step's gradient is
   // the mean over the same samples whatever their order, so this is the same computation added in
-  // another order (engine/train/equivalence.h reverses them to measure a noise floor). Null: as
+  // another order (engine/job/equivalence.h reverses them to measure a noise floor). Null: as
   // sampled.
   std::function<void(std::vector<int64_t>& indices)> reorder_batch;
 };

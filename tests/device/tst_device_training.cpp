@@ -17,7 +17,7 @@
 #include "engine/device/device_training.h"
 #include "engine/device/gpu_optimizer.h"
 #include "engine/job/job_spec.h"
-#include "engine/train/build.h"
+#include "engine/job/build.h"
 
 namespace shardlab {
 namespace {

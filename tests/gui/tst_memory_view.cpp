@@ -9,7 +9,7 @@
 
 #include "engine/job/job_spec.h"
 #include "engine/parallel/planner.h"
-#include "engine/parallel/topology.h"
+#include "engine/topology/topology.h"
 #include "gui/memory_view.h"
 #include "net/run_model.h"
 

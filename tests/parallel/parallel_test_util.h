@@ -26,10 +26,10 @@
 #include "engine/job/job_spec.h"
 #include "engine/model/cross_entropy.h"
 #include "engine/model/model.h"
-#include "engine/parallel/parallel_config.h"
+#include "engine/topology/parallel_config.h"
 #include "engine/parallel/sharded_optimizer.h"
-#include "engine/train/build.h"
-#include "engine/train/equivalence.h"
+#include "engine/job/build.h"
+#include "engine/job/equivalence.h"
 #include "engine/train/trainer.h"
 #include "tests/common/data.h"
 
@@ -161,7 +161,7 @@ inline int64_t corpus_vocab() {
   return vocab;
 }
 
-// The same job as one process (engine/train/equivalence.h single_process_job).
+// The same job as one process (engine/job/equivalence.h single_process_job).
 inline JobSpec single_process(const JobSpec& job) {
   return single_process_job(job);
 }
@@ -191,7 +191,7 @@ inline const TrainResult& reference(const JobSpec& job) {
 
 // What a sharded run of `job` is compared with: the single-process run (build_training + Trainer,
 // never the code under test) with every step's gradient norm, and the tolerances measured on the
-// job itself (engine/train/equivalence.h: the same job in one process with its batch cut into
+// job itself (engine/job/equivalence.h: the same job in one process with its batch cut into
 // micro-batches or reversed sets the noise floor). Cached by cache_key and the cuts.
 struct Judged {
   RunFigures reference;
@@ -247,7 +247,7 @@ inline double first_step_grad_norm(const JobSpec& job, const Datasets& data) {
   return std::sqrt(sq);
 }
 
-// max |a - b| / max |b| over all elements (engine/train/equivalence.h's max_rel_diff); infinity
+// max |a - b| / max |b| over all elements (engine/job/equivalence.h's max_rel_diff); infinity
 // when the sizes differ, an element is NaN, or there is nothing to compare.
 inline double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   if (b.empty()) return std::numeric_limits<double>::infinity();

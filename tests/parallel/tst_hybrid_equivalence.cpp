@@ -4,7 +4,7 @@
 // in turn, trains 5 Adam steps on threads and ends with the single-process run's parameters
 // (build_training + Trainer, never the code under test); every step's loss and gradient norm
 // (each series relative to its largest value) and the final evaluation match likewise. "Match"
-// is judged by engine/train/equivalence.h: within a small multiple of the job's noise floor (the
+// is judged by engine/job/equivalence.h: within a small multiple of the job's noise floor (the
 // single-process run's own spread when its batch is cut into micro-batches or reversed), because
 // Adam turns last-bit differences of gradient elements that cancel to within eps of zero into
 // parameter differences of a fraction of lr, so a fixed threshold holds on one BLAS kernel and
@@ -14,7 +14,7 @@
 
 #include "engine/parallel/hybrid_optimizer.h"
 #include "engine/parallel/rank_runner.h"
-#include "engine/train/build.h"
+#include "engine/job/build.h"
 #include "tests/common/caught.h"
 #include "tests/parallel/parallel_test_util.h"
 

@@ -7,7 +7,7 @@
 // it compares with the single-process reference that this process trains itself (build_training
 // + Trainer, parallel.strategy none):
 //   - parameters and every step's loss within the tolerances measured on the job
-//     (engine/train/equivalence.h: a small multiple of its noise floor, the reference's own
+//     (engine/job/equivalence.h: a small multiple of its noise floor, the reference's own
 //     difference when its batch is cut into micro-batches or reversed);
 //   - every rank's gathered parameters bit-identical to rank 0's.
 // A plain main (Qt Test under mpirun is awkward): one line per failed check, prefixed with the

@@ -11,7 +11,7 @@
 #include "engine/comm/threads/world.h"
 #include "engine/optim/optimizer.h"
 #include "engine/parallel/seed_optimizers.h"
-#include "engine/train/build.h"
+#include "engine/job/build.h"
 #include "kernels/cpu/gemm.h"
 #include "tests/parallel/caught.h"
 #include "tests/parallel/parallel_test_util.h"

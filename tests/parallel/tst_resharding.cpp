@@ -11,7 +11,7 @@
 //      bit-identical, and dir1's parameters are A's; both training positions are equal.
 //   4. A run of B's job resumed from dir1 (run_threads_job, RankRunOptions::resume_from) reports
 //      steps k+1..n only and the resharding, and ends within the tolerance measured on the job
-//      (engine/train/equivalence.h) of A's uninterrupted n-step run (not bit for bit: another
+//      (engine/job/equivalence.h) of A's uninterrupted n-step run (not bit for bit: another
 //      layout reduces in another order).
 //
 // Rows: the Fashion-MNIST MLP (Adam; one row SGD with momentum, one RMSprop) between ddp, zero1,
@@ -36,7 +36,7 @@
 #include "engine/parallel/rank_checkpoint.h"
 #include "engine/parallel/rank_runner.h"
 #include "engine/parallel/sharded_optimizer.h"
-#include "engine/train/build.h"
+#include "engine/job/build.h"
 #include "tests/common/caught.h"
 #include "tests/parallel/parallel_test_util.h"
 
@@ -359,7 +359,7 @@ class TestResharding : public QObject {
     qInfo("%s: %s; after step %lld: max relative difference %.3g", QTest::currentDataTag(),
           re.resharding.c_str(), static_cast<long long>(kN), diff);
     // Not bit for bit: B reduces steps k+1..n in another order than A. Both layouts' tolerances
-    // are measured on the job (engine/train/equivalence.h: a small multiple of its noise floor).
+    // are measured on the job (engine/job/equivalence.h: a small multiple of its noise floor).
     const Judged& ja = judged(a_job);
     const Judged& jb = judged(b_job);
     std::string why;

@@ -12,7 +12,7 @@
 
 #include "engine/parallel/hybrid_optimizer.h"
 #include "engine/parallel/rank_runner.h"
-#include "engine/train/build.h"
+#include "engine/job/build.h"
 #include "engine/train/stop_request.h"
 #include "tests/parallel/parallel_test_util.h"
 #include "tests/parallel/recording_sink.h"

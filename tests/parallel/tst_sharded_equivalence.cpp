@@ -1,7 +1,7 @@
 // Sharded training equals single-process training: every strategy (ddp, zero1, zero2, fsdp) with
 // every base optimizer on 1, 2, 3, 4 and 8 ranks (threads) ends with the parameters of one process
 // training on the whole batch (build_training + Trainer), and every rank ends with bit-identical
-// parameters. "Equal" is judged by engine/train/equivalence.h: within a small multiple of the
+// parameters. "Equal" is judged by engine/job/equivalence.h: within a small multiple of the
 // job's noise floor (how far the same job in one process moves when its batch is cut into
 // micro-batches or reversed, i.e. added in another order), measured here on every row and under
 // whatever BLAS kernel runs, so the check holds on every CPU and still catches lr-sized mistakes;

@@ -3,7 +3,7 @@
 // Adam for 10 steps through run_rank() on the MPI world, trains the single-process reference
 // itself (build_training + Trainer, in this process), and checks:
 //   - its parameters and losses are within the tolerances measured on the job
-//     (engine/train/equivalence.h: a small multiple of its noise floor, the reference's own
+//     (engine/job/equivalence.h: a small multiple of its noise floor, the reference's own
 //     difference when its batch is cut into micro-batches or reversed);
 //   - every rank's parameters and losses are bit-identical to rank 0's (broadcast and compared);
 //   - every rank's ledger equals the planner's steady state (params, grads, optimizer_state), with

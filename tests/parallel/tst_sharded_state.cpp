@@ -629,7 +629,7 @@ class TestShardedState : public QObject {
       st.params = opt.gather_params();
       st.steps_done = opt.steps_done();
     });
-    // The tolerances measured on the same job for kSteps steps (engine/train/equivalence.h).
+    // The tolerances measured on the same job for kSteps steps (engine/job/equivalence.h).
     JobSpec judged_job = job;
     judged_job.train.steps = kSteps;
     const Judged& judge = judged(judged_job);

@@ -9,7 +9,7 @@
 #include <set>
 
 #include "engine/comm/threads/world.h"
-#include "engine/parallel/topology.h"
+#include "engine/topology/topology.h"
 #include "tests/common/caught.h"
 
 using namespace shardlab;

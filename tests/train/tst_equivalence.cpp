@@ -1,4 +1,4 @@
-// The equivalence rule (engine/train/equivalence.h) on its own: which batch cuts set the noise
+// The equivalence rule (engine/job/equivalence.h) on its own: which batch cuts set the noise
 // floor for each kind of layout, the tolerance formula against the numbers written out here, the
 // ceiling that refuses an inconsistent floor, max_rel_diff's edge cases (sizes, NaN, zeros), and
 // the family measured on a real job.
@@ -8,8 +8,8 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/train/build.h"
-#include "engine/train/equivalence.h"
+#include "engine/job/build.h"
+#include "engine/job/equivalence.h"
 
 using namespace shardlab;
 

@@ -14,7 +14,7 @@
 #include "engine/job/job_spec.h"
 #include "engine/job/overrides.h"
 #include "engine/model/cross_entropy.h"
-#include "engine/train/build.h"
+#include "engine/job/build.h"
 #include "engine/train/step_math.h"
 #include "engine/train/trainer.h"
 #include "kernels/cpu/gemm.h"

@@ -6,7 +6,7 @@
 
 #include "engine/core/error.h"
 #include "engine/job/job_spec.h"
-#include "engine/train/build.h"
+#include "engine/job/build.h"
 #include "kernels/cpu/gemm.h"
 #include "tests/common/data.h"
 

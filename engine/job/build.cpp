@@ -1,4 +1,4 @@
-#include "engine/train/build.h"
+#include "engine/job/build.h"
 
 #include <algorithm>
 

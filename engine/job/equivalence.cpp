@@ -1,4 +1,4 @@
-#include "engine/train/equivalence.h"
+#include "engine/job/equivalence.h"
 
 #include <fmt/format.h>
 

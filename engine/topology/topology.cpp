@@ -1,4 +1,4 @@
-#include "engine/parallel/topology.h"
+#include "engine/topology/topology.h"
 
 #include <fmt/format.h>
 

@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "engine/job/job_spec.h"
-#include "engine/train/build.h"
+#include "engine/job/build.h"
 #include "engine/train/trainer.h"
 
 namespace shardlab {
