@@ -21,8 +21,8 @@
 #include "engine/bench/hybrid_bench.h"
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
-#include "engine/parallel/planner.h"
 #include "engine/job/build.h"
+#include "engine/parallel/planner.h"
 
 namespace shardlab::cli {
 namespace {
@@ -72,8 +72,7 @@ int bench_hybrid_command(const std::vector<std::string>& argv) {
   const int64_t bubble_layers = args.get_int("--bubble-layers", 6, 2, 64);
 
   JobSpec job = chars_gpt_job(strategy);
-  const Datasets data = load_job_data(job);
-  complete_model_config(job.model, data);
+  const Datasets data = load_completed_data(job);
   const int64_t throughput_batch = job.train.batch_size;
   const int64_t bubble_batch = 16;
   JobSpec bubble_job = job;

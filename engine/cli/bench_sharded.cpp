@@ -16,9 +16,9 @@
 #include "engine/cli/bench_common.h"
 #include "engine/cli/commands.h"
 #include "engine/comm/threads/world.h"
+#include "engine/job/build.h"
 #include "engine/launch/mpirun.h"
 #include "engine/parallel/planner.h"
-#include "engine/job/build.h"
 
 #if SHARDLAB_HAVE_MPI
 #include "engine/comm/mpi/world.h"
@@ -126,9 +126,7 @@ void print_header(const Parsed& p, const Datasets& data, const ModelConfig& mode
 
 // Loads the data and completes the model's sizes from it.
 Datasets load_data(ShardedBenchOptions& o) {
-  Datasets data = load_job_data(o.job);
-  complete_model_config(o.job.model, data);
-  return data;
+  return load_completed_data(o.job);
 }
 
 int run_threads_bench(Parsed& p) {
@@ -186,11 +184,16 @@ int bench_sharded_command(const std::vector<std::string>& argv) {
     const std::vector<FieldError> errors = validate(job);
     if (!errors.empty()) SL_THROW(InvalidArgument, "{}", errors.front().to_string());
   }
-  std::vector<std::string> inner{launch::this_executable(), "bench",
-                                 "sharded",         "--inner-mpi",
-                                 "--backend",       "mpi",
-                                 "--ranks",         std::to_string(p.ranks),
-                                 "--cores",         std::to_string(p.cores)};
+  std::vector<std::string> inner{launch::this_executable(),
+                                 "bench",
+                                 "sharded",
+                                 "--inner-mpi",
+                                 "--backend",
+                                 "mpi",
+                                 "--ranks",
+                                 std::to_string(p.ranks),
+                                 "--cores",
+                                 std::to_string(p.cores)};
   for (const std::string& name : kForwarded)
     if (args.has(name)) {
       inner.push_back(name);

@@ -25,8 +25,8 @@
 #include "engine/bench/harness.h"
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
-#include "engine/parallel/rank_runner.h"
 #include "engine/job/build.h"
+#include "engine/parallel/rank_runner.h"
 #include "net/auth.h"
 #include "net/collector.h"
 #include "net/consumers.h"
@@ -234,8 +234,7 @@ OverheadRun run_once(const JobSpec& job, const Datasets& data, bool telemetry_on
 
 void bench_overhead(int64_t steps, int64_t pairs) {
   JobSpec job = demo_job(steps);
-  const Datasets data = load_job_data(job);
-  complete_model_config(job.model, data);
+  const Datasets data = load_completed_data(job);
   const auto problems = validate(job);
   SL_ENFORCE_T(InternalError, problems.empty(), "bench telemetry: the demo job is invalid: {}",
                problems.empty() ? std::string() : problems.front().to_string());

@@ -14,6 +14,12 @@ Datasets load_job_data(const JobSpec& job) {
   return d;
 }
 
+Datasets load_completed_data(JobSpec& job) {
+  Datasets data = load_job_data(job);
+  complete_model_config(job.model, data);
+  return data;
+}
+
 void complete_model_config(ModelConfig& mc, const Datasets& data) {
   if (mc.kind == "mlp") {
     Batch probe;
@@ -33,9 +39,8 @@ TrainingSetup build_training(const JobSpec& job) {
   require_device(job.device);
   TrainingSetup s;
   s.job = job;
-  s.data = load_job_data(job);
+  s.data = load_completed_data(s.job);
   ModelConfig& mc = s.job.model;
-  complete_model_config(mc, s.data);
   s.model = build_model(mc);
   if (!job.train.init_model.empty()) {
     const std::vector<float> params = read_model_file(job.train.init_model, s.model->layout());

@@ -23,6 +23,8 @@ struct TrainingSetup {
 Datasets load_job_data(const JobSpec& job);
 // Fills in the sizes the data decides: MLP input width and classes, GPT vocabulary.
 void complete_model_config(ModelConfig& config, const Datasets& data);
+// Both, the one way a job's data is read: loads the datasets and completes job.model from them.
+Datasets load_completed_data(JobSpec& job);
 
 // Loads the data, builds and initialises the model, makes the optimizer. Throws the engine's
 // errors (IoError for a missing dataset, InvalidArgument for a bad configuration).

@@ -2,9 +2,9 @@
 
 #include <unistd.h>
 
+#include "engine/job/build.h"
 #include "engine/launch/job_topology.h"
 #include "engine/parallel/rank_runner.h"
-#include "engine/job/build.h"
 
 namespace shardlab::launch {
 
@@ -37,9 +37,7 @@ PreparedJob plan_job(const JobSpec& job) {
 
 void load_data(PreparedJob& prepared) {
   if (prepared.has_data()) return;
-  Datasets data = load_job_data(prepared.job);
-  complete_model_config(prepared.job.model, data);
-  prepared.data = std::move(data);
+  prepared.data = load_completed_data(prepared.job);
 }
 
 PreparedJob prepare_job(const JobSpec& job) {

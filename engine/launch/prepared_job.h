@@ -39,7 +39,7 @@ struct PreparedJob {
 // Topology::make refuses.
 PreparedJob plan_job(const JobSpec& job);
 
-// Reads the job's data and completes its model sizes (load_job_data, complete_model_config); a
+// Reads the job's data and completes its model sizes (load_completed_data, engine/job/build.h); a
 // second call does nothing. Throws IoError naming a missing file, InvalidArgument for a bad
 // configuration.
 void load_data(PreparedJob& prepared);
