@@ -16,9 +16,9 @@
 #include "engine/cli/bench_common.h"
 #include "engine/cli/commands.h"
 #include "engine/comm/threads/world.h"
+#include "engine/job/build.h"
 #include "engine/launch/mpirun.h"
 #include "engine/parallel/planner.h"
-#include "engine/job/build.h"
 
 #if SHARDLAB_HAVE_MPI
 #include "engine/comm/mpi/world.h"
@@ -41,8 +41,7 @@ struct Parsed {
 };
 
 Parsed parse(const Args& args) {
-  if (!args.positional().empty())
-    SL_THROW(UsageError, "unexpected argument '{}'", args.positional()[0]);
+  args.expect_no_positional();
   Parsed p;
   p.backend = args.get("--backend", "threads");
   if (p.backend != "threads" && p.backend != "mpi")
@@ -186,11 +185,16 @@ int bench_sharded_command(const std::vector<std::string>& argv) {
     const std::vector<FieldError> errors = validate(job);
     if (!errors.empty()) SL_THROW(InvalidArgument, "{}", errors.front().to_string());
   }
-  std::vector<std::string> inner{launch::this_executable(), "bench",
-                                 "sharded",         "--inner-mpi",
-                                 "--backend",       "mpi",
-                                 "--ranks",         std::to_string(p.ranks),
-                                 "--cores",         std::to_string(p.cores)};
+  std::vector<std::string> inner{launch::this_executable(),
+                                 "bench",
+                                 "sharded",
+                                 "--inner-mpi",
+                                 "--backend",
+                                 "mpi",
+                                 "--ranks",
+                                 std::to_string(p.ranks),
+                                 "--cores",
+                                 std::to_string(p.cores)};
   for (const std::string& name : kForwarded)
     if (args.has(name)) {
       inner.push_back(name);
