@@ -34,6 +34,10 @@ Args::Args(const std::vector<std::string>& argv, const ArgSpec& spec) {
   }
 }
 
+void Args::expect_no_positional() const {
+  if (!positional_.empty()) SL_THROW(UsageError, "unexpected argument '{}'", positional_[0]);
+}
+
 bool Args::has(const std::string& name) const {
   return values_.count(name) > 0;
 }

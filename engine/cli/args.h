@@ -26,6 +26,8 @@ class Args {
   Args(const std::vector<std::string>& argv, const ArgSpec& spec);
 
   const std::vector<std::string>& positional() const { return positional_; }
+  // For subcommands that take options only: UsageError "unexpected argument '<first>'".
+  void expect_no_positional() const;
   bool has(const std::string& name) const;
   std::vector<std::string> all(const std::string& name) const;
   // The last value of an option, or `fallback` when absent.

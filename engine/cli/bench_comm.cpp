@@ -56,8 +56,7 @@ int bench_comm_command(const std::vector<std::string>& argv) {
   Args args(argv, {{"--backend", "--ranks", "--min-bytes", "--max-bytes", "--ops", "--iters",
                     "--timeout-s", "--rounds"},
                    {}});
-  if (!args.positional().empty())
-    SL_THROW(UsageError, "unexpected argument '{}'", args.positional()[0]);
+  args.expect_no_positional();
   CommBenchOptions o;
   o.min_bytes = args.get_int("--min-bytes", o.min_bytes, 4, int64_t{1} << 32);
   o.max_bytes = args.get_int("--max-bytes", o.max_bytes, o.min_bytes, int64_t{1} << 32);

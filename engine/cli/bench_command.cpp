@@ -56,8 +56,7 @@ int bench_optimizer_cuda(const Args& args, const std::vector<std::string>& optim
 
 int bench_optimizer(const std::vector<std::string>& argv) {
   Args args(argv, {{"--params", "--reps", "--optimizers", "--device"}, {}});
-  if (!args.positional().empty())
-    SL_THROW(UsageError, "unexpected argument '{}'", args.positional()[0]);
+  args.expect_no_positional();
   const std::vector<std::string> optimizers = split_list(args.get("--optimizers"));
   for (const auto& name : optimizers) {
     const auto& known = optimizer_names();
@@ -79,8 +78,7 @@ int bench_optimizer(const std::vector<std::string>& argv) {
 
 int bench_mlp(const std::vector<std::string>& argv) {
   Args args(argv, {{"--steps", "--batch", "--data"}, {}});
-  if (!args.positional().empty())
-    SL_THROW(UsageError, "unexpected argument '{}'", args.positional()[0]);
+  args.expect_no_positional();
   JobSpec job;
   job.name = "bench-mlp";
   job.model.kind = "mlp";
@@ -106,8 +104,7 @@ int bench_mlp(const std::vector<std::string>& argv) {
 // was not measured.
 int bench_model(const std::vector<std::string>& argv) {
   Args args(argv, {{"--device", "--steps"}, {}});
-  if (!args.positional().empty())
-    SL_THROW(UsageError, "unexpected argument '{}'", args.positional()[0]);
+  args.expect_no_positional();
   ModelBenchOptions opt;
   opt.device = args.get("--device", opt.device);
   if (opt.device != "cpu" && opt.device != "cuda" && opt.device != "both")

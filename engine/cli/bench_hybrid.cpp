@@ -59,8 +59,7 @@ int bench_hybrid_command(const std::vector<std::string>& argv) {
   spec.options = {"--steps", "--warmup", "--strategy", "--timeout-s", "--bubble-layers"};
   spec.switches = {"--quick"};
   const Args args(argv, spec);
-  if (!args.positional().empty())
-    SL_THROW(UsageError, "unexpected argument '{}'", args.positional()[0]);
+  args.expect_no_positional();
   const bool quick = args.has("--quick");
   const int64_t steps = args.get_int("--steps", quick ? 2 : 10, 1, 100000);
   const int64_t warmup = args.get_int("--warmup", quick ? 1 : 2, 0, 100000);

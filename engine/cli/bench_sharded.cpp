@@ -41,8 +41,7 @@ struct Parsed {
 };
 
 Parsed parse(const Args& args) {
-  if (!args.positional().empty())
-    SL_THROW(UsageError, "unexpected argument '{}'", args.positional()[0]);
+  args.expect_no_positional();
   Parsed p;
   p.backend = args.get("--backend", "threads");
   if (p.backend != "threads" && p.backend != "mpi")

@@ -307,8 +307,7 @@ int bench_telemetry_command(const std::vector<std::string>& argv) {
   spec.options = {"--events", "--steps", "--pairs"};
   spec.switches = {"--quick"};
   const Args args(argv, spec);
-  if (!args.positional().empty())
-    SL_THROW(UsageError, "unexpected argument '{}'", args.positional()[0]);
+  args.expect_no_positional();
   const bool quick = args.has("--quick");
   const int64_t events = args.get_int("--events", quick ? 200000 : 2000000, 1000, 50000000);
   const int64_t steps = args.get_int("--steps", quick ? 40 : 300, 10, 100000);

@@ -33,16 +33,21 @@ void ByteReader::floats(std::span<float> out, const char* what) {
   std::memcpy(out.data(), take(out.size() * sizeof(float), what), out.size() * sizeof(float));
 }
 
+TrailingChecksum trailing_checksum(std::span<const uint8_t> b) {
+  TrailingChecksum c;
+  std::memcpy(&c.stored, b.data() + b.size() - 4, 4);
+  c.computed = crc32_of(b.data(), b.size() - 4);
+  return c;
+}
+
 void ByteReader::verify_checksum() {
   SL_ENFORCE_T(FormatError, b_.size() >= 4, "{}: {} bytes is too short to hold a checksum", format_,
                b_.size());
-  uint32_t stored;
-  std::memcpy(&stored, b_.data() + b_.size() - 4, 4);
-  const uint32_t computed = crc32_of(b_.data(), b_.size() - 4);
-  SL_ENFORCE_T(FormatError, stored == computed,
+  const TrailingChecksum crc = trailing_checksum(b_);
+  SL_ENFORCE_T(FormatError, crc.ok(),
                "{}: checksum mismatch (stored {:08x}, computed {:08x}): the data is corrupt or "
                "truncated",
-               format_, stored, computed);
+               format_, crc.stored, crc.computed);
   b_ = b_.first(b_.size() - 4);
 }
 

@@ -18,6 +18,15 @@ static_assert(std::endian::native == std::endian::little,
 // CRC-32 (zlib's polynomial) of n bytes.
 uint32_t crc32_of(const uint8_t* data, size_t n);
 
+// A buffer whose last 4 bytes are the CRC-32 of the rest (ByteWriter::checksum): the stored and
+// the recomputed value. Each format words its own error, so this only compares.
+struct TrailingChecksum {
+  uint32_t stored = 0, computed = 0;
+  bool ok() const { return stored == computed; }
+};
+// `b` must hold at least 4 bytes.
+TrailingChecksum trailing_checksum(std::span<const uint8_t> b);
+
 class ByteWriter {
  public:
   explicit ByteWriter(size_t reserve = 0) { out_.reserve(reserve); }

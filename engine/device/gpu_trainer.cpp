@@ -147,30 +147,19 @@ EvalResult GpuTrainer::evaluate(const Dataset& data, int64_t max_samples) {
   const EvalShare share =
       eval_share(data.size(), max_samples, std::max<int64_t>(config_.batch_size, 256), parts, part);
   model_.context().make_current();
-  Batch b;
-  double loss_sum = 0;
-  int64_t rows = 0, correct = 0;
-  std::vector<int64_t> idx;
-  for (int64_t k = 0; k < share.rounds; ++k) {
-    share.round(k, idx);
-    // No collective inside a round here, so a rank whose share is used up just stops.
-    if (idx.empty()) break;
-    data.gather(idx, b);
-    int64_t c = 0;
-    const double l = model_.forward_loss(b, &c);
-    const auto r = static_cast<int64_t>(b.targets.size());
-    loss_sum += l * static_cast<double>(r);
-    rows += r;
-    correct += c;
-  }
+  // No collective inside a round here, so a rank whose share is used up just stops.
+  const EvalSums sums = sum_eval_rounds(share, data, [&](const Batch& b, int64_t& correct) {
+    return model_.forward_loss(b, &correct);
+  });
   if (!dp_)
-    return eval_result(loss_sum, static_cast<double>(rows), static_cast<double>(correct),
-                       share.take);
+    return eval_result(sums.loss_sum, static_cast<double>(sums.rows),
+                       static_cast<double>(sums.correct), share.take);
 #if defined(SHARDLAB_HAVE_NCCL) && SHARDLAB_HAVE_NCCL
   NcclCommunicator& comm = nccl_of(*dp_);
   CudaContext& ctx = model_.context();
   comm.set_compute_stream(ctx.stream());
-  const double local[3] = {loss_sum, static_cast<double>(rows), static_cast<double>(correct)};
+  const double local[3] = {sums.loss_sum, static_cast<double>(sums.rows),
+                           static_cast<double>(sums.correct)};
   DeviceBuffer<float> mine(MemCategory::comm, 6), all(MemCategory::comm, 6 * comm.size());
   ctx.order_after_default_stream();
   PinnedBuffer<float> up(6), down(6 * static_cast<size_t>(comm.size()));

@@ -101,10 +101,9 @@ std::vector<uint8_t> Optimizer::serialize() {
   w.pod(static_cast<uint32_t>(arrays.size()));
   for (const auto& [k, s] : arrays) {
     w.str(k);
-    w.pod(static_cast<int64_t>(s.size()));
-    w.bytes(s.data(), s.size() * sizeof(float));
+    w.floats(s);
   }
-  w.pod(crc32_of(w.out().data(), w.out().size()));
+  w.checksum();
   return std::move(w.out());
 }
 
@@ -120,13 +119,11 @@ void Optimizer::deserialize(std::span<const uint8_t> bytes) {
   SL_ENFORCE_T(FormatError, version == kVersion,
                "optimizer state: unsupported format version {} (this build reads {})", version,
                kVersion);
-  uint32_t stored_crc;
-  std::memcpy(&stored_crc, bytes.data() + bytes.size() - 4, 4);
-  const uint32_t crc = crc32_of(bytes.data(), bytes.size() - 4);
-  SL_ENFORCE_T(FormatError, crc == stored_crc,
+  const TrailingChecksum crc = trailing_checksum(bytes);
+  SL_ENFORCE_T(FormatError, crc.ok(),
                "optimizer state: checksum mismatch (stored {:08x}, computed {:08x}): the bytes are "
                "corrupt or truncated",
-               stored_crc, crc);
+               crc.stored, crc.computed);
 
   const std::string stored_name = r.str("optimizer name");
   const auto n_hyper = r.pod<uint32_t>("hyper-parameter count");

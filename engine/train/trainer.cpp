@@ -44,21 +44,15 @@ EvalResult Trainer::evaluate(const Dataset& data, int64_t max_samples) {
   const EvalShare share =
       eval_share(data.size(), max_samples, std::max<int64_t>(config_.batch_size, 256), 1, 0);
   SoftmaxCrossEntropy loss_fn;
-  Batch b;
-  double loss_sum = 0;
-  int64_t rows = 0, correct = 0;
-  std::vector<int64_t> idx;
-  for (int64_t k = 0; k < share.rounds; ++k) {
-    share.round(k, idx);
-    data.gather(idx, b);
+  // One part: every round of the share holds samples.
+  const EvalSums sums = sum_eval_rounds(share, data, [&](const Batch& b, int64_t& correct) {
     const Tensor& logits = model_.forward(b.input);
-    const double l = loss_fn.forward(logits, b.targets);
-    const auto r = static_cast<int64_t>(b.targets.size());
-    loss_sum += l * static_cast<double>(r);
-    rows += r;
-    correct += count_correct(logits, b.targets);
-  }
-  return eval_result(loss_sum, static_cast<double>(rows), static_cast<double>(correct), share.take);
+    const double loss = loss_fn.forward(logits, b.targets);
+    correct = count_correct(logits, b.targets);
+    return loss;
+  });
+  return eval_result(sums.loss_sum, static_cast<double>(sums.rows),
+                     static_cast<double>(sums.correct), share.take);
 }
 
 LoopSpec whole_run_loop(const TrainConfig& config, double base_lr, int64_t total_steps,

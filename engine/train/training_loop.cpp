@@ -202,6 +202,24 @@ void EvalShare::round(int64_t k, std::vector<int64_t>& idx) const {
     idx.push_back(take == n ? i : i * n / take);  // evenly spaced when sub-sampling
 }
 
+EvalSums sum_eval_rounds(const EvalShare& share, const Dataset& data, const BatchScorer& score) {
+  EvalSums sums;
+  Batch b;
+  std::vector<int64_t> idx;
+  for (int64_t k = 0; k < share.rounds; ++k) {
+    share.round(k, idx);
+    if (idx.empty()) break;
+    data.gather(idx, b);
+    int64_t c = 0;
+    const double l = score(b, c);
+    const auto r = static_cast<int64_t>(b.targets.size());
+    sums.loss_sum += l * static_cast<double>(r);
+    sums.rows += r;
+    sums.correct += c;
+  }
+  return sums;
+}
+
 EvalResult eval_result(double loss_sum, double rows, double correct, int64_t samples) {
   EvalResult e;
   e.loss = rows > 0 ? loss_sum / rows : 0.0;

@@ -76,6 +76,17 @@ EvalShare eval_share(int64_t n, int64_t max_samples, int64_t batch, int parts, i
 // Mean loss and accuracy from summed loss * rows, rows and correct rows.
 EvalResult eval_result(double loss_sum, double rows, double correct, int64_t samples);
 
+// One part's evaluation figures before they are combined: summed loss * rows, rows, correct rows.
+struct EvalSums {
+  double loss_sum = 0;
+  int64_t rows = 0, correct = 0;
+};
+// Scores one gathered batch: its mean loss, with its correct rows in `correct`.
+using BatchScorer = std::function<double(const Batch& batch, int64_t& correct)>;
+// Gathers and scores every round of `share` from `data`, stopping once the share is used up. For
+// trainers with no collective inside a round (a sharded evaluation must run every round).
+EvalSums sum_eval_rounds(const EvalShare& share, const Dataset& data, const BatchScorer& score);
+
 struct MicroBatchOutcome {
   double loss = 0;  // mean of the micro-batches' mean losses
   int64_t samples = 0;
