@@ -52,6 +52,13 @@ Outcome run_cli(const QStringList& args, int timeout_ms = 120000) {
 
 const QString kMlpJob = "resources/jobs/fashion_mlp.json";
 
+// The arguments of `shardlab run` for kMlpJob with each of `assignments` as a --set, unrecorded.
+QStringList mlp_job_args(const QStringList& assignments) {
+  QStringList args{kMlpJob};
+  for (const QString& a : assignments) args << "--set" << a;
+  return args << "--no-record";
+}
+
 }  // namespace
 
 class TestCli : public QObject {
@@ -482,18 +489,9 @@ class TestCli : public QObject {
   // every shard, a run resumes from one, and a damaged shard is one line naming the file.
   void checkpointsSaveInspectResume() {
     const QString dir = tmp_.filePath("ck");
-    const QStringList job{kMlpJob,
-                          "--set",
-                          "parallel.world_size=2",
-                          "--set",
-                          "train.steps=4",
-                          "--set",
-                          "train.log_every=2",
-                          "--set",
-                          "train.eval_every=0",
-                          "--set",
-                          "train.eval_batches=1",
-                          "--no-record"};
+    const QStringList job =
+        mlp_job_args({"parallel.world_size=2", "train.steps=4", "train.log_every=2",
+                      "train.eval_every=0", "train.eval_batches=1"});
     Outcome o = run_cli(
         QStringList{"run"} + job +
         QStringList{"--set", "train.checkpoint_dir=" + dir, "--set", "train.checkpoint_every=2"});
@@ -552,16 +550,8 @@ class TestCli : public QObject {
   void checkpointsConsolidateAndReshard() {
     const QString dir = tmp_.filePath("ck-cons");
     const QString saved = tmp_.filePath("saved.slm"), cons = tmp_.filePath("cons.slm");
-    const QStringList job{kMlpJob,
-                          "--set",
-                          "parallel.world_size=2",
-                          "--set",
-                          "train.steps=3",
-                          "--set",
-                          "train.eval_every=0",
-                          "--set",
-                          "train.eval_batches=1",
-                          "--no-record"};
+    const QStringList job = mlp_job_args(
+        {"parallel.world_size=2", "train.steps=3", "train.eval_every=0", "train.eval_batches=1"});
     Outcome o = run_cli(QStringList{"run"} + job +
                         QStringList{"--set", "train.checkpoint_dir=" + dir, "--save-model", saved});
     QVERIFY2(o.exit_code == 0, qPrintable(o.out + o.err));
@@ -732,20 +722,9 @@ class TestCli : public QObject {
     if (QStandardPaths::findExecutable("mpirun").isEmpty())
       QSKIP("mpirun not found (apt-get install openmpi-bin)");
     const QString dir = tmp_.filePath("ck-mpi");
-    const QStringList job{kMlpJob,
-                          "--set",
-                          "parallel.strategy=fsdp",
-                          "--set",
-                          "parallel.world_size=2",
-                          "--set",
-                          "parallel.backend=mpi",
-                          "--set",
-                          "train.steps=4",
-                          "--set",
-                          "train.eval_every=0",
-                          "--set",
-                          "train.eval_batches=1",
-                          "--no-record"};
+    const QStringList job =
+        mlp_job_args({"parallel.strategy=fsdp", "parallel.world_size=2", "parallel.backend=mpi",
+                      "train.steps=4", "train.eval_every=0", "train.eval_batches=1"});
     Outcome a = run_cli(
         QStringList{"run"} + job +
         QStringList{"--set", "train.checkpoint_dir=" + dir, "--set", "train.checkpoint_every=2"});

@@ -109,6 +109,17 @@ void append_block(std::vector<uint8_t>& file, const std::vector<uint8_t>& payloa
   file.insert(file.end(), payload.begin(), payload.end());
 }
 
+// Records `msgs` to `path` in blocks of 10 messages; returns the file's size after the first
+// `split` of them, which for a multiple of 10 is the byte where the block after them starts.
+uintmax_t record_in_blocks_of_10(const std::string& path, const std::vector<Message>& msgs,
+                                 size_t split) {
+  RecordingWriter w(path, 10);
+  for (size_t i = 0; i < split; ++i) w.append(msgs[i]);
+  const uintmax_t size = std::filesystem::file_size(path);
+  for (size_t i = split; i < msgs.size(); ++i) w.append(msgs[i]);
+  return size;
+}
+
 }  // namespace
 
 class TestRecording : public QObject {
@@ -182,13 +193,7 @@ class TestRecording : public QObject {
   void truncatedAtEveryOffsetOfLastBlock() {
     const auto msgs = make_messages(40);
     const std::string p = path("trunc.slrec");
-    uintmax_t last_start = 0;
-    {
-      RecordingWriter w(p, 10);
-      for (size_t i = 0; i < 30; ++i) w.append(msgs[i]);
-      last_start = std::filesystem::file_size(p);
-      for (size_t i = 30; i < 40; ++i) w.append(msgs[i]);
-    }
+    const uintmax_t last_start = record_in_blocks_of_10(p, msgs, 30);
     const auto bytes = read_bytes(p);
     QVERIFY(bytes.size() > last_start + 16);
     const std::string cut = path("cut.slrec");
@@ -210,13 +215,7 @@ class TestRecording : public QObject {
   void corruptPayloadStopsBeforeBlock() {
     const auto msgs = make_messages(30);
     const std::string p = path("corrupt.slrec");
-    uintmax_t second = 0;
-    {
-      RecordingWriter w(p, 10);
-      for (size_t i = 0; i < 10; ++i) w.append(msgs[i]);
-      second = std::filesystem::file_size(p);
-      for (size_t i = 10; i < 30; ++i) w.append(msgs[i]);
-    }
+    const uintmax_t second = record_in_blocks_of_10(p, msgs, 10);
     auto bytes = read_bytes(p);
     bytes[second + 16 + 20] ^= 0x40;
     write_bytes(p, bytes, bytes.size());

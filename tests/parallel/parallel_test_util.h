@@ -21,15 +21,16 @@
 
 #include "engine/comm/threads/world.h"
 #include "engine/core/error.h"
+#include "engine/core/memory.h"
 #include "engine/data/datasets.h"
 #include "engine/data/sampler.h"
+#include "engine/job/build.h"
+#include "engine/job/equivalence.h"
 #include "engine/job/job_spec.h"
 #include "engine/model/cross_entropy.h"
 #include "engine/model/model.h"
-#include "engine/topology/parallel_config.h"
 #include "engine/parallel/sharded_optimizer.h"
-#include "engine/job/build.h"
-#include "engine/job/equivalence.h"
+#include "engine/topology/parallel_config.h"
 #include "engine/train/trainer.h"
 #include "tests/common/data.h"
 
@@ -132,6 +133,35 @@ inline JobSpec gpt_job(const std::string& strategy, int world, int64_t vocab) {
   j.parallel.world_size = world;
   j.parallel.backend = "threads";
   return j;
+}
+
+// A job's pipeline x tensor x data layout (ParallelConfig's pp, tp, dp, micro_batches, schedule),
+// written as one designated initializer so a suite's job reads as its layout.
+struct GridLayout {
+  int64_t pp = 1;
+  int64_t tp = 1;
+  int64_t dp = -1;  // -1: world_size / (pp * tp)
+  int64_t micro_batches = 1;
+  std::string schedule = "1f1b";
+};
+
+inline void set_grid(JobSpec& j, const GridLayout& g) {
+  j.parallel.pp = g.pp;
+  j.parallel.tp = g.tp;
+  j.parallel.dp = g.dp;
+  j.parallel.micro_batches = g.micro_batches;
+  j.parallel.schedule = g.schedule;
+}
+
+// Makes the state a resumed or synchronized run must carry non-trivial: a warm-up cosine
+// schedule (the step count matters) and evaluations every 3 steps with a patience that never
+// fires (the early-stopping counters are live state).
+inline void make_state_live(JobSpec& j) {
+  j.train.schedule.kind = "warmup_cosine";
+  j.train.schedule.warmup_steps = 3;
+  j.train.schedule.min_lr_ratio = 0.1;
+  j.train.eval_every = 3;
+  j.train.early_stopping.patience = 50;
 }
 
 // The suites' data, loaded once per process: Fashion-MNIST as mlp_job reads it, the character
@@ -273,6 +303,20 @@ inline CommOptions test_comm_options() {
   CommOptions o;
   o.timeout = std::chrono::seconds(60);
   return o;
+}
+
+// fn(communicator, state) on `n` ranks run as threads, each rank with its own MemoryLedger in
+// scope and its own State; the states, by rank, once every rank has finished (assertions then run
+// on the caller's thread).
+template <typename State, typename F>
+std::vector<State> on_thread_ranks(int n, F&& fn) {
+  std::vector<State> states(static_cast<size_t>(n));
+  run_threads(n, test_comm_options(), [&](Communicator& c) {
+    MemoryLedger ledger;
+    LedgerScope scope(&ledger);
+    fn(c, states[static_cast<size_t>(c.rank())]);
+  });
+  return states;
 }
 
 #ifdef QT_CORE_LIB  // the Qt Test suites (tst_sharded_mpi is a plain main without Qt)

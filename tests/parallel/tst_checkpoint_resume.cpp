@@ -13,9 +13,9 @@
 #include <fstream>
 
 #include "engine/checkpoint/checkpoint_store.h"
+#include "engine/job/build.h"
 #include "engine/parallel/planner.h"
 #include "engine/parallel/rank_runner.h"
-#include "engine/job/build.h"
 #include "engine/train/stop_request.h"
 #include "tests/common/caught.h"
 #include "tests/parallel/parallel_test_util.h"
@@ -37,11 +37,7 @@ JobSpec mlp_ckpt_job(const std::string& strategy, int world, const std::string& 
   JobSpec j = mlp_job(strategy, world, "adam");
   j.train.steps = kSteps;
   j.train.log_every = 100;
-  j.train.schedule.kind = "warmup_cosine";
-  j.train.schedule.warmup_steps = 3;
-  j.train.schedule.min_lr_ratio = 0.1;
-  j.train.eval_every = 3;
-  j.train.early_stopping.patience = 50;
+  make_state_live(j);
   j.train.checkpoint_dir = dir;
   j.train.checkpoint_every = 3;
   return j;
@@ -54,11 +50,7 @@ JobSpec hybrid_ckpt_job(const std::string& dir) {
   j.train.batch_size = 8;
   j.train.log_every = 100;
   j.train.eval_every = 3;
-  j.parallel.pp = 2;
-  j.parallel.tp = 2;
-  j.parallel.dp = 2;
-  j.parallel.micro_batches = 2;
-  j.parallel.schedule = "1f1b";
+  set_grid(j, {.pp = 2, .tp = 2, .dp = 2, .micro_batches = 2, .schedule = "1f1b"});
   j.train.checkpoint_dir = dir;
   j.train.checkpoint_every = 3;
   return j;

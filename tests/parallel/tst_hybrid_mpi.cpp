@@ -45,11 +45,7 @@ JobSpec hybrid_job(const std::string& strategy, const std::string& schedule, int
   j.train.eval_every = 0;
   j.parallel.backend = "mpi";
   j.parallel.timeout_s = 60;
-  j.parallel.pp = 2;
-  j.parallel.tp = 2;
-  j.parallel.dp = 2;
-  j.parallel.micro_batches = 2;
-  j.parallel.schedule = schedule;
+  set_grid(j, {.pp = 2, .tp = 2, .dp = 2, .micro_batches = 2, .schedule = schedule});
   return j;
 }
 
@@ -100,8 +96,7 @@ int main(int argc, char** argv) {
   try {
     MpiSession mpi(&argc, &argv);
     g_rank = mpi.world_rank();
-    CommOptions options;
-    options.timeout = std::chrono::seconds(60);
+    CommOptions options = test_comm_options();
     std::unique_ptr<Communicator> world = make_mpi_world(options);
     if (world->size() != 8 || (argc > 1 && std::atoi(argv[1]) != world->size())) {
       fail("setup", "needs 8 ranks (pp 2 x tp 2 x dp 2), got " + std::to_string(world->size()));

@@ -9,9 +9,9 @@
 #include <QtTest>
 
 #include "engine/comm/threads/world.h"
+#include "engine/job/build.h"
 #include "engine/optim/optimizer.h"
 #include "engine/parallel/seed_optimizers.h"
-#include "engine/job/build.h"
 #include "kernels/cpu/gemm.h"
 #include "tests/parallel/caught.h"
 #include "tests/parallel/parallel_test_util.h"
@@ -33,55 +33,31 @@ struct RankState {
   TrainResult result;
 };
 
-const Datasets& chars() {
-  static const Datasets data = load_job_data(gpt_job("ddp", 1, 0));
-  return data;
-}
-
-int64_t vocab() {
-  JobSpec j = gpt_job("ddp", 1, 0);
-  complete_model_config(j.model, chars());
-  return j.model.gpt.vocab_size;
-}
-
 // The tiny GPT as pp x tp x dp (dp -1: the rest of 4 ranks) with `strategy` over dp, 1F1B over 2
 // micro-batches, Adam on a warm-up cosine schedule (the step count matters) and evaluations every
 // 3 steps with a patience that never fires (live early-stopping state).
 JobSpec hybrid_job(const std::string& strategy, int pp, int tp, int dp) {
-  JobSpec j = gpt_job(strategy, 4, vocab());
+  JobSpec j = gpt_job(strategy, 4, corpus_vocab());
   j.train.steps = 8;
   j.train.batch_size = 8;
-  j.train.schedule.kind = "warmup_cosine";
-  j.train.schedule.warmup_steps = 3;
-  j.train.schedule.min_lr_ratio = 0.1;
-  j.train.eval_every = 3;
-  j.train.early_stopping.patience = 50;
-  j.parallel.pp = pp;
-  j.parallel.tp = tp;
-  j.parallel.dp = dp;
-  j.parallel.micro_batches = 2;
-  j.parallel.schedule = "1f1b";
+  make_state_live(j);
+  set_grid(j, {.pp = pp, .tp = tp, .dp = dp, .micro_batches = 2, .schedule = "1f1b"});
   return j;
 }
 
 // fn(optimizer, state) on every rank with a freshly created optimizer for `job`.
 template <typename F>
 std::vector<RankState> on_ranks(const JobSpec& job, F&& fn) {
-  const int n = static_cast<int>(job.parallel.world_size);
-  std::vector<RankState> states(static_cast<size_t>(n));
-  run_threads(n, test_comm_options(), [&](Communicator& c) {
-    MemoryLedger ledger;
-    LedgerScope scope(&ledger);
-    std::unique_ptr<IShardedOptimizer> opt = make_sharded_optimizer(c, sharded_options(job));
-    fn(*opt, states[static_cast<size_t>(c.rank())]);
-  });
-  return states;
+  return on_thread_ranks<RankState>(static_cast<int>(job.parallel.world_size),
+                                    [&](Communicator& c, RankState& st) {
+                                      fn(*make_sharded_optimizer(c, sharded_options(job)), st);
+                                    });
 }
 
 OptimizeInput input(int64_t max_steps = 0) {
   OptimizeInput in;
-  in.train = chars().train.get();
-  in.eval = chars().eval.get();
+  in.train = corpus_data().train.get();
+  in.eval = corpus_data().eval.get();
   in.max_steps = max_steps;
   return in;
 }
@@ -119,7 +95,7 @@ class TestHybridState : public QObject {
   void initTestCase() {
     kernels::use_single_blas_thread();
     clock_.start();
-    QVERIFY(chars().train != nullptr);
+    QVERIFY(corpus_data().train != nullptr);
   }
 
   void cleanupTestCase() { qInfo("suite ran %.1f s", static_cast<double>(clock_.elapsed()) / 1e3); }
@@ -344,13 +320,13 @@ class TestHybridState : public QObject {
                      [](Communicator& c, std::unique_ptr<Optimizer> o, const ShardedOptions& s) {
                        return std::make_unique<TensorParallelOptimizer>(c, std::move(o), s);
                      }});
-    JobSpec fsdp = gpt_job("fsdp", 4, vocab());
+    JobSpec fsdp = gpt_job("fsdp", 4, corpus_vocab());
     fsdp.train.steps = 8;
     pairs.push_back({"FSDPOptimizer", fsdp, true,
                      [](Communicator& c, std::unique_ptr<Optimizer> o, const ShardedOptions& s) {
                        return std::make_unique<FSDPOptimizer>(c, std::move(o), s);
                      }});
-    JobSpec zero2 = gpt_job("zero2", 4, vocab());
+    JobSpec zero2 = gpt_job("zero2", 4, corpus_vocab());
     zero2.train.steps = 8;
     pairs.push_back({"ZeRO2Optimizer", zero2, true,
                      [](Communicator& c, std::unique_ptr<Optimizer> o, const ShardedOptions& s) {
@@ -361,21 +337,20 @@ class TestHybridState : public QObject {
         st.result = opt.optimize(input(3));
         st.bytes = opt.serialize();
       });
-      std::vector<RankState> named(4);
-      run_threads(4, test_comm_options(), [&](Communicator& c) {
-        MemoryLedger ledger;
-        LedgerScope scope(&ledger);
-        ShardedOptions config = sharded_options(p.job);
-        config.sharding.world_size = 1;  // not used: the communicator's are
-        config.sharding.backend = "mpi";
-        if (p.type_sets_strategy) config.sharding.strategy = "none";
-        if (p.job.parallel.tp > 1) config.sharding.tp = 1;  // TensorParallelOptimizer: all ranks
-        std::unique_ptr<IShardedOptimizer> opt = p.make(c, make_optimizer(p.job.optimizer), config);
-        RankState& st = named[size_t(c.rank())];
-        st.result = opt->optimize(input(3));
-        st.bytes = opt->serialize();
-        st.error.second = opt->wrapped_optimizer().name();
-      });
+      const std::vector<RankState> named =
+          on_thread_ranks<RankState>(4, [&](Communicator& c, RankState& st) {
+            ShardedOptions config = sharded_options(p.job);
+            config.sharding.world_size = 1;  // not used: the communicator's are
+            config.sharding.backend = "mpi";
+            if (p.type_sets_strategy) config.sharding.strategy = "none";
+            if (p.job.parallel.tp > 1)
+              config.sharding.tp = 1;  // TensorParallelOptimizer: all ranks
+            std::unique_ptr<IShardedOptimizer> opt =
+                p.make(c, make_optimizer(p.job.optimizer), config);
+            st.result = opt->optimize(input(3));
+            st.bytes = opt->serialize();
+            st.error.second = opt->wrapped_optimizer().name();
+          });
       for (size_t r = 0; r < named.size(); ++r) {
         QVERIFY2(named[r].bytes == factory[r].bytes,
                  qPrintable(

@@ -11,8 +11,8 @@
 #include <map>
 #include <utility>
 
-#include "engine/parallel/rank_runner.h"
 #include "engine/job/build.h"
+#include "engine/parallel/rank_runner.h"
 #include "tests/parallel/parallel_test_util.h"
 #include "tests/parallel/recording_sink.h"
 
@@ -38,10 +38,7 @@ JobSpec hybrid_job() {
   j.train.steps = kSteps;
   j.train.eval_every = kEvalEvery;
   j.train.batch_size = 2 * 2 * 2;
-  j.parallel.pp = 2;
-  j.parallel.tp = 1;
-  j.parallel.dp = 2;
-  j.parallel.micro_batches = 2;
+  set_grid(j, {.pp = 2, .tp = 1, .dp = 2, .micro_batches = 2});
   return j;
 }
 

@@ -10,9 +10,9 @@
 #include <chrono>
 #include <thread>
 
+#include "engine/job/build.h"
 #include "engine/parallel/hybrid_optimizer.h"
 #include "engine/parallel/rank_runner.h"
-#include "engine/job/build.h"
 #include "engine/train/stop_request.h"
 #include "tests/parallel/parallel_test_util.h"
 #include "tests/parallel/recording_sink.h"
@@ -50,11 +50,7 @@ JobSpec hybrid_job() {
   j.train.batch_size = 2 * 2 * 4;
   j.train.log_every = 1000;
   j.train.eval_every = 0;
-  j.parallel.pp = 2;
-  j.parallel.tp = 2;
-  j.parallel.dp = 2;
-  j.parallel.micro_batches = 4;
-  j.parallel.schedule = "1f1b";
+  set_grid(j, {.pp = 2, .tp = 2, .dp = 2, .micro_batches = 4, .schedule = "1f1b"});
   j.parallel.timeout_s = kTimeoutS;
   return j;
 }

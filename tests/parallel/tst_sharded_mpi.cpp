@@ -125,8 +125,7 @@ int main(int argc, char** argv) {
   try {
     MpiSession mpi(&argc, &argv);
     g_rank = mpi.world_rank();
-    CommOptions options;
-    options.timeout = std::chrono::seconds(60);
+    CommOptions options = test_comm_options();
     g_totals = std::make_shared<CommTotalsSink>(mpi.world_size());
     g_ops_before.assign(static_cast<size_t>(mpi.world_size()), 0);
     options.sink = g_totals;

@@ -40,15 +40,10 @@ struct RankState {
 // fn(rank, optimizer, state) on `world` ranks with a freshly created optimizer for `job`.
 template <typename F>
 std::vector<RankState> on_ranks(const JobSpec& job, F&& fn) {
-  const int n = static_cast<int>(job.parallel.world_size);
-  std::vector<RankState> states(static_cast<size_t>(n));
-  run_threads(n, test_comm_options(), [&](Communicator& c) {
-    MemoryLedger ledger;
-    LedgerScope scope(&ledger);
-    std::unique_ptr<ShardedOptimizer> opt = ShardedOptimizer::create(c, sharded_options(job));
-    fn(*opt, states[static_cast<size_t>(c.rank())]);
-  });
-  return states;
+  return on_thread_ranks<RankState>(static_cast<int>(job.parallel.world_size),
+                                    [&](Communicator& c, RankState& st) {
+                                      fn(*ShardedOptimizer::create(c, sharded_options(job)), st);
+                                    });
 }
 
 // The job of these tests: the MLP with Adam, a warm-up cosine schedule (so the step count
@@ -56,11 +51,7 @@ std::vector<RankState> on_ranks(const JobSpec& job, F&& fn) {
 // are live state), 10 steps over 5 batches per epoch (so a cut lands mid-epoch).
 JobSpec state_job(const std::string& strategy, int world) {
   JobSpec job = mlp_job(strategy, world, "adam");
-  job.train.schedule.kind = "warmup_cosine";
-  job.train.schedule.warmup_steps = 3;
-  job.train.schedule.min_lr_ratio = 0.1;
-  job.train.eval_every = 3;
-  job.train.early_stopping.patience = 50;
+  make_state_live(job);
   return job;
 }
 
