@@ -25,8 +25,8 @@
 
 #include "engine/job/job_spec.h"
 #include "engine/launch/job_topology.h"
-#include "engine/topology/topology.h"
 #include "engine/telemetry/events.h"
+#include "engine/topology/topology.h"
 #include "gui/export.h"
 
 namespace shardlab::gui {

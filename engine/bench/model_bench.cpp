@@ -9,8 +9,8 @@
 #include "engine/core/error.h"
 #include "engine/core/paths.h"
 #include "engine/device/device_training.h"
-#include "engine/job/job_spec.h"
 #include "engine/job/build.h"
+#include "engine/job/job_spec.h"
 
 namespace shardlab {
 

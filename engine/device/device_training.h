@@ -6,8 +6,8 @@
 #include <string>
 
 #include "engine/comm/communicator.h"
-#include "engine/job/job_spec.h"
 #include "engine/job/build.h"
+#include "engine/job/job_spec.h"
 #include "engine/train/trainer.h"
 
 namespace shardlab {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "engine/comm/comm_record.h"
-#include "engine/topology/topology.h"
 #include "engine/telemetry/sink.h"
+#include "engine/topology/topology.h"
 
 namespace shardlab {
 

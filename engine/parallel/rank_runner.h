@@ -17,8 +17,8 @@
 #include "engine/data/datasets.h"
 #include "engine/job/job_spec.h"
 #include "engine/parallel/planner.h"
-#include "engine/topology/topology.h"
 #include "engine/telemetry/sink.h"
+#include "engine/topology/topology.h"
 #include "engine/train/stop_request.h"
 #include "engine/train/trainer.h"
 

@@ -27,9 +27,9 @@
 #include "engine/model/model_config.h"
 #include "engine/optim/optimizer.h"
 #include "engine/parallel/checkpoint_view.h"
+#include "engine/telemetry/sink.h"
 #include "engine/topology/parallel_config.h"
 #include "engine/topology/topology.h"
-#include "engine/telemetry/sink.h"
 #include "engine/train/trainer.h"
 
 namespace shardlab {

@@ -16,8 +16,8 @@
 #include "engine/device/cuda_context.h"
 #include "engine/device/device_training.h"
 #include "engine/device/gpu_optimizer.h"
-#include "engine/job/job_spec.h"
 #include "engine/job/build.h"
+#include "engine/job/job_spec.h"
 
 namespace shardlab {
 namespace {

@@ -362,16 +362,45 @@ class TestLaunch : public QObject {
     QCOMPARE(posix_spawnp(&leader, "bash", nullptr, &attr, const_cast<char* const*>(argv), environ),
              0);
     posix_spawnattr_destroy(&attr);
+    // Whatever happens below, nothing of this tree outlives the test (a leftover holding the
+    // test's stdout would keep ctest waiting).
+    struct Reaper {
+      pid_t leader;
+      std::string job_file;
+      ~Reaper() {
+        ::kill(-leader, SIGKILL);
+        for (pid_t p : workers_of(job_file)) ::kill(p, SIGKILL);
+      }
+    } reaper{leader, job_file};
+    // The orphan is the setsid'd loop, once it has left the leader's group. Until then the
+    // subshell that starts it is a copy of the leader (same command line, same group), so it is
+    // told apart by its own command line, not by set differences of racing snapshots.
+    const auto loop_worker = [&]() -> pid_t {
+      for (pid_t w : workers_of(job_file)) {
+        std::ifstream in("/proc/" + std::to_string(w) + "/cmdline", std::ios::binary);
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        if (text.rfind("bash", 0) == 0 && text.find("while :") != std::string::npos &&
+            text.find("setsid") == std::string::npos && ::getpgid(w) != leader)
+          return w;
+      }
+      return 0;
+    };
     std::vector<pid_t> below, workers;
-    QTRY_VERIFY_WITH_TIMEOUT(
-        (below = descendants(leader)).size() >= 2 && !(workers = workers_of(job_file)).empty(),
-        10000);
-    QVERIFY(workers_of("").empty());
-    // The worker outside the tree (the leader's own command line names the job file too).
     pid_t orphan = 0;
-    for (pid_t w : workers)
-      if (w != leader && std::find(below.begin(), below.end(), w) == below.end()) orphan = w;
-    QVERIFY(orphan > 0);
+    // Settled: the leader's child and grandchild exist, and the loop has left both its group and
+    // the tree (its starting subshell exited, so it is no longer a descendant).
+    const auto settled = [&] {
+      below = descendants(leader);
+      orphan = loop_worker();
+      return below.size() >= 2 && orphan > 0 &&
+             std::find(below.begin(), below.end(), orphan) == below.end();
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(settled(), 10000);
+    workers = workers_of(job_file);
+    QVERIFY(workers_of("").empty());
+    // The worker outside the tree: not a descendant of the leader, not in its group.
+    QVERIFY(std::find(below.begin(), below.end(), orphan) == below.end());
+    QVERIFY(std::find(workers.begin(), workers.end(), orphan) != workers.end());
     QVERIFY(::getpgid(orphan) != leader);
     kill_run_processes(leader, job_file);
     int status = 0;

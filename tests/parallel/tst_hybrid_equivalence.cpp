@@ -12,9 +12,9 @@
 // activations on the first stage than 1F1B. Bad layouts fail naming the field.
 #include <QtTest>
 
+#include "engine/job/build.h"
 #include "engine/parallel/hybrid_optimizer.h"
 #include "engine/parallel/rank_runner.h"
-#include "engine/job/build.h"
 #include "tests/common/caught.h"
 #include "tests/parallel/parallel_test_util.h"
 

@@ -11,10 +11,10 @@
 
 #include "engine/core/error.h"
 #include "engine/data/sampler.h"
+#include "engine/job/build.h"
 #include "engine/job/job_spec.h"
 #include "engine/job/overrides.h"
 #include "engine/model/cross_entropy.h"
-#include "engine/job/build.h"
 #include "engine/train/step_math.h"
 #include "engine/train/trainer.h"
 #include "kernels/cpu/gemm.h"

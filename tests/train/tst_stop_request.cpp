@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
+#include "engine/job/build.h"
 #include "engine/job/job_spec.h"
 #include "engine/job/overrides.h"
-#include "engine/job/build.h"
 #include "engine/train/stop_request.h"
 #include "engine/train/trainer.h"
 #include "tests/common/data.h"

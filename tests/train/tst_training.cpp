@@ -5,8 +5,8 @@
 #include <filesystem>
 
 #include "engine/core/error.h"
-#include "engine/job/job_spec.h"
 #include "engine/job/build.h"
+#include "engine/job/job_spec.h"
 #include "kernels/cpu/gemm.h"
 #include "tests/common/data.h"
 
