@@ -147,6 +147,8 @@ void write_payload(Writer& w, const telemetry::Payload& payload) {
                    w.f64(c.busbw);
                    w.u64(c.seq);
                    w.boolean(c.ok);
+                   w.f64(c.wait);
+                   w.i32(c.last_rank);
                  },
                  [&](const telemetry::PhaseEvent& p) {
                    const auto phase = static_cast<uint8_t>(p.phase);
@@ -315,7 +317,7 @@ Hello read_hello(Reader& r) {
   return h;
 }
 
-telemetry::Payload read_event_payload(Reader& r, MessageType type) {
+telemetry::Payload read_event_payload(Reader& r, MessageType type, uint16_t version) {
   switch (type) {
     case MessageType::step: {
       telemetry::StepEvent s;
@@ -345,6 +347,10 @@ telemetry::Payload read_event_payload(Reader& r, MessageType type) {
       c.busbw = r.f64("busbw");
       c.seq = r.u64("seq");
       c.ok = r.boolean("ok");
+      if (version >= 2) {  // version 1 knew no waits: they stay unknown (-1)
+        c.wait = r.f64("wait");
+        c.last_rank = r.i32("last_rank");
+      }
       return c;
     }
     case MessageType::phase: {
@@ -389,7 +395,7 @@ telemetry::Payload read_event_payload(Reader& r, MessageType type) {
   return telemetry::HeartbeatEvent{};
 }
 
-Message read_message(Reader& r, MessageType type) {
+Message read_message(Reader& r, MessageType type, uint16_t version) {
   switch (type) {
     case MessageType::hello:
       return read_hello(r);
@@ -410,7 +416,7 @@ Message read_message(Reader& r, MessageType type) {
       e.rank = r.i32("rank");
       e.seq = r.u64("seq");
       e.time = r.f64("time");
-      e.payload = read_event_payload(r, type);
+      e.payload = read_event_payload(r, type, version);
       return e;
     }
   }
@@ -464,9 +470,11 @@ DecodeResult decode_frame(std::span<const uint8_t> bytes, uint32_t max_payload) 
   }
   if (bytes.size() >= 6) {
     const auto version = static_cast<uint16_t>(load_le(bytes.data() + 4, 2));
-    if (version != kProtocolVersion)
-      return error_result(fmt::format("unsupported protocol version {} (this build speaks {})",
-                                      version, kProtocolVersion));
+    if (version < kOldestProtocolVersion || version > kProtocolVersion)
+      return error_result(fmt::format("unsupported protocol version {} (this build speaks {}, "
+                                      "and reads {} to {})",
+                                      version, kProtocolVersion, kOldestProtocolVersion,
+                                      kProtocolVersion));
   }
   if (bytes.size() >= 8) {
     const auto type = static_cast<uint16_t>(load_le(bytes.data() + 6, 2));
@@ -483,7 +491,8 @@ DecodeResult decode_frame(std::span<const uint8_t> bytes, uint32_t max_payload) 
   if (bytes.size() - kHeaderSize < length) return {};
 
   Reader reader(bytes.subspan(kHeaderSize, length), to_string(type));
-  Message message = read_message(reader, type);
+  const auto version = static_cast<uint16_t>(load_le(bytes.data() + 4, 2));
+  Message message = read_message(reader, type, version);
   reader.finish();
   if (reader.failed()) return error_result(reader.error());
 

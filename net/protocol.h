@@ -1,8 +1,8 @@
-// The telemetry wire protocol, version 1: length-prefixed binary frames over TCP, little-endian.
+// The telemetry wire protocol, version 2: length-prefixed binary frames over TCP, little-endian.
 //
 //   frame   = header (12 bytes) + payload (header.length bytes, at most the receiver's limit,
 //             1 MiB by default)
-//   header  = u32 magic 'SLTM' (0x4D544C53 read as little-endian bytes "SLTM"), u16 version (1),
+//   header  = u32 magic 'SLTM' (0x4D544C53 read as little-endian bytes "SLTM"), u16 version (2),
 //             u16 message type, u32 payload length
 //
 // Connection: the worker sends HELLO; the collector answers CHALLENGE (32 random bytes); the
@@ -19,7 +19,8 @@
 //                 f64 step seconds
 //     MEMORY      i64 x kMemCategories current, i64 x kMemCategories peak
 //     COLLECTIVE  str op, str group, i64 bytes, f64 start, f64 duration, f64 algbw, f64 busbw,
-//                 u64 seq, u8 ok
+//                 u64 seq, u8 ok, f64 wait, i32 last rank (version 2; version 1 frames end at
+//                 ok and read as wait -1, last rank -1)
 //     PHASE       i32 stage, i32 micro-batch, u8 phase (0 forward, 1 backward, 2 optimizer; a
 //                 recording from before the optimizer phase reads as 0/1), f64 start, f64 end
 //     HEARTBEAT   nothing;  LOG  str text;  JOB_STATE  u8 state, str reason
@@ -42,7 +43,10 @@
 namespace shardlab::net {
 
 inline constexpr uint32_t kMagic = 0x4D544C53;  // bytes "SLTM"
-inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr uint16_t kProtocolVersion = 2;
+// Frames of versions kOldestProtocolVersion..kProtocolVersion decode (recordings made by older
+// builds replay); a live collector still wants its own version in HELLO.
+inline constexpr uint16_t kOldestProtocolVersion = 1;
 inline constexpr size_t kHeaderSize = 12;
 inline constexpr uint32_t kDefaultMaxPayload = 1u << 20;
 inline constexpr size_t kChallengeSize = 32;

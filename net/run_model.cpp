@@ -9,8 +9,6 @@ namespace shardlab::net {
 
 namespace {
 
-constexpr size_t kStragglerWindow = 20;
-constexpr double kStragglerFactor = 1.5;
 constexpr double kSilentSeconds = 5.0;
 
 template <class... Ts>
@@ -37,6 +35,8 @@ bool done(telemetry::JobState s) {
 void RunModel::add(const Message& message, double received) {
   if (const auto* hello = std::get_if<Hello>(&message)) {
     RankState& r = ranks_[hello->rank];
+    diagnosis_.reset();
+    pp_ = std::max(pp_, hello->pp);
     const bool new_process =
         r.hello && (r.hello->job_id != hello->job_id || r.hello->host != hello->host ||
                     r.hello->pid != hello->pid);
@@ -73,6 +73,12 @@ void RunModel::add(const Message& message, double received) {
   ++events_;
   comm_.add(*event);
   timeline_.add(*event);
+  if (std::holds_alternative<telemetry::StepEvent>(event->payload) ||
+      std::holds_alternative<telemetry::PhaseEvent>(event->payload) ||
+      std::holds_alternative<telemetry::CollectiveEvent>(event->payload)) {
+    time_.add(*event, pp_);
+    diagnosis_.reset();
+  }
   // Events of one rank arrive in order, but max() keeps a late, re-sent event from moving time
   // backwards.
   // Liveness by the receiver's clock when known (the sender's may be skewed).
@@ -82,6 +88,7 @@ void RunModel::add(const Message& message, double received) {
   std::visit(overloaded{
                  [&](const telemetry::StepEvent& e) {
                    r.step = e.step;
+                   newest_step_ = std::max(newest_step_, e.step);
                    r.loss = e.loss;
                    r.step_seconds = e.step_seconds;
                    r.throughput = e.throughput;
@@ -117,31 +124,24 @@ void RunModel::add(const Message& message, double received) {
              event->payload);
 }
 
-bool RunModel::straggler(int rank) const {
-  auto it = ranks_.find(rank);
-  if (it == ranks_.end() || it->second.step_times.empty()) return false;
-  std::vector<double> pool;
-  int with_steps = 0;
-  for (const auto& [_, r] : ranks_) {
-    if (r.step_times.empty()) continue;
-    ++with_steps;
-    const size_t n = std::min(kStragglerWindow, r.step_times.size());
-    pool.insert(pool.end(), r.step_times.end() - static_cast<std::ptrdiff_t>(n),
-                r.step_times.end());
+std::map<int, RankPlace> RunModel::places() const {
+  std::map<int, RankPlace> out;
+  for (const auto& [rank, r] : ranks_) {
+    if (!r.hello) continue;
+    out[rank] = {r.hello->pp_i, r.hello->pp,
+                 fmt::format("pp{} tp{} dp{}", r.hello->pp_i, r.hello->tp_i, r.hello->dp_i)};
   }
-  if (with_steps < 2) return false;
-  auto median_of = [](std::vector<double>& v) {
-    std::sort(v.begin(), v.end());
-    const size_t m = v.size() / 2;
-    return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
-  };
-  std::vector<double> latest;
-  for (const auto& [_, r] : ranks_)
-    if (!r.step_times.empty()) latest.push_back(r.step_times.back());
-  const double last = it->second.step_times.back();
-  // Slower than the recent past, and slower than its peers now: a step that was slow on every
-  // rank (an evaluation, a busy machine) makes no rank a straggler.
-  return last > kStragglerFactor * median_of(pool) && last > kStragglerFactor * median_of(latest);
+  return out;
+}
+
+const Diagnosis& RunModel::diagnosis() const {
+  if (!diagnosis_) diagnosis_ = time_.diagnose(places());
+  return *diagnosis_;
+}
+
+bool RunModel::straggler(int rank) const {
+  const Diagnosis& d = diagnosis();
+  return d.straggler && d.straggler->rank == rank;
 }
 
 bool RunModel::silent(int rank, double now) const {
@@ -165,14 +165,15 @@ bool RunModel::all_done() const {
 }
 
 std::string RunModel::table(double now) const {
-  constexpr const char* kRow = "{:>5}  {:<14}  {:<8}  {:>8}  {:>10}  {:>11}  {:>9}  {:>9}  {}";
+  constexpr const char* kRow =
+      "{:>5}  {:<14}  {:<8}  {:>8}  {:>10}  {:>11}  {:>9}  {:>5}  {:>5}  {:>9}  {}";
   auto row = [](std::string line) {
     // No trailing blanks when the flags column is empty.
     line.erase(line.find_last_not_of(' ') + 1);
     return line + '\n';
   };
   std::string out = row(fmt::format(kRow, "RANK", "COORDS", "STATE", "STEP", "LOSS", "MEMORY",
-                                    "COMM(s)", "LAST(s)", "FLAGS"));
+                                    "COMM(s)", "COMP%", "WAIT%", "LAST(s)", "FLAGS"));
   for (const auto& [rank, r] : ranks_) {
     const std::string coords =
         r.hello ? fmt::format("pp{} tp{} dp{}", r.hello->pp_i, r.hello->tp_i, r.hello->dp_i) : "-";
@@ -188,9 +189,24 @@ std::string RunModel::table(double now) const {
     if (silent(rank, now)) flag("SILENT");
     if (r.state == telemetry::JobState::failed)
       flag(r.reason.empty() ? std::string("FAILED") : "FAILED: " + r.reason);
-    out +=
-        row(fmt::format(kRow, rank, coords, telemetry::to_string(r.state), r.step, loss,
-                        human_bytes(memory), fmt::format("{:.3f}", r.comm_seconds), last, flags));
+    // Shares of the last steps' time (time_accounting.h); "-" before the first step.
+    const StepAccount w = time_.window(rank);
+    auto pct = [&](double part) {
+      return w.steps > 0 && w.seconds > 0 ? fmt::format("{:.0f}", 100 * w.share(part))
+                                          : std::string("-");
+    };
+    out += row(fmt::format(kRow, rank, coords, telemetry::to_string(r.state), r.step, loss,
+                           human_bytes(memory), fmt::format("{:.3f}", r.comm_seconds),
+                           pct(w.compute), pct(w.wait), last, flags));
+  }
+  const Diagnosis& d = diagnosis();
+  for (const std::string& line : d.lines()) out += line + '\n';
+  if (!d.stages.empty()) {
+    std::string busy = "pipeline: busy";
+    for (const StageBusy& s : d.stages)
+      busy += fmt::format("{} {:.0f}% on stage {}", &s == &d.stages.front() ? "" : ",",
+                          100 * s.busy, s.stage);
+    out += busy + '\n';
   }
   // Every rank reports the same global evaluation: one line under the table for the newest.
   const telemetry::EvalEvent* eval = nullptr;
@@ -201,6 +217,19 @@ std::string RunModel::table(double now) const {
     out += fmt::format("eval at step {}: loss {:.4g}, accuracy {:.1f}% ({} samples)\n", eval->step,
                        eval->loss, 100.0 * eval->accuracy, eval->samples);
   return out;
+}
+
+bool DiagnosisTracker::update(const RunModel& model) {
+  if (model.newest_step() <= step_) return false;
+  step_ = model.newest_step();
+  const Diagnosis& d = model.diagnosis();
+  const int straggler = d.straggler ? d.straggler->rank : -1;
+  const int bottleneck = d.bottleneck ? d.bottleneck->stage : -1;
+  if (straggler == straggler_ && bottleneck == bottleneck_) return false;
+  straggler_ = straggler;
+  bottleneck_ = bottleneck;
+  changes_.push_back({step_, d.lines()});
+  return true;
 }
 
 }  // namespace shardlab::net

@@ -11,6 +11,7 @@
 
 #include "net/comm_stats.h"
 #include "net/protocol.h"
+#include "net/time_accounting.h"
 #include "net/timeline.h"
 
 namespace shardlab::net {
@@ -57,11 +58,17 @@ class RunModel {
   const CommStats& comm() const { return comm_; }
   const Timeline& timeline() const { return timeline_; }
 
-  // A straggler's last step took more than 1.5x the median step time of all ranks' last 20
-  // steps and more than 1.5x the median of every rank's last step (needs at least 2 ranks with
-  // steps): a step that was slow on every rank makes no rank a straggler. Silent: no heartbeat (or
-  // other event) for more than 5 s before `now` while not finished or failed; a rank with no event
-  // yet is not silent.
+  // Where each rank's time goes (compute, wait, transfer per step) and the diagnosis over the
+  // last steps (net/time_accounting.h): the straggler is the rank its peers wait for, the
+  // bottleneck the pipeline stage busiest by far. Computed once per change.
+  const TimeAccounting& time() const { return time_; }
+  const Diagnosis& diagnosis() const;
+  // The newest step any rank has reported.
+  int64_t newest_step() const { return newest_step_; }
+  // Each rank's place for the diagnosis: its stage, the pipeline depth and "pp0 tp1 dp2".
+  std::map<int, RankPlace> places() const;
+  // The rank the diagnosis names slow. Silent: no heartbeat (or other event) for more than 5 s
+  // before `now` while not finished or failed; a rank with no event yet is not silent.
   bool straggler(int rank) const;
   bool silent(int rank, double now) const;
   // True when every rank seen has reached finished or failed, at least one rank was seen, and as
@@ -69,8 +76,10 @@ class RunModel {
   bool all_done() const;
 
   // The per-rank table: rank, coordinates, state, step, loss, memory (current total), comm time,
-  // last seen (seconds before `now`) and flags (STRAGGLER, SILENT, FAILED: reason). When a rank
-  // has reported an evaluation, one line under the rows gives the newest:
+  // the compute and wait shares of its last steps, last seen (seconds before `now`) and flags
+  // (STRAGGLER, SILENT, FAILED: reason). Under the rows: the diagnosis in words (one line each
+  // for the straggler and the bottleneck stage, with pp >= 2 the busy share of every stage), and
+  // when a rank has reported an evaluation the newest:
   // "eval at step 30: loss 0.4123, accuracy 87.5% (1000 samples)".
   std::string table(double now) const;
 
@@ -80,6 +89,30 @@ class RunModel {
   uint64_t events_ = 0;
   CommStats comm_;
   Timeline timeline_;
+  TimeAccounting time_;
+  int pp_ = 1;                                  // the pipeline depth the HELLOs announce
+  int64_t newest_step_ = 0;
+  mutable std::optional<Diagnosis> diagnosis_;  // reset by add()
+};
+
+// Follows the diagnosis as a run unfolds (a replay goes through every step): one entry each time
+// who is named changes, nobody included.
+struct DiagnosisChange {
+  int64_t step = 0;                // the newest step any rank had reported
+  std::vector<std::string> lines;  // Diagnosis::lines(); empty: nobody is named any more
+};
+
+class DiagnosisTracker {
+ public:
+  // Looks at `model` once per new step (cheap to call after every message). True when what the
+  // diagnosis names (the straggler's rank, the bottleneck's stage) changed.
+  bool update(const RunModel& model);
+  const std::vector<DiagnosisChange>& changes() const { return changes_; }
+
+ private:
+  int64_t step_ = 0;
+  int straggler_ = -1, bottleneck_ = -1;
+  std::vector<DiagnosisChange> changes_;
 };
 
 }  // namespace shardlab::net

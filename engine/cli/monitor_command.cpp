@@ -146,10 +146,19 @@ int replay_command(const std::vector<std::string>& argv) {
     SL_THROW(UsageError, "replay needs exactly one recording, e.g. shardlab replay runs/x.slrec");
   const net::RecordingContents rec = net::read_recording(args.positional()[0]);
   net::RunModel model;
+  net::DiagnosisTracker diagnoses;
   double last = 0;
   for (const net::Message& m : rec.messages) {
     model.add(m);
-    if (const auto* e = std::get_if<telemetry::Event>(&m)) last = std::max(last, e->time);
+    if (const auto* e = std::get_if<telemetry::Event>(&m)) {
+      last = std::max(last, e->time);
+      if (std::holds_alternative<telemetry::StepEvent>(e->payload)) diagnoses.update(model);
+    }
+  }
+  // How the diagnosis went over the run, then the final state.
+  for (const net::DiagnosisChange& c : diagnoses.changes()) {
+    if (c.lines.empty()) fmt::print("diagnosis at step {}: nobody holds the others back\n", c.step);
+    for (const std::string& line : c.lines) fmt::print("diagnosis at step {}: {}\n", c.step, line);
   }
   fmt::print("{}\n", model.table(last));
   fmt::print("replay: {} messages{}\n", rec.messages.size(),

@@ -40,6 +40,13 @@ struct CommRecord {
   Clock::time_point end;
   bool ok = true;          // false when it failed or timed out
   uint64_t flight_id = 0;  // its entry in options().flight_recorder; 0 when not recorded
+  // Waiting for peers ("Waits" in communicator.h). `wait`: seconds this rank was blocked before
+  // the last rank of the group arrived (collectives) or before the peer's message came (recv);
+  // the rest of seconds() is the transfer. `last`: the group rank that arrived last (collectives;
+  // the peer for a recv that waited); -1 when nobody waited for anyone (a group of one) or the
+  // backend cannot know. wait is -1 where the backend cannot know (nccl; send).
+  double wait = -1;
+  int last = -1;
   double seconds() const;
   double algbw_gbs() const;  // GB/s (1e9 bytes)
   double busbw_gbs() const;

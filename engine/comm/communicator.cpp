@@ -1,5 +1,7 @@
 #include "engine/comm/communicator.h"
 
+#include <string_view>
+
 #include <algorithm>
 #include <cstdint>
 
@@ -59,6 +61,16 @@ WorkHandle Communicator::issue(const Call& call, F&& f) {
 void Communicator::report(CommRecord record, bool ok) const {
   record.end = Clock::now();
   record.ok = ok;
+  if (ok && record.wait < 0 && std::string_view(backend()) != "nccl") {
+    if (record.op == CommOp::Recv) {
+      // A receiver cannot tell waiting for the sender from the transfer (communicator.h).
+      record.wait = record.seconds();
+      record.last = record.peer;
+    } else if (record.group_size == 1 && record.op != CommOp::Send) {
+      record.wait = 0;  // nobody to wait for
+      record.last = -1;
+    }
+  }
   if (options_.flight_recorder) {
     if (ok)
       options_.flight_recorder->completed(record.flight_id, record.end);

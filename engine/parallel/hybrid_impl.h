@@ -2,6 +2,7 @@
 // files), hybrid_step.cpp (one pipelined step) and hybrid_state.cpp (serialisation).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -46,6 +47,7 @@ struct HybridShardedOptimizer::Impl {
   Tensor grad_in, dlogits;
   // Phase events: the optimizer's telemetry_ during the step (may be null).
   telemetry::TelemetrySink* telemetry = nullptr;
+  std::chrono::microseconds extra_forward_work{0};  // OptimizeInput's (test-only slowdown)
   int world_rank = 0;
   Batch batch;
 

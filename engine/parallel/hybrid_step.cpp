@@ -4,7 +4,9 @@
 #include <cmath>
 
 #include "engine/core/error.h"
+#include "engine/core/timer.h"
 #include "engine/parallel/hybrid_impl.h"
+#include "engine/train/slowdown.h"
 #include "engine/train/step_math.h"
 #include "engine/train/step_telemetry.h"
 
@@ -70,6 +72,7 @@ HybridShardedOptimizer::Impl::PipelineOutcome HybridShardedOptimizer::Impl::run_
       const auto t0 = Clock::now();
       const double phase_start = telemetry ? telemetry::now_seconds() : 0.0;
       const Tensor& y = stage->forward(slot, *x);
+      slow_down(extra_forward_work);
       out_shapes[static_cast<size_t>(slot)] = y.shape();
       if (stage->last()) {
         out.loss +=

@@ -16,6 +16,7 @@
 #include "engine/parallel/rank_checkpoint.h"
 #include "engine/parallel/seed_optimizers.h"
 #include "engine/parallel/strategies.h"
+#include "engine/train/slowdown.h"
 #include "engine/train/step_telemetry.h"
 
 namespace shardlab {
@@ -175,6 +176,7 @@ TrainResult train_rank(IShardedOptimizer& opt, Communicator& comm, const Dataset
       return stop->should_stop(done);
     };
   in.telemetry = sink;
+  in.extra_forward_work = test_slowdown(opt.rank());
   add_step_telemetry(in.callbacks, sink, opt.rank(), opt.options().model.kind == "gpt", &ledger);
   TrainResult result = opt.optimize(in);
   if (!options.save_model_path.empty()) opt.save_model(options.save_model_path);

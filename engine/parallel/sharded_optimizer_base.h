@@ -12,6 +12,7 @@
 //   u32 CRC-32 of all before.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -80,6 +81,7 @@ class ShardedOptimizerBase : public IShardedOptimizer {
   std::unique_ptr<Optimizer> optimizer_;
   parallel_detail::TrainingPosition position_;
   telemetry::TelemetrySink* telemetry_ = nullptr;  // OptimizeInput::telemetry, during optimize()
+  std::chrono::microseconds extra_forward_work_{0};  // OptimizeInput's, during optimize()
 
  private:
   const char* name_;

@@ -12,6 +12,7 @@
 // the calling thread (engine/core/memory.h), so construct and run a rank's optimizer on one thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -80,6 +81,9 @@ struct OptimizeInput {
   // of any phase (its collectives publish their own events). Step, memory, evaluation and
   // collective events are published by the caller (rank_runner.h, step_telemetry.h).
   telemetry::TelemetrySink* telemetry = nullptr;
+  // Test-only: time added to every micro-batch's forward on this rank, inside its forward phase, to
+  // slow one rank or stage for real (engine/train/slowdown.h). Zero in any real run.
+  std::chrono::microseconds extra_forward_work{0};
   // Called on every rank after each step (LoopSpec::after_step: done, last), at the same point on
   // every rank, so it may be collective: rank_runner.h saves checkpoints there. May be null.
   std::function<void(int64_t done, bool last)> after_step;

@@ -43,6 +43,11 @@ struct CollectiveEvent {
   double busbw = 0;     // GB/s
   uint64_t seq = 0;     // the communicator's sequence number
   bool ok = true;
+  // Of `duration`, the seconds this rank was blocked waiting for the last rank of the group (a
+  // recv: for the peer's message); the rest is transfer. -1: unknown (nccl, send, old
+  // recordings). engine/comm/communicator.h, "Waits".
+  double wait = -1;
+  int32_t last_rank = -1;  // world rank that arrived last (a recv: the sender); -1 none/unknown
 };
 
 // What a rank's compute was doing during a PhaseEvent's span.

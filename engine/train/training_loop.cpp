@@ -9,6 +9,7 @@
 #include "engine/core/timer.h"
 #include "engine/model/cross_entropy.h"
 #include "engine/train/lr_schedule.h"
+#include "engine/train/slowdown.h"
 #include "engine/train/step_math.h"
 
 namespace shardlab {
@@ -158,6 +159,7 @@ MicroBatchOutcome run_micro_batches(Model& model, const Dataset& data,
     double start = timed ? telemetry::now_seconds() : 0.0;
     const Tensor& logits = model.forward(batch.input, hooks.blocks);
     const double loss = loss_fn.forward(logits, batch.targets);
+    slow_down(hooks.extra_forward_work);
     if (timed) {
       hooks.phase(telemetry::Phase::forward, m, start, telemetry::now_seconds());
       start = telemetry::now_seconds();

@@ -4,6 +4,7 @@
 // forward/backward passes over a step's micro-batches, shared through run_micro_batches().
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -105,6 +106,8 @@ struct MicroBatchHooks {
   // Throw at once when a loss is not finite; a sharded step turns it off and checks the combined
   // loss instead, so that every rank stops together.
   bool check_finite = true;
+  // Test-only time added to each forward, inside its phase (OptimizeInput::extra_forward_work).
+  std::chrono::microseconds extra_forward_work{0};
 };
 
 // Forward and backward over `indices` cut into `count` micro-batches (micro_batch()), each

@@ -333,18 +333,18 @@ class TestCollector : public QObject {
     Collector collector(collector_options(log), {&store});
     collector.start();
     {
-      RawClient raw(collector.port());  // version 2 in the frame header
-      raw.send(hello_frame(2, 2));
+      RawClient raw(collector.port());  // version 3 in the frame header
+      raw.send(hello_frame(3, 3));
       QVERIFY(raw.wait_closed(3000ms));
     }
     {
-      RawClient raw(collector.port());  // a valid frame whose HELLO asks for version 2
-      raw.send(hello_frame(kProtocolVersion, 2));
+      RawClient raw(collector.port());  // a valid frame whose HELLO asks for version 1
+      raw.send(hello_frame(kProtocolVersion, 1));
       QVERIFY(raw.wait_closed(3000ms));
     }
     QVERIFY(wait_for([&] { return collector.stats().rejected == 2; }));
-    QVERIFY2(log.contains("version 2"), log.all().c_str());
-    QVERIFY2(log.contains("protocol version 2 in HELLO"), log.all().c_str());
+    QVERIFY2(log.contains("version 3"), log.all().c_str());
+    QVERIFY2(log.contains("protocol version 1 in HELLO"), log.all().c_str());
     QVERIFY(snapshot(collector, store).empty());
   }
 

@@ -132,6 +132,7 @@ Channel::Outcome Channel::execute(Op& op, const Clock::time_point* deadline) {
   const InFlight in_flight(&op, op.what);  // what this rank was in, should it be stopped
   try {
     if (!op.gate_started) {
+      op.arrived = Clock::now();
       op.gate.start(gate_comm_, rank_, size_, op.sig);
       op.gate_started = true;
     }
@@ -145,6 +146,11 @@ Channel::Outcome Channel::execute(Op& op, const Clock::time_point* deadline) {
       backoff.pause();
     }
     op.gate.verify(op.what);
+    // The gate opens when the last rank arrives: the time in it is this rank's wait.
+    if (size_ > 1) {
+      op.record.wait = std::chrono::duration<double>(Clock::now() - op.arrived).count();
+      op.record.last = op.gate.last_arrival();
+    }
     {
       std::lock_guard lock(mu_);
       op.in_body = true;  // from here on its buffers stay where they are

@@ -45,6 +45,7 @@ struct Op {
   // The runner's (one thread at a time: the holder of Channel::busy_).
   Gate gate;
   bool gate_started = false;
+  Clock::time_point arrived;  // when this rank entered the gate
   bool broke = false;  // failed in a way that leaves the communicator unusable
 
   // Channel::mu_.

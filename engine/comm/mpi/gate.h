@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -32,7 +33,9 @@ struct Signature {
 // The arrival gate in front of every collective: an all-reduce (MPI_MAX over each field of the
 // call's signature and of its negation, giving every field's max and min) done by hand with
 // MPI_Isend/MPI_Irecv on a communicator of its own: one round of every rank to every other up to
-// kDirectMax ranks, else ceil(log2 n) dissemination rounds. Once it opens every rank is committed
+// kDirectMax ranks, else ceil(log2 n) dissemination rounds. The same messages carry each rank's
+// arrival (its clock in 10 us ticks, with its rank in the low 16 bits), so the max names the last
+// rank to arrive (communicator.h, "Waits"). Once it opens every rank is committed
 // to the same blocking collective, which then cannot wait for an absent rank; until then polling
 // is bounded by the deadline. Point-to-point rather than MPI_Iallreduce or MPI_Ibarrier:
 // measured, a libnbc gate slowed the following blocking collective by 5-25%.
@@ -51,6 +54,7 @@ class Gate {
       acc_[i] = v[i];
       acc_[k + i] = -v[i];
     }
+    acc_[2 * k] = arrival_key(rank);
     open_ = size_ == 1;
     post();
   }
@@ -63,12 +67,19 @@ class Gate {
       if (!flag) return false;
       // Max is idempotent, so the overlapping coverage of dissemination does no harm.
       for (int p = 0; p < peers_; ++p)
-        for (int i = 0; i < 2 * k; ++i) acc_[i] = std::max(acc_[i], in_[p][i]);
+        for (int i = 0; i < kWords; ++i) acc_[i] = std::max(acc_[i], in_[p][i]);
       dist_ *= 2;
       open_ = size_ <= kDirectMax || dist_ >= size_;
       post();
     }
     return true;
+  }
+
+  // Once open: the rank of the group that arrived last, or -1 when the group is too large for
+  // the key (over 65,536 ranks) or has one rank.
+  int last_arrival() const {
+    if (size_ <= 1 || size_ > kMaxKeyedRanks) return -1;
+    return static_cast<int>(acc_[2 * k] & (kMaxKeyedRanks - 1));
   }
 
   // Gives up: the receives are cancelled, the (small, eager) sends left on their own.
@@ -108,15 +119,25 @@ class Gate {
 
  private:
   static constexpr int k = Signature::kFields;
+  static constexpr int kWords = 2 * k + 1;  // the signature, its negation, the arrival key
   static constexpr int kDirectMax = 8;
+  static constexpr int64_t kMaxKeyedRanks = 1 << 16;
+
+  // 10 us ticks of the system clock since 2026-01-01 (fits 47 bits for 44 years), rank below.
+  static int64_t arrival_key(int rank) {
+    using namespace std::chrono;
+    constexpr int64_t kBaseUs = 1767225600LL * 1000000;  // 2026-01-01T00:00:00Z
+    const int64_t us = duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+    return (std::max<int64_t>(0, us - kBaseUs) / 10) << 16 | (rank & (kMaxKeyedRanks - 1));
+  }
 
   void post() {
     if (open_) return;
     // Between two ranks at most one message per gate, so one tag keeps them in order.
     auto pair = [&](int slot, int dist) {
-      SL_MPI_CHECK(MPI_Irecv(in_[slot], 2 * k, MPI_INT64_T, (rank_ - dist + size_) % size_, 0,
+      SL_MPI_CHECK(MPI_Irecv(in_[slot], kWords, MPI_INT64_T, (rank_ - dist + size_) % size_, 0,
                              comm_, &req_[2 * slot]));
-      SL_MPI_CHECK(MPI_Isend(acc_, 2 * k, MPI_INT64_T, (rank_ + dist) % size_, 0, comm_,
+      SL_MPI_CHECK(MPI_Isend(acc_, kWords, MPI_INT64_T, (rank_ + dist) % size_, 0, comm_,
                              &req_[2 * slot + 1]));
     };
     peers_ = size_ <= kDirectMax ? size_ - 1 : 1;
@@ -129,8 +150,8 @@ class Gate {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, dist_ = 1, peers_ = 0;
   bool open_ = false;
-  int64_t acc_[2 * k] = {};
-  int64_t in_[kDirectMax - 1][2 * k] = {};
+  int64_t acc_[kWords] = {};
+  int64_t in_[kDirectMax - 1][kWords] = {};
   MPI_Request req_[2 * (kDirectMax - 1)] = {};
 };
 

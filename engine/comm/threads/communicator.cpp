@@ -677,6 +677,7 @@ void ThreadsCommunicator::enter(Op& op) {
   me.out = op.out;
   me.color = op.color;
   me.key = op.key;
+  me.arrived = Clock::now();
   const WaitResult r =
       group_->barrier(rank(), ++barriers_, true, options().timeout, [&] { return op.what(); });
   if (r.status != WaitResult::Ok)
@@ -685,6 +686,15 @@ void ThreadsCommunicator::enter(Op& op) {
   for (int q = 1; q < size(); ++q)
     if (!(published(q).desc == published(0).desc))
       SL_THROW(CommError, "{} on rank {}: {}", op.what(), rank(), describe_mismatch(calls()));
+  // Who arrived last, and how long this rank waited for it (communicator.h, "Waits").
+  if (size() > 1) {
+    int last = 0;
+    for (int q = 1; q < size(); ++q)
+      if (published(q).arrived > published(last).arrived) last = q;
+    op.call.record.last = last;
+    op.call.record.wait =
+        std::chrono::duration<double>(published(last).arrived - me.arrived).count();
+  }
 }
 
 void ThreadsCommunicator::meet(Op& op) {

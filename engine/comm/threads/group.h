@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "engine/comm/comm_record.h"
+#include "engine/core/timer.h"
 
 namespace shardlab::threads_detail {
 
@@ -67,6 +68,7 @@ struct Published {
   const float* in = nullptr;
   float* out = nullptr;
   int color = 0, key = 0;          // split
+  Clock::time_point arrived;       // when the rank reached the operation's entry barrier
   std::shared_ptr<Group> created;  // split: the new group, published by each color's leader
 };
 

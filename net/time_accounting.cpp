@@ -1,0 +1,210 @@
+#include "net/time_accounting.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace shardlab::net {
+
+namespace {
+
+// A collective whose waits say who is slow: inside one stage (tp, dp; world without a pipeline),
+// never a point-to-point transfer.
+bool in_stage(const telemetry::CollectiveEvent& c, int pp) {
+  if (c.op == "send" || c.op == "recv") return false;
+  if (c.group.starts_with("tp[") || c.group.starts_with("dp[")) return true;
+  return c.group == "world" && pp <= 1;
+}
+
+void add_waited(std::vector<std::pair<int, double>>& waited, int rank, double seconds) {
+  for (auto& [r, s] : waited)
+    if (r == rank) {
+      s += seconds;
+      return;
+    }
+  waited.emplace_back(rank, seconds);
+}
+
+double finite_or_zero(double x) {
+  return std::isfinite(x) && x > 0 ? x : 0.0;
+}
+
+}  // namespace
+
+void StepAccount::add(const StepAccount& o) {
+  step = std::max(step, o.step);
+  steps += o.steps;
+  seconds += o.seconds;
+  compute += o.compute;
+  busy += o.busy;
+  wait += o.wait;
+  transfer += o.transfer;
+  unknown += o.unknown;
+  collectives += o.collectives;
+  last += o.last;
+  stage_wait += o.stage_wait;
+  for (const auto& [r, s] : o.waited_on) add_waited(waited_on, r, s);
+}
+
+std::vector<std::string> Diagnosis::lines() const {
+  std::vector<std::string> out;
+  if (straggler) out.push_back(straggler->text);
+  if (bottleneck) out.push_back(bottleneck->text);
+  return out;
+}
+
+void TimeAccounting::add(const telemetry::Event& event, int pp) {
+  if (std::holds_alternative<telemetry::HeartbeatEvent>(event.payload) ||
+      std::holds_alternative<telemetry::LogLineEvent>(event.payload) ||
+      std::holds_alternative<telemetry::MemoryEvent>(event.payload))
+    return;
+  PerRank& r = ranks_[event.rank];
+  StepAccount& a = r.open;
+  if (const auto* p = std::get_if<telemetry::PhaseEvent>(&event.payload)) {
+    const double s = finite_or_zero(p->end - p->start);
+    a.compute += s;
+    if (p->phase != telemetry::Phase::optimizer) a.busy += s;
+  } else if (const auto* c = std::get_if<telemetry::CollectiveEvent>(&event.payload)) {
+    const double d = finite_or_zero(c->duration);
+    if (!(c->wait >= 0)) {
+      a.unknown += d;
+      return;
+    }
+    const double w = std::min(finite_or_zero(c->wait), d);
+    a.wait += w;
+    a.transfer += d - w;
+    if (!in_stage(*c, pp) || c->last_rank < 0) return;
+    ++a.collectives;
+    a.stage_wait += w;
+    if (c->last_rank == event.rank)
+      ++a.last;
+    else if (w > 0)
+      add_waited(a.waited_on, c->last_rank, w);
+  } else if (const auto* s = std::get_if<telemetry::StepEvent>(&event.payload)) {
+    a.step = s->step;
+    a.steps = 1;
+    a.seconds = finite_or_zero(s->step_seconds);
+    // The first step pays for allocation and first touches, unevenly across ranks: not steady
+    // state, so not evidence.
+    if (s->step > kWarmUpSteps) {
+      // A slot takes steps until it holds kSlotSeconds, so fast steps still give a window long
+      // enough that one scheduler hiccup is a small part of it.
+      if (r.closed.empty() || r.closed.back().seconds >= kSlotSeconds)
+        r.closed.push_back(std::move(a));
+      else
+        r.closed.back().add(a);
+      while (r.closed.size() > kWindowSlots) r.closed.pop_front();
+    }
+    a = StepAccount{};
+  }
+}
+
+StepAccount TimeAccounting::window(int rank) const {
+  StepAccount sum;
+  auto it = ranks_.find(rank);
+  if (it == ranks_.end()) return sum;
+  for (const StepAccount& s : it->second.closed) sum.add(s);
+  return sum;
+}
+
+const StepAccount* TimeAccounting::open(int rank) const {
+  auto it = ranks_.find(rank);
+  return it == ranks_.end() ? nullptr : &it->second.open;
+}
+
+Diagnosis TimeAccounting::diagnose(const std::map<int, RankPlace>& places) const {
+  Diagnosis d;
+  auto place_of = [&](int rank) {
+    auto it = places.find(rank);
+    return it == places.end() ? RankPlace{} : it->second;
+  };
+  std::map<int, StepAccount> win;
+  for (const auto& [rank, _] : ranks_) {
+    StepAccount w = window(rank);
+    if (w.steps >= kMinDiagnosisSteps && w.seconds >= kMinDiagnosisSeconds)
+      win.emplace(rank, std::move(w));
+  }
+
+  // Straggler: blame each rank by the waits its stage peers spent on it.
+  std::map<int, double> blame;
+  for (const auto& [q, w] : win)
+    for (const auto& [r, s] : w.waited_on)
+      if (r != q && place_of(r).stage == place_of(q).stage) blame[r] += s;
+  int culprit = -1;
+  double most = 0, second = 0;
+  for (const auto& [r, b] : blame) {
+    if (b > most) {
+      second = most;
+      most = b;
+      culprit = r;
+    } else if (b > second) {
+      second = b;
+    }
+  }
+  if (culprit >= 0 && win.count(culprit) != 0) {
+    const int stage = place_of(culprit).stage;
+    // Own time: a step's seconds not spent blocked at in-stage collectives, per step.
+    auto own = [](const StepAccount& w) {
+      return w.steps > 0 ? (w.seconds - w.stage_wait) / static_cast<double>(w.steps) : 0.0;
+    };
+    double peer_seconds = 0, peer_wait = 0, peer_own = 0;
+    int peers = 0;
+    for (const auto& [q, w] : win) {
+      if (q == culprit || place_of(q).stage != stage) continue;
+      ++peers;
+      peer_seconds += w.seconds;
+      peer_wait += w.stage_wait;
+      peer_own = std::max(peer_own, own(w));
+    }
+    const StepAccount& mine = win.at(culprit);
+    const double share = peer_seconds > 0 ? most / peer_seconds : 0.0;
+    if (peers > 0 && share >= kStragglerPeerWait && most >= kStragglerDominance * second &&
+        own(mine) >= kStragglerOwnRatio * peer_own) {
+      Straggler s;
+      s.rank = culprit;
+      s.last_share = mine.collectives > 0
+                         ? static_cast<double>(mine.last) / static_cast<double>(mine.collectives)
+                         : 0.0;
+      s.peer_wait_share = share;
+      s.blame_share = peer_wait > 0 ? std::min(1.0, most / peer_wait) : 0.0;
+      s.steps = mine.steps;
+      const std::string coords = place_of(culprit).coords;
+      s.text = fmt::format(
+          "rank {}{} is slow: its peers waited {:.0f}% of their step time for it, {:.0f}% of all "
+          "their waiting (last {} steps; it arrived last at {:.0f}% of its collectives)",
+          culprit, coords.empty() ? "" : " (" + coords + ")", 100 * s.peer_wait_share,
+          100 * s.blame_share, s.steps, 100 * s.last_share);
+      d.straggler = std::move(s);
+    }
+  }
+
+  // Bottleneck stage: busy share per stage, the stage's ranks together.
+  int pp = 1;
+  for (const auto& [rank, _] : win) pp = std::max(pp, place_of(rank).pp);
+  if (pp >= 2) {
+    std::map<int, StepAccount> stages;
+    for (const auto& [rank, w] : win) stages[place_of(rank).stage].add(w);
+    for (const auto& [stage, w] : stages) d.stages.push_back({stage, w.share(w.busy)});
+    if (static_cast<int>(d.stages.size()) == pp) {
+      auto by_busy = d.stages;
+      std::sort(by_busy.begin(), by_busy.end(),
+                [](const StageBusy& a, const StageBusy& b) { return a.busy > b.busy; });
+      const StageBusy& top = by_busy[0];
+      const StageBusy& next = by_busy[1];
+      if (top.busy >= kBottleneckRatio * next.busy && top.busy - next.busy >= kBottleneckMargin) {
+        Bottleneck b;
+        b.stage = top.stage;
+        b.busy = top.busy;
+        b.next_stage = next.stage;
+        b.next_busy = next.busy;
+        b.text = fmt::format("stage {} is the bottleneck: busy {:.0f}% against {:.0f}% on stage {}",
+                             top.stage, 100 * top.busy, 100 * next.busy, next.stage);
+        d.bottleneck = std::move(b);
+      }
+    }
+  }
+  return d;
+}
+
+}  // namespace shardlab::net

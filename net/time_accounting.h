@@ -1,0 +1,146 @@
+// TimeAccounting: where every rank's time goes, step by step, and who holds the others back.
+//
+// Each rank's events between two STEPs make one step's account (its own events arrive in order):
+//   compute   forward, backward and optimizer PHASE spans
+//   busy      forward and backward only (a pipeline stage's work; the optimizer is not part of it)
+//   wait      the part of each COLLECTIVE (and recv) spent blocked before the last rank of the
+//             group arrived, or the pipeline neighbour's message came (CollectiveEvent::wait)
+//   transfer  the rest of each operation's duration
+//   unknown   operations whose wait the backend cannot know (nccl, send, old recordings)
+// Shares are of the step's seconds (StepEvent::step_seconds). Compute, wait and transfer can add up
+// to more than the step when a strategy overlaps communication with compute (bucketed DDP).
+//
+// The diagnosis looks at each rank's window of recent steps (kWindowSlots below):
+//   straggler  the rank the others wait for. Only collectives inside one pipeline stage count (tp,
+//              dp, and world when there is no pipeline): a pipeline's own bubble makes stages wait
+//              for each other by design. Rank R is named when its stage peers spent at least
+//              kStragglerPeerWait of their step time waiting with R named as the last to arrive,
+//              that blame is at least kStragglerDominance times any other rank's, and R's own
+//              time per step (its step less its waiting at those collectives: computing and
+//              transferring) is at least kStragglerOwnRatio times every peer's. The last rule
+//              keeps one of two equally slow ranks (two ranks sharing a core) from being named
+//              alone: the one that happened to arrive last more often is not slower than its
+//              twin. The figures printed:
+//              the peers' step time spent waiting for R, R's part of all their waiting, and the
+//              share of R's collectives at which it was last (after the first collective of a
+//              step the others are already there, so this is well below 100% even for a rank
+//              that holds every step up).
+//              A step that is slow on every rank (an evaluation, a busy machine) makes nobody wait
+//              for anybody, so it names nobody.
+//   bottleneck with pp >= 2: the stage whose busy share (forward + backward over step time) is at
+//              least kBottleneckRatio times every other stage's and kBottleneckMargin above it.
+// Thresholds are judgement, not fits: 10% of a step lost to one rank is what a user would want
+// to hear about; twice anyone else's blame keeps the random order of healthy arrivals (every
+// rank is last now and then) from naming anybody; half again as much own time as any peer is
+// well above what sharing cores gives healthy ranks (measured: 4 mpi ranks on 2 cores, the
+// least-served rank at 1.25x its peers) and well below what a real straggler shows (3x for a
+// rank paused half the time).
+//
+// Not thread-safe; owned and fed by a RunModel.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/telemetry/events.h"
+
+namespace shardlab::net {
+
+// The window: kWindowSlots slots of at least one step each; a slot takes further steps until it
+// holds kSlotSeconds of step time. So it covers the last 20 steps of a job with steps of 50 ms or
+// more, and about the last second of a faster one.
+inline constexpr size_t kWindowSlots = 20;
+inline constexpr double kSlotSeconds = 0.05;
+// Steps up to this one are warm-up (allocation, first touches) and not accounted.
+inline constexpr int64_t kWarmUpSteps = 1;
+inline constexpr double kStragglerPeerWait = 0.10;
+inline constexpr double kStragglerDominance = 2.0;
+inline constexpr double kStragglerOwnRatio = 1.5;
+inline constexpr double kBottleneckRatio = 1.25;
+inline constexpr double kBottleneckMargin = 0.15;
+// A rank whose window holds fewer steps or seconds than these is not judged yet: the first
+// moments of a job (threads starting, caches warming) are uneven without anyone being slow.
+inline constexpr int64_t kMinDiagnosisSteps = 10;
+inline constexpr double kMinDiagnosisSeconds = 0.5;
+
+// One step of one rank (or a sum of several: seconds and counts add up).
+struct StepAccount {
+  int64_t step = 0;  // the last step summed
+  int64_t steps = 0;
+  double seconds = 0;  // step time
+  double compute = 0, busy = 0, wait = 0, transfer = 0, unknown = 0;
+  // Collectives inside the rank's stage with a known last arrival, and of those, where this rank
+  // was last.
+  int64_t collectives = 0, last = 0;
+  double stage_wait = 0;  // wait at those collectives
+  // Seconds waited at those collectives, by the world rank that arrived last (not this one).
+  std::vector<std::pair<int, double>> waited_on;
+
+  double share(double part) const { return seconds > 0 ? part / seconds : 0.0; }
+  void add(const StepAccount& other);
+};
+
+// Where a rank sits, for the rules and the words: its pipeline stage and "pp0 tp1 dp2".
+struct RankPlace {
+  int stage = 0;
+  int pp = 1;  // the job's pipeline depth
+  std::string coords;
+};
+
+struct Straggler {
+  int rank = -1;
+  double last_share = 0;       // of its in-stage collectives, the fraction where it was last
+  double peer_wait_share = 0;  // of its peers' step time, spent waiting for it
+  double blame_share = 0;      // of its peers' waiting (in-stage collectives), the part for it
+  int64_t steps = 0;           // the window the figures cover
+  std::string text;            // "rank 2 (pp0 tp0 dp2) is slow: last to arrive at 94% of ..."
+};
+
+struct StageBusy {
+  int stage = 0;
+  double busy = 0;  // forward + backward over step time, the stage's ranks together
+};
+
+struct Bottleneck {
+  int stage = -1;
+  double busy = 0;
+  int next_stage = -1;  // the busiest other stage
+  double next_busy = 0;
+  std::string text;  // "stage 1 is the bottleneck: busy 88% against 51% on stage 0"
+};
+
+struct Diagnosis {
+  std::optional<Straggler> straggler;
+  std::optional<Bottleneck> bottleneck;
+  std::vector<StageBusy> stages;  // with pp >= 2
+  // The lines a person reads: the straggler's and the bottleneck's texts (none when nobody is
+  // named).
+  std::vector<std::string> lines() const;
+};
+
+class TimeAccounting {
+ public:
+  // Feeds one event of world rank event.rank (PHASE, COLLECTIVE, STEP; others are ignored); `pp`:
+  // the job's pipeline depth (which groups lie inside a stage).
+  void add(const telemetry::Event& event, int pp);
+  // A rank's window (its last kWindowSlots slots) summed (steps == 0 when none).
+  StepAccount window(int rank) const;
+  // The open step so far (events since the rank's last STEP).
+  const StepAccount* open(int rank) const;
+  // `places` gives each rank's place (ranks it does not know count as stage 0 of one).
+  Diagnosis diagnose(const std::map<int, RankPlace>& places) const;
+
+ private:
+  struct PerRank {
+    StepAccount open;
+    std::deque<StepAccount> closed;  // at most kWindowSlots slots
+  };
+  std::map<int, PerRank> ranks_;
+};
+
+}  // namespace shardlab::net
