@@ -68,6 +68,10 @@ CommHeatMap::CommHeatMap(QWidget* parent) : QWidget(parent) {
   setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Expanding);
 }
 
+QString CommHeatMap::metricName(net::StepMetric metric) {
+  return QString::fromLatin1(net::to_string(metric));
+}
+
 void CommHeatMap::update(const net::RunModel& run) {
   const net::CommStats& comm = run.comm();
   ranks_ = comm.ranks();
@@ -78,13 +82,17 @@ void CommHeatMap::update(const net::RunModel& run) {
     ranks_ = 0;
     first_ = last_ = 0;
   }
+  // With nothing shown yet there is nothing to explain.
+  waits_unknown_ = n > 0 &&
+                   (metric_ == net::StepMetric::wait || metric_ == net::StepMetric::transfer) &&
+                   !comm.waits_known();
   seconds_.assign(static_cast<size_t>(ranks_) * static_cast<size_t>(n), 0.0f);
   std::vector<float> hot;
   hot.reserve(seconds_.size());
   for (int r = 0; r < ranks_; ++r) {
     float* row = seconds_.data() + static_cast<size_t>(r) * static_cast<size_t>(n);
     for (int s = 0; s < n; ++s) {
-      const auto v = static_cast<float>(comm.step_seconds(r, first_ + s));
+      const auto v = static_cast<float>(comm.step_seconds(r, first_ + s, metric_));
       row[s] = v;
       if (v > 0) hot.push_back(v);
     }
@@ -201,9 +209,13 @@ void CommHeatMap::ensureLayout() const {
   add(lx, legend_.top() - line / 2.0, top_label);
   add(lx, legend_.bottom() - line / 2.0, zero_label);
   if (ranks_ == 0) {
-    add(plot_.left() + 4, plot_.top() + 4, tr("no communication yet"));
+    add(plot_.left() + 4, plot_.top() + 4, tr("nothing yet"));
     return;
   }
+  if (waits_unknown_)
+    add(plot_.left() + 4, plot_.top() + 4,
+        tr("no %1 figures: this run's backend or recording does not measure waits")
+            .arg(metricName(metric_)));
   // Rank axis: the first and the last rank (and "rank" between them when there is room).
   const double row = static_cast<double>(plot_.height()) / ranks_;
   auto right_aligned = [&](const QString& t) {
@@ -244,11 +256,14 @@ std::pair<int, int64_t> CommHeatMap::cellAt(QPoint p) const {
 QString CommHeatMap::toolTipAt(QPoint p) const {
   const auto [rank, step] = cellAt(p);
   if (rank < 0) return QString();
-  return tr("rank %1, step %2: %3").arg(rank).arg(step).arg(formatMs(cellSeconds(rank, step)));
+  return tr("rank %1, step %2: %3 %4")
+      .arg(rank)
+      .arg(step)
+      .arg(formatMs(cellSeconds(rank, step)), metricName(metric_));
 }
 
 QString CommHeatMap::csv() const {
-  QString out = QStringLiteral("rank,step,seconds\n");
+  QString out = QStringLiteral("rank,step,%1_seconds\n").arg(metricName(metric_));
   const int n = steps();
   out.reserve(out.size() + static_cast<qsizetype>(ranks_) * n * 20);
   for (int r = 0; r < ranks_; ++r)

@@ -1,14 +1,19 @@
-// CommHeatMap: every rank's communication seconds per step as a rank x step heat map, read from
-// net::CommStats (RunModel::comm()).
+// CommHeatMap: every rank's seconds per step as a rank x step heat map, read from net::CommStats
+// (RunModel::comm()), of one metric at a time (net::StepMetric, setMetric): the seconds each rank
+// waited for the last rank of its collectives (the default), the transfer after that, its
+// compute (PHASE spans), or its whole communication time.
 //
 //   rows    = ranks, rank 0 at the top;
 //   columns = the steps of CommStats' window [first_step(), last_step()], the newest at the right;
-//   colour  = seconds on the perceptual "inferno" scale (dark = little time in collectives, bright
-//             yellow = much), linear from 0 to scaleSeconds(): the 99th percentile of the window's
-//             non-zero cells, so one outlier does not wash the rest out; hotter cells saturate.
+//   colour  = seconds on the perceptual "inferno" scale (dark = little, bright yellow = much),
+//             linear from 0 to scaleSeconds(): the 99th percentile of the window's non-zero cells,
+//             so one outlier does not wash the rest out; hotter cells saturate.
 //
-// A straggler is the cold row among hot ones: while it computes, its peers sit in the collective
-// waiting for it, so their communication time grows and its own stays small.
+// A straggler is the cold row among hot ones in wait (and communication): while it computes, its
+// peers sit in the collective waiting for it, so their wait grows and its own stays small; in
+// compute it is the hot row. Transfer is what is left when nobody waits: a row hot there has a
+// slow link, not a slow rank. A run whose backend cannot measure waits (nccl, an old recording)
+// has nothing in wait and transfer; the map says so instead of showing a black plot.
 //
 // Painting is cheap: update() copies the window into a QImage with one pixel per cell (and the
 // figures into a float array for tooltips and tests); paintEvent scales that image into the plot
@@ -26,6 +31,8 @@
 #include <utility>
 #include <vector>
 
+#include "net/comm_stats.h"
+
 namespace shardlab::net {
 class RunModel;
 }
@@ -42,8 +49,17 @@ class CommHeatMap : public QWidget {
   explicit CommHeatMap(QWidget* parent = nullptr);
 
   using QWidget::update;  // repaint, still reachable beside the model overload
-  // Copies the window of run.comm() and schedules a repaint.
+  // Copies the window of run.comm() for metric() and schedules a repaint.
   void update(const net::RunModel& run);
+
+  // What the cells show; takes effect at the next update(run) (the map keeps only the figures of
+  // the metric shown).
+  void setMetric(net::StepMetric metric) { metric_ = metric; }
+  net::StepMetric metric() const { return metric_; }
+  // "wait", "transfer", "compute", "communication".
+  static QString metricName(net::StepMetric metric);
+  // True when the metric is wait or transfer and the run has no measured wait (see above).
+  bool waitsUnknown() const { return waits_unknown_; }
 
   int ranks() const { return ranks_; }
   // The steps shown, both 0 when there is nothing to show.
@@ -58,12 +74,14 @@ class CommHeatMap : public QWidget {
   QColor cellColor(int rank, int64_t step) const;
   // The cell under `p` (widget coordinates) as {rank, step}; {-1, 0} outside the plot.
   std::pair<int, int64_t> cellAt(QPoint p) const;
-  // "rank r, step s: x ms", or empty outside the plot: the hover tooltip.
+  // "rank r, step s: x ms wait" (the metric's name), or empty outside the plot: the hover
+  // tooltip.
   QString toolTipAt(QPoint p) const;
   // Where the cells are drawn (widget coordinates).
   QRect plotRect() const;
 
-  // "rank,step,seconds" then one row per cell, rank-major.
+  // "rank,step,<metric>_seconds" (wait_seconds, transfer_seconds, compute_seconds,
+  // communication_seconds) then one row per cell, rank-major.
   QString csv() const;
 
   QSize sizeHint() const override { return QSize(640, 360); }
@@ -78,6 +96,8 @@ class CommHeatMap : public QWidget {
   void ensureLayout() const;
   void ensureDisplay() const;
 
+  net::StepMetric metric_ = net::StepMetric::wait;
+  bool waits_unknown_ = false;
   int ranks_ = 0;
   int64_t first_ = 0, last_ = 0;
   double scale_ = 0;

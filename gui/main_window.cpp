@@ -1,6 +1,7 @@
 #include "gui/main_window.h"
 
 #include <QApplication>
+#include <QComboBox>
 #include <QDir>
 #include <QFile>
 #include <QFileDialog>
@@ -22,6 +23,8 @@
 #include <QVBoxLayout>
 
 #include <algorithm>
+#include <limits>
+#include <vector>
 
 #include "engine/job/job_spec.h"
 #include "engine/launch/job_topology.h"
@@ -86,6 +89,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setWindowTitle(tr("ShardLab"));
   resize(1600, 1000);
   buildMenus();
+  // Permanent: the transient messages (connected, saved, run finished) must not hide it.
+  diagnosis_ = new QLabel;
+  diagnosis_->setObjectName(QStringLiteral("diagnosis"));
+  diagnosis_->setTextFormat(Qt::PlainText);
+  diagnosis_->hide();
+  statusBar()->addPermanentWidget(diagnosis_);
   setRunning(false);
 
   // While a run goes, the grid and the memory plan stay those of the job that runs.
@@ -134,8 +143,18 @@ void MainWindow::buildViews() {
   timeline_ = new TimelineView;
   views_ = new QTabWidget;
 
+  grid_shade_ = new QComboBox;
+  grid_shade_->setObjectName(QStringLiteral("gridShade"));
+  grid_shade_->addItem(tr("colour: wait share"), static_cast<int>(GridShade::wait));
+  grid_shade_->addItem(tr("colour: compute share"), static_cast<int>(GridShade::compute));
+  grid_shade_->setToolTip(
+      tr("What colours each rank during a run: the part of its last steps' time it spent waiting "
+         "for other ranks, or computing"));
+  connect(grid_shade_, &QComboBox::currentIndexChanged, this, [this](int i) {
+    setGridShade(static_cast<GridShade>(grid_shade_->itemData(i).toInt()));
+  });
   auto* top = new QSplitter(Qt::Horizontal);
-  top->addWidget(labelled(tr("Ranks (pp × tp × dp)"), grid_));
+  top->addWidget(labelled(tr("Ranks (pp × tp × dp)"), grid_, grid_shade_));
   top->addWidget(labelled(tr("Memory per rank: planned | measured"), memory_));
   auto* overview = new QSplitter(Qt::Vertical);
   overview->addWidget(top);
@@ -143,8 +162,21 @@ void MainWindow::buildViews() {
   overview->setSizes({520, 420});
   views_->addTab(overview, tr("Overview"));
 
+  heat_metric_ = new QComboBox;
+  heat_metric_->setObjectName(QStringLiteral("heatMetric"));
+  for (net::StepMetric m : {net::StepMetric::wait, net::StepMetric::transfer,
+                            net::StepMetric::compute, net::StepMetric::comm})
+    heat_metric_->addItem(
+        m == net::StepMetric::comm ? tr("all communication") : CommHeatMap::metricName(m),
+        static_cast<int>(m));
+  heat_metric_->setToolTip(
+      tr("wait: blocked until the last rank arrived; transfer: the rest of each collective; "
+         "compute: forward, backward and optimizer"));
+  connect(heat_metric_, &QComboBox::currentIndexChanged, this, [this](int i) {
+    setHeatMetric(static_cast<net::StepMetric>(heat_metric_->itemData(i).toInt()));
+  });
   auto* comm = new QSplitter(Qt::Vertical);
-  comm->addWidget(labelled(tr("Communication time per rank and step"), heat_));
+  comm->addWidget(labelled(tr("Seconds per rank and step"), heat_, heat_metric_));
   comm->addWidget(labelled(tr("Per collective and group"), table_));
   comm->setSizes({470, 470});
   views_->addTab(comm, tr("Communication"));
@@ -278,6 +310,33 @@ void MainWindow::buildMenus() {
 QString MainWindow::logText() const {
   return log_->toPlainText();
 }
+QString MainWindow::diagnosisText() const {
+  return diagnosis_->text();
+}
+
+const net::RunModel& MainWindow::shownModel() const {
+  return replaying_ ? replay_->model() : run_->model();
+}
+
+void MainWindow::setGridShade(GridShade shade) {
+  shade_ = shade;
+  const int i = grid_shade_->findData(static_cast<int>(shade));
+  if (i != grid_shade_->currentIndex()) {
+    const QSignalBlocker quiet(grid_shade_);  // this is where the change is handled
+    grid_shade_->setCurrentIndex(i);
+  }
+  if (grid_->hasTopology()) showShares(shownModel());
+}
+
+void MainWindow::setHeatMetric(net::StepMetric metric) {
+  const int i = heat_metric_->findData(static_cast<int>(metric));
+  if (i != heat_metric_->currentIndex()) {
+    const QSignalBlocker quiet(heat_metric_);
+    heat_metric_->setCurrentIndex(i);
+  }
+  heat_->setMetric(metric);
+  heat_->update(shownModel());
+}
 QString MainWindow::remoteMpirunCommand() const {
   return remote_mpirun_->text();
 }
@@ -377,7 +436,21 @@ void MainWindow::showRun(const net::RunModel& run, double now, bool all) {
 }
 
 void MainWindow::markRanks(const net::RunModel& run, double now) {
+  const net::Diagnosis& d = run.diagnosis();
+  QStringList lines;
+  for (const std::string& line : d.lines()) lines << QString::fromStdString(line);
+  diagnosis_->setText(lines.join(QStringLiteral("; ")));
+  diagnosis_->setToolTip(lines.join(QLatin1Char('\n')));
+  diagnosis_->setVisible(!lines.isEmpty());
   if (!grid_->hasTopology()) return;
+  // The straggler's cell carries the whole diagnosis (its own line as the flag's reason); the
+  // bottleneck stage's cells carry the bottleneck's line.
+  const QString bottleneck = d.bottleneck ? QString::fromStdString(d.bottleneck->text) : QString();
+  const int straggler = d.straggler ? d.straggler->rank : -1;
+  for (int r = 0; r < grid_->world(); ++r) {
+    const bool in_bottleneck = d.bottleneck && grid_->topology().coord(r).pp == d.bottleneck->stage;
+    grid_->setRankNote(r, in_bottleneck || r == straggler ? bottleneck : QString());
+  }
   for (int r = 0; r < grid_->world(); ++r) {
     const auto it = run.ranks().find(r);
     if (it == run.ranks().end()) {
@@ -391,15 +464,38 @@ void MainWindow::markRanks(const net::RunModel& run, double now) {
       grid_->setRankFlag(r, RankGrid::Flag::Silent,
                          tr("nothing heard for %1 s").arg(now - s.last_heartbeat, 0, 'f', 1));
     } else if (run.straggler(r)) {
-      grid_->setRankFlag(r, RankGrid::Flag::Straggler,
-                         tr("last step %1 ms").arg(s.step_seconds * 1e3, 0, 'f', 1));
+      grid_->setRankFlag(r, RankGrid::Flag::Straggler, QString::fromStdString(d.straggler->text));
     } else {
       grid_->setRankFlag(r, RankGrid::Flag::None);
     }
   }
+  showShares(run);
   const net::CommStats& comm = run.comm();
   const bool talking = !comm.last_group().empty() && now - comm.last_end() < kCommunicatingSeconds;
   grid_->setCommunicating(talking ? comm.last_group() : std::string());
+}
+
+void MainWindow::showShares(const net::RunModel& run) {
+  const int n = grid_->world();
+  std::vector<double> shares(static_cast<size_t>(n), std::numeric_limits<double>::quiet_NaN());
+  int64_t steps = 0;
+  bool any = false;
+  for (int r = 0; r < n; ++r) {
+    const net::StepAccount w = run.time().window(r);
+    if (w.steps == 0 || w.seconds <= 0) continue;
+    // Collectives whose waits the backend cannot measure (nccl, old recordings) would read as
+    // "never waits": no figure instead.
+    if (shade_ == GridShade::wait && w.wait == 0 && w.transfer == 0 && w.unknown > 0) continue;
+    shares[static_cast<size_t>(r)] = w.share(shade_ == GridShade::wait ? w.wait : w.compute);
+    steps = std::max(steps, w.steps);
+    any = true;
+  }
+  if (!any) {
+    grid_->setShares({});
+    return;
+  }
+  grid_->setShares(shares, shade_ == GridShade::wait ? tr("wait") : tr("compute"),
+                   tr("of step time, last %1 steps").arg(steps));
 }
 
 bool MainWindow::openFile(const QString& path) {

@@ -16,6 +16,12 @@
 // marks the group communicating now, stragglers, silent and failed ranks (with the reason in the
 // tooltip). File > Open recording replays a .slrec into the same views (ReplayController). Saving
 // never leaves a half-written file (QSaveFile).
+//
+// Where the time goes: the grid colours each rank by its wait share (or, switched in its header,
+// its compute share) over its last steps (RunModel::time()), the heat map shows wait, transfer,
+// compute or all communication per rank and step (a switch in its header; wait by default), and
+// the run model's diagnosis (the straggler the others wait for, the bottleneck pipeline stage) is
+// the status bar's permanent text and part of the tooltips of the ranks it names.
 #pragma once
 
 #include <QMainWindow>
@@ -33,6 +39,7 @@
 
 QT_BEGIN_NAMESPACE
 class QAction;
+class QComboBox;
 class QLabel;
 class QLineEdit;
 class QPlainTextEdit;
@@ -48,6 +55,8 @@ class MainWindow : public QMainWindow {
  public:
   // The views' tabs, in order.
   enum Tab { kOverview = 0, kCommunication, kTimeline, kLog };
+  // What colours the grid's cells during a run.
+  enum class GridShade { wait = 0, compute };
 
   explicit MainWindow(QWidget* parent = nullptr);
 
@@ -62,6 +71,13 @@ class MainWindow : public QMainWindow {
   ReplayController* replayController() const { return replay_; }
   QTabWidget* views() const { return views_; }
   QString logText() const;
+  // The diagnosis shown in the status bar: RunModel::diagnosis().lines() joined by "; " (empty
+  // when nobody is named).
+  QString diagnosisText() const;
+  // The switches in the grid's and the heat map's headers (they redraw at once).
+  void setGridShade(GridShade shade);
+  GridShade gridShade() const { return shade_; }
+  void setHeatMetric(net::StepMetric metric);
   // The commands shown for remote workers (mpirun, srun); empty unless a remote run is going.
   QString remoteMpirunCommand() const;
   QString remoteSrunCommand() const;
@@ -95,6 +111,9 @@ class MainWindow : public QMainWindow {
   // judges silence.
   void showRun(const net::RunModel& run, double now, bool all);
   void markRanks(const net::RunModel& run, double now);
+  void showShares(const net::RunModel& run);
+  // The model the views show: the replay's or the live run's.
+  const net::RunModel& shownModel() const;
   void appendLog(const QString& line);
   void setRunning(bool running);
   void updateReplayBar();
@@ -107,6 +126,10 @@ class MainWindow : public QMainWindow {
   MemoryView* memory_;
   LossChart* loss_;
   CommHeatMap* heat_;
+  QComboBox* heat_metric_;
+  QComboBox* grid_shade_;
+  QLabel* diagnosis_;
+  GridShade shade_ = GridShade::wait;
   CommTable* table_;
   TimelineView* timeline_;
   QPlainTextEdit* log_;

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <limits>
 
 namespace shardlab::gui {
 
@@ -18,6 +20,8 @@ constexpr int kBlockGap = 4;  // between dp blocks on a line
 constexpr int kLineGap = 3;   // between lines of dp blocks inside a pp band
 constexpr int kBandGap = 10;  // between pp bands
 constexpr int kPreferredCell = 28;
+constexpr int kLegendGap = 6;    // between the grid and the legend strip
+constexpr int kLegendBar = 120;  // the legend's colour bar, pixels wide
 
 constexpr std::array<ParallelDim, 3> kDims = {ParallelDim::Tp, ParallelDim::Pp, ParallelDim::Dp};
 
@@ -26,6 +30,27 @@ constexpr std::array<ParallelDim, 3> kDims = {ParallelDim::Tp, ParallelDim::Pp, 
 constexpr std::array<QRgb, 12> kPalette = {0xa6cee3, 0xb2df8a, 0xfb9a99, 0xfdbf6f,
                                            0xcab2d6, 0xffff99, 0x8dd3c7, 0xbebada,
                                            0x80b1d3, 0xfdb462, 0xb3de69, 0xfccde5};
+
+// ColorBrewer "Purples" (9 classes) without its two lightest: lightness falling monotonically,
+// one hue (see the header for why purple); starting at a lavender rather than near-white keeps a
+// 0% cell apart from the background.
+constexpr std::array<QRgb, 7> kPurples = {0xdadaeb, 0xbcbddc, 0x9e9ac8, 0x807dba,
+                                          0x6a51a3, 0x54278f, 0x3f007d};
+
+// The share scale's tops: the smallest that holds every share is used.
+constexpr std::array<double, 4> kShareScales = {0.10, 0.25, 0.50, 1.00};
+
+double luma(const QColor& c) {
+  return 0.2126 * c.redF() + 0.7152 * c.greenF() + 0.0722 * c.blueF();
+}
+
+bool hasFigure(double share) {
+  return std::isfinite(share) && share >= 0;
+}
+
+QString percent(double fraction) {
+  return QString::number(std::lround(100 * fraction)) + QLatin1Char('%');
+}
 
 int ceilDiv(int a, int b) {
   return (a + b - 1) / b;
@@ -83,6 +108,17 @@ QColor RankGrid::flagColor(Flag flag) {
   return QColor();
 }
 
+QColor RankGrid::shareColor(double fraction) {
+  const double f = std::isfinite(fraction) ? std::clamp(fraction, 0.0, 1.0) : 0.0;
+  const int stops = static_cast<int>(kPurples.size()) - 1;
+  const double x = f * stops;
+  const int k = std::min(static_cast<int>(x), stops - 1);
+  const double t = x - k;
+  const QRgb a = kPurples[static_cast<size_t>(k)], b = kPurples[static_cast<size_t>(k + 1)];
+  auto mix = [t](int u, int v) { return static_cast<int>(std::lround(u + (v - u) * t)); };
+  return QColor(mix(qRed(a), qRed(b)), mix(qGreen(a), qGreen(b)), mix(qBlue(a), qBlue(b)));
+}
+
 QColor RankGrid::groupFillColor(int color) {
   const int n = static_cast<int>(kPalette.size());
   return QColor(kPalette[static_cast<size_t>(((color % n) + n) % n)]);
@@ -103,6 +139,11 @@ void RankGrid::setTopology(const Topology& topo) {
   marks_.assign(n, 0);
   flags_.assign(n, Flag::None);
   reasons_.assign(n, QString());
+  notes_.assign(n, QString());
+  shares_.clear();
+  share_scale_ = 0;
+  share_what_.clear();
+  share_detail_.clear();
   fills_.resize(n);
   for (int r = 0; r < topo.world(); ++r)
     fills_[static_cast<size_t>(r)] = groupFillColor(topo.tp_color(r));
@@ -119,12 +160,20 @@ void RankGrid::ensureLayout() const {
   const int n = world();
   rects_.assign(static_cast<size_t>(n), QRect());
   labels_.assign(static_cast<size_t>(n), QStaticText());
+  legend_ = QRect();
   cell_ = 0;
   show_labels_ = false;
   if (n == 0) return;
 
   const int pp = topo_->pp(), tp = topo_->tp(), dp = topo_->dp();
-  const int W = width(), H = height();
+  const int W = width();
+  int H = height();
+  if (hasShares()) {
+    // The legend takes a strip at the bottom; the cells share the rest.
+    const int line = std::max(QFontMetrics(font()).height(), 12) + 4;
+    legend_ = QRect(kMargin, H - kMargin - line, std::max(W - 2 * kMargin, 1), line);
+    H -= line + kLegendGap;
+  }
   // Blocks per line: the k that gives the largest square cells.
   int best_s = -1, k = 1;
   for (int kk = 1; kk <= dp; ++kk) {
@@ -273,7 +322,80 @@ QString RankGrid::rankToolTip(int rank) const {
     const QString& why = reasons_[static_cast<size_t>(rank)];
     if (!why.isEmpty()) text += QStringLiteral(": ") + why;
   }
+  const double share = rankShare(rank);
+  if (hasFigure(share)) {
+    text += QStringLiteral("\n") + tr("%1 %2").arg(share_what_, percent(share));
+    if (!share_detail_.isEmpty()) text += QLatin1Char(' ') + share_detail_;
+  }
+  const QString& note = notes_[static_cast<size_t>(rank)];
+  if (!note.isEmpty()) text += QStringLiteral("\n") + note;
   return text;
+}
+
+void RankGrid::setRankNote(int rank, const QString& note) {
+  if (rank < 0 || rank >= world()) return;
+  notes_[static_cast<size_t>(rank)] = note;  // shows on the next tooltip: nothing to repaint
+}
+
+QString RankGrid::rankNote(int rank) const {
+  if (rank < 0 || rank >= world()) return {};
+  return notes_[static_cast<size_t>(rank)];
+}
+
+void RankGrid::setShares(const std::vector<double>& shares, const QString& what,
+                         const QString& detail) {
+  std::vector<double> next;
+  double top = 0;
+  if (!shares.empty() && world() > 0) {
+    next.assign(static_cast<size_t>(world()), std::numeric_limits<double>::quiet_NaN());
+    for (size_t r = 0; r < next.size() && r < shares.size(); ++r) {
+      next[r] = shares[r];
+      if (hasFigure(shares[r])) top = std::max(top, shares[r]);
+    }
+  }
+  double scale = next.empty() ? 0.0 : kShareScales.back();
+  for (double s : kShareScales)
+    if (!next.empty() && top <= s) {
+      scale = s;
+      break;
+    }
+  // NaN != NaN: compare figure by figure so an unchanged set of "no figure" does not repaint.
+  auto same = [](const std::vector<double>& a, const std::vector<double>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (a[i] != b[i] && (hasFigure(a[i]) || hasFigure(b[i]))) return false;
+    return true;
+  };
+  if (same(next, shares_) && scale == share_scale_ && what == share_what_ &&
+      detail == share_detail_)
+    return;
+  if (next.empty() != shares_.empty()) {
+    layout_dirty_ = true;  // the legend strip comes or goes
+    updateGeometry();
+  }
+  shares_ = std::move(next);
+  share_scale_ = scale;
+  share_what_ = what;
+  share_detail_ = detail;
+  update();
+}
+
+double RankGrid::rankShare(int rank) const {
+  if (rank < 0 || static_cast<size_t>(rank) >= shares_.size())
+    return std::numeric_limits<double>::quiet_NaN();
+  return shares_[static_cast<size_t>(rank)];
+}
+
+QColor RankGrid::cellFill(int rank) const {
+  if (rank < 0 || rank >= world()) return QColor();
+  const double share = rankShare(rank);
+  if (hasFigure(share) && share_scale_ > 0) return shareColor(share / share_scale_);
+  return fills_[static_cast<size_t>(rank)];
+}
+
+QRect RankGrid::legendRect() const {
+  ensureLayout();
+  return legend_;
 }
 
 RankGrid::Flag RankGrid::rankFlag(int rank) const {
@@ -294,8 +416,9 @@ QSize RankGrid::sizeHint() const {
       std::clamp((1200 - 2 * kMargin + kBlockGap) / (tp * kPreferredCell + kBlockGap), 1, dp);
   const int lines = ceilDiv(dp, k);
   const int w = 2 * kMargin + k * tp * kPreferredCell + (k - 1) * kBlockGap;
-  const int h =
+  int h =
       2 * kMargin + pp * (lines * kPreferredCell + (lines - 1) * kLineGap) + (pp - 1) * kBandGap;
+  if (hasShares()) h += std::max(QFontMetrics(font()).height(), 12) + 4 + kLegendGap;
   return QSize(std::clamp(w, 160, 1200), std::clamp(h, 100, 900));
 }
 
@@ -312,20 +435,23 @@ void RankGrid::paintEvent(QPaintEvent* event) {
   const int corner = std::max(3, d / 3);
   const QColor tp_c = highlightColor(ParallelDim::Tp), pp_c = highlightColor(ParallelDim::Pp),
                dp_c = highlightColor(ParallelDim::Dp), comm_c = communicatingColor();
+  const QColor dark_text(30, 30, 30), light_text(255, 255, 255);
   if (show_labels_) {
     QFont f = font();
     f.setPixelSize(std::clamp(d / 3, 7, 13));
     p.setFont(f);
-    p.setPen(QColor(30, 30, 30));
+    p.setPen(dark_text);
   }
 
   for (size_t r = 0; r < rects_.size(); ++r) {
     const QRect& c = rects_[r];
     if (!c.intersects(dirty)) continue;
-    p.fillRect(c, fills_[r]);
+    const QColor fill = cellFill(static_cast<int>(r));
+    p.fillRect(c, fill);
     const uint8_t m = marks_[r];
     if (m & kComm) p.fillRect(QRect(c.left(), c.bottom() - bar + 1, c.width(), bar), comm_c);
     if (show_labels_) {
+      p.setPen(luma(fill) < 0.45 ? light_text : dark_text);  // readable on the dark purples
       const QStaticText& t = labels_[r];
       const QSizeF ts = t.size();
       p.drawStaticText(QPointF(c.left() + (c.width() - ts.width()) / 2.0,
@@ -336,9 +462,39 @@ void RankGrid::paintEvent(QPaintEvent* event) {
     if (m & kPp) fillRing(p, c, 0, ring, pp_c);
     if (m & kDp) fillRing(p, c, ring, ring, dp_c);
     if (m & kTp) fillRing(p, c, 2 * ring, ring, tp_c);
-    if (flags_[r] != Flag::None)
+    if (flags_[r] != Flag::None) {
       p.fillRect(QRect(c.left(), c.top(), corner, corner), flagColor(flags_[r]));
+      // A white edge keeps the corner apart from a share colour of similar lightness.
+      if (hasShares() && corner >= 4) {
+        p.fillRect(QRect(c.left() + corner, c.top(), 1, corner + 1), Qt::white);
+        p.fillRect(QRect(c.left(), c.top() + corner, corner, 1), Qt::white);
+      }
+    }
   }
+  if (!legend_.isNull() && legend_.intersects(dirty)) paintLegend(p);
+}
+
+void RankGrid::paintLegend(QPainter& p) const {
+  // "wait  0% [light .. dark] 25%  of step time, last 20 steps"
+  const QFontMetrics fm(font());
+  p.setFont(font());
+  p.setPen(palette().color(QPalette::WindowText));
+  const int mid = legend_.center().y();
+  const int text_y = mid - fm.height() / 2;
+  int x = legend_.left();
+  auto text = [&](const QString& t) {
+    p.drawText(QRect(x, text_y, fm.horizontalAdvance(t) + 1, fm.height()), Qt::AlignVCenter, t);
+    x += fm.horizontalAdvance(t) + kLegendGap;
+  };
+  text(share_what_);
+  text(QStringLiteral("0%"));
+  const QRect bar(x, mid - 5, std::min(kLegendBar, std::max(legend_.right() - x - 40, 10)), 10);
+  for (int i = 0; i < bar.width(); ++i)
+    p.fillRect(QRect(bar.left() + i, bar.top(), 1, bar.height()),
+               shareColor(bar.width() > 1 ? i / static_cast<double>(bar.width() - 1) : 1.0));
+  x = bar.right() + 1 + kLegendGap;
+  text(percent(share_scale_));
+  if (!share_detail_.isEmpty()) text(share_detail_);
 }
 
 void RankGrid::resizeEvent(QResizeEvent* event) {

@@ -20,6 +20,13 @@
 // view marks the cells of the group that is communicating now (a dark bar along the cell's
 // bottom) and flags stragglers, silent and failed ranks with a coloured top-left corner.
 //
+// While a run goes, setShares() colours each cell instead by a share of the rank's step time
+// (the main window gives the wait or the compute share of its last steps): lavender to dark purple
+// from 0 to shareScale(), the smallest of 10%, 25%, 50% and 100% above every rank's share, so a
+// 20% wait is not lost at the pale end of a 0..100% scale; a legend strip under the grid says
+// what the colour means. Purple leaves the flag corners (amber, grey, red), the communication bar
+// (green) and the orange tp ring distinct. A rank without a figure keeps its group colour.
+//
 // Painting is cheap: cell rectangles and rank labels are precomputed when the size or the topology
 // changes, and paintEvent only does fillRect / drawStaticText over the ranks in the dirty region.
 #pragma once
@@ -35,6 +42,10 @@
 #include <vector>
 
 #include "engine/topology/topology.h"
+
+QT_BEGIN_NAMESPACE
+class QPainter;
+QT_END_NAMESPACE
 
 namespace shardlab::gui {
 
@@ -85,9 +96,31 @@ class RankGrid : public QWidget {
   void setRankFlag(int rank, Flag flag, const QString& reason = {});
   Flag rankFlag(int rank) const;
   QString rankReason(int rank) const;
-  // The tooltip of a rank's cell: its coordinates, and its flag with the reason.
+  // Extra lines for the rank's tooltip (the run's diagnosis where it concerns the rank).
+  void setRankNote(int rank, const QString& note);
+  QString rankNote(int rank) const;
+  // The tooltip of a rank's cell: its coordinates, its flag with the reason, its share (when
+  // shares are shown) and its note.
   QString rankToolTip(int rank) const;
   void clearFlags();
+
+  // Colours the cells by `shares` (one per rank, a fraction of step time; NaN or negative: no
+  // figure) and shows `what` in the legend and tooltips ("wait", "compute"), with `detail` after
+  // the legend's scale ("of step time, last 20 steps"). An empty vector goes back to the group
+  // colours. Repaints only when something changed.
+  void setShares(const std::vector<double>& shares, const QString& what = {},
+                 const QString& detail = {});
+  bool hasShares() const { return !shares_.empty(); }
+  double rankShare(int rank) const;  // NaN when none
+  // The top of the colour scale (see above); 0 without shares.
+  double shareScale() const { return share_scale_; }
+  QString shareLabel() const { return share_what_; }
+  // The colour of `fraction` of the scale (clamped to [0, 1]).
+  static QColor shareColor(double fraction);
+  // What a rank's cell is filled with: its share's colour, or its group's colour.
+  QColor cellFill(int rank) const;
+  // The legend strip (widget coordinates); empty without shares.
+  QRect legendRect() const;
 
   QSize sizeHint() const override;
   QSize minimumSizeHint() const override { return QSize(120, 80); }
@@ -107,6 +140,7 @@ class RankGrid : public QWidget {
   enum Mark : uint8_t { kTp = 1, kPp = 2, kDp = 4, kComm = 8 };
 
   void ensureLayout() const;  // recomputes the cell rects when the size or topology changed
+  void paintLegend(QPainter& p) const;
   void updateRanks(const std::vector<int>& ranks);
 
   std::optional<Topology> topo_;
@@ -115,12 +149,17 @@ class RankGrid : public QWidget {
   std::vector<uint8_t> marks_;    // per rank: Mark bits
   std::vector<Flag> flags_;       // per rank
   std::vector<QString> reasons_;  // per rank
+  std::vector<QString> notes_;    // per rank
+  std::vector<double> shares_;    // per rank, empty: group colours
+  double share_scale_ = 0;
+  QString share_what_, share_detail_;
 
   // Layout cache (mutable: rebuilt lazily from const accessors when the size changed).
   mutable QSize layout_size_;
   mutable bool layout_dirty_ = true;
   mutable int cell_ = 0;
   mutable std::vector<QRect> rects_;
+  mutable QRect legend_;
   mutable std::vector<QStaticText> labels_;
   std::vector<QColor> fills_;  // per rank: groupFillColor(tp_color)
   mutable bool show_labels_ = false;

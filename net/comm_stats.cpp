@@ -14,12 +14,46 @@ size_t slot_of(int64_t step) {
   return static_cast<size_t>(step % CommStats::kWindowSteps);
 }
 
+// Seconds from the wire: negative or non-finite figures (clock trouble, corruption) count as none.
+double seconds_or_zero(double x) {
+  return std::isfinite(x) ? std::max(0.0, x) : 0.0;
+}
+
+void add_to(std::array<float, kStepMetrics>& cell, StepMetric metric, double seconds) {
+  cell[static_cast<size_t>(metric)] += static_cast<float>(seconds);
+}
+
 }  // namespace
+
+const char* to_string(StepMetric metric) {
+  switch (metric) {
+    case StepMetric::comm:
+      return "communication";
+    case StepMetric::wait:
+      return "wait";
+    case StepMetric::transfer:
+      return "transfer";
+    case StepMetric::compute:
+      return "compute";
+  }
+  return "?";
+}
 
 CommStats::RankRing& CommStats::ring(int rank) {
   if (static_cast<size_t>(rank) >= per_rank_.size())
     per_rank_.resize(static_cast<size_t>(rank) + 1);
   return per_rank_[static_cast<size_t>(rank)];
+}
+
+CommStats::Slot* CommStats::current_slot(int rank) {
+  RankRing& r = ring(rank);
+  if (r.cells.empty()) r.cells.assign(kWindowSteps, Slot{});
+  const int64_t step = r.current_step;
+  Slot& slot = r.cells[slot_of(step)];
+  if (slot.step < step) slot = Slot{step, {}};
+  last_step_ = std::max(last_step_, step);
+  // A slot already holding a newer step means this one left the window: nothing to record.
+  return slot.step == step ? &slot : nullptr;
 }
 
 void CommStats::add(const telemetry::Event& event) {
@@ -31,10 +65,15 @@ void CommStats::add(const telemetry::Event& event) {
         std::clamp<int64_t>(s->step, 0, std::numeric_limits<int64_t>::max() - 1) + 1;
     return;
   }
+  if (const auto* p = std::get_if<telemetry::PhaseEvent>(&event.payload)) {
+    if (Slot* slot = current_slot(event.rank))
+      add_to(slot->seconds, StepMetric::compute, seconds_or_zero(p->end - p->start));
+    return;
+  }
   const auto* c = std::get_if<telemetry::CollectiveEvent>(&event.payload);
   if (c == nullptr) return;
 
-  const double seconds = std::isfinite(c->duration) ? std::max(0.0, c->duration) : 0.0;
+  const double seconds = seconds_or_zero(c->duration);
   const double busbw = std::isfinite(c->busbw) ? c->busbw : 0.0;
   CommAggregate& a = by_key_[CommKey{c->op, c->group}];
   ++a.count;
@@ -44,20 +83,16 @@ void CommStats::add(const telemetry::Event& event) {
   a.max_seconds = std::max(a.max_seconds, seconds);
   a.busbw_seconds += busbw * seconds;
 
-  RankRing& r = ring(event.rank);
-  if (r.seconds.empty()) {
-    r.seconds.assign(kWindowSteps, 0.0f);
-    r.step_of.assign(kWindowSteps, 0);
+  if (Slot* slot = current_slot(event.rank)) {
+    add_to(slot->seconds, StepMetric::comm, seconds);
+    // A negative or NaN wait is unknown: comm only (see the header).
+    if (c->wait >= 0) {
+      const double wait = std::min(seconds_or_zero(c->wait), seconds);
+      add_to(slot->seconds, StepMetric::wait, wait);
+      add_to(slot->seconds, StepMetric::transfer, seconds - wait);
+    }
   }
-  const int64_t step = r.current_step;
-  const size_t slot = slot_of(step);
-  if (r.step_of[slot] < step) {
-    r.step_of[slot] = step;
-    r.seconds[slot] = 0.0f;
-  }
-  // A slot already holding a newer step means this one left the window: nothing to record.
-  if (r.step_of[slot] == step) r.seconds[slot] += static_cast<float>(seconds);
-  last_step_ = std::max(last_step_, step);
+  if (c->wait >= 0) waits_known_ = true;
 
   const double end = c->start + seconds;
   if (std::isfinite(end) && (!any_collective_ || end > last_end_)) {
@@ -82,13 +117,15 @@ std::map<std::string, CommAggregate> CommStats::by_group_kind() const {
   return out;
 }
 
-double CommStats::step_seconds(int rank, int64_t step) const {
+double CommStats::step_seconds(int rank, int64_t step, StepMetric metric) const {
   if (rank < 0 || static_cast<size_t>(rank) >= per_rank_.size()) return 0.0;
   if (step < first_step() || step > last_step_ || step < 1) return 0.0;
+  const auto m = static_cast<size_t>(metric);
+  if (m >= kStepMetrics) return 0.0;
   const RankRing& r = per_rank_[static_cast<size_t>(rank)];
-  if (r.seconds.empty()) return 0.0;
-  const size_t slot = slot_of(step);
-  return r.step_of[slot] == step ? static_cast<double>(r.seconds[slot]) : 0.0;
+  if (r.cells.empty()) return 0.0;
+  const Slot& slot = r.cells[slot_of(step)];
+  return slot.step == step ? static_cast<double>(slot.seconds[m]) : 0.0;
 }
 
 int64_t CommStats::first_step() const {

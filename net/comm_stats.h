@@ -1,10 +1,21 @@
-// CommStats: the communication side of a run, built from COLLECTIVE and STEP events (any rank, any
-// order between ranks, in order within a rank): time, bytes and bus bandwidth per collective and
-// group, each rank's communication seconds per step (the app's rank x step heat map, where a
-// straggler's peers stand out by waiting), and which group communicated last (the sync view).
-// Not thread-safe; owned and fed by a RunModel.
+// CommStats: the communication side of a run, built from COLLECTIVE, PHASE and STEP events (any
+// rank, any order between ranks, in order within a rank): time, bytes and bus bandwidth per
+// collective and group, each rank's seconds per step by StepMetric (the app's rank x step heat
+// map, where a straggler's peers stand out by waiting), and which group communicated last (the
+// sync view). Not thread-safe; owned and fed by a RunModel.
+//
+// The per-step split follows net/time_accounting.h, so the heat map and the diagnosis agree:
+//   comm      every collective's duration
+//   wait      of those, the seconds blocked before the last rank arrived (CollectiveEvent::wait,
+//             clamped to [0, duration])
+//   transfer  duration - wait, of the collectives whose wait is known only
+//   compute   PHASE spans (forward, backward, optimizer): end - start
+// A collective whose wait is unknown (-1: nccl, send, old recordings) counts in comm but in
+// neither wait nor transfer: calling it all transfer would hide a wait we cannot see, calling it
+// wait would invent one. So comm - wait - transfer is the unknown part.
 #pragma once
 
+#include <array>
 #include <compare>
 #include <cstdint>
 #include <map>
@@ -21,6 +32,11 @@ struct CommKey {
   std::string group;
   auto operator<=>(const CommKey&) const = default;
 };
+
+// What a heat-map cell measures (see the file comment).
+enum class StepMetric : uint8_t { comm = 0, wait, transfer, compute };
+inline constexpr int kStepMetrics = 4;
+const char* to_string(StepMetric metric);
 
 struct CommAggregate {
   int64_t count = 0;   // operations seen (every rank's own record counts once)
@@ -45,8 +61,9 @@ class CommStats {
   static constexpr int kMaxRanks = 1 << 16;
 
   // Takes COLLECTIVE events (aggregated, and added to the rank's current step: one more than the
-  // last STEP the rank reported) and STEP events (which end the rank's current step); ignores the
-  // rest. A negative or non-finite duration counts as 0 s (and a non-finite busbw as 0 GB/s).
+  // last STEP the rank reported), PHASE events (compute of the current step) and STEP events
+  // (which end the rank's current step); ignores the rest. A negative or non-finite duration, wait
+  // or span counts as 0 s (and a non-finite busbw as 0 GB/s).
   void add(const telemetry::Event& event);
 
   const std::map<CommKey, CommAggregate>& by_key() const { return by_key_; }
@@ -54,15 +71,21 @@ class CommStats {
   // name before '['); the app's per-group summary.
   std::map<std::string, CommAggregate> by_group_kind() const;
 
-  // Communication seconds of `rank` during step `step` (1-based); 0 when it had none or the step
-  // is outside the window.
-  double step_seconds(int rank, int64_t step) const;
-  // The steps the heat map can show: [first_step(), last_step()], both 0 before any collective.
-  // last_step() is the newest step any rank communicated in; first_step() is at most
-  // kWindowSteps - 1 before it and never below 1.
+  // Seconds of `metric` of `rank` during step `step` (1-based); 0 when it had none or the step is
+  // outside the window. The two-argument form is communication seconds (StepMetric::comm).
+  double step_seconds(int rank, int64_t step, StepMetric metric) const;
+  double step_seconds(int rank, int64_t step) const {
+    return step_seconds(rank, step, StepMetric::comm);
+  }
+  // Whether any collective so far carried a known wait: without one (a backend that cannot
+  // measure waits, an old recording) the wait and transfer figures are all 0 and say nothing.
+  bool waits_known() const { return waits_known_; }
+  // The steps the heat map can show: [first_step(), last_step()], both 0 before any collective or
+  // phase. last_step() is the newest step any rank communicated or computed in; first_step() is
+  // at most kWindowSteps - 1 before it and never below 1.
   int64_t first_step() const;
   int64_t last_step() const { return last_step_; }
-  // One more than the highest rank seen in a COLLECTIVE or STEP event (0 before any).
+  // One more than the highest rank seen in a COLLECTIVE, PHASE or STEP event (0 before any).
   int ranks() const { return static_cast<int>(per_rank_.size()); }
 
   // The group of the collective with the latest end (start + duration) seen so far, and that end
@@ -71,13 +94,20 @@ class CommStats {
   double last_end() const { return last_end_; }
 
  private:
+  struct Slot {
+    int64_t step = 0;                           // 0: unused
+    std::array<float, kStepMetrics> seconds{};  // by StepMetric
+  };
   struct RankRing {
     int64_t current_step = 1;  // last STEP + 1
-    // Both kWindowSteps long once the rank has communicated (empty before: sparse ranks are cheap).
-    std::vector<float> seconds;
-    std::vector<int64_t> step_of;  // 0: slot unused
+    // kWindowSteps long once the rank has communicated or computed (empty before: sparse ranks
+    // are cheap).
+    std::vector<Slot> cells;
   };
   RankRing& ring(int rank);
+  // The rank's slot for its current step, reset when it held an older step; nullptr when it
+  // holds a newer one (the rank went back to a step that has left the window).
+  Slot* current_slot(int rank);
 
   std::map<CommKey, CommAggregate> by_key_;
   std::vector<RankRing> per_rank_;
@@ -85,6 +115,7 @@ class CommStats {
   std::string last_group_;
   double last_end_ = 0;
   bool any_collective_ = false;
+  bool waits_known_ = false;
 };
 
 }  // namespace shardlab::net

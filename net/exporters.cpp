@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+
+#include "net/time_accounting.h"
 
 namespace shardlab::net {
 
@@ -39,6 +42,11 @@ double earliest_time(const std::vector<Message>& messages) {
       t0 = std::min(t0, p->start);
   }
   return t0 == std::numeric_limits<double>::infinity() ? 0.0 : t0;
+}
+
+// Seconds from the wire: negative or non-finite figures count as none (JSON has no infinity).
+double finite_or_zero(double x) {
+  return std::isfinite(x) ? std::max(0.0, x) : 0.0;
 }
 
 json metadata(const char* name, int pid, int tid, const std::string& value) {
@@ -81,18 +89,38 @@ void write_chrome_trace(const std::vector<Message>& messages, std::ostream& out)
                                                   {"step_seconds", s.step_seconds}}}});
             },
             [&](const telemetry::CollectiveEvent& c) {
+              const double duration = finite_or_zero(c.duration);
+              // Known waits split the span: blocked first, then the transfer (the wait always
+              // comes first: a rank waits for the last one to arrive, then the data moves).
+              const bool split = c.wait >= 0;
+              const double wait = split ? std::min(finite_or_zero(c.wait), duration) : 0.0;
+              if (wait > 0) {
+                json wargs{{"op", c.op}, {"group", c.group}, {"seq", c.seq}};
+                if (c.last_rank >= 0) wargs["last_rank"] = c.last_rank;
+                events.push_back(json{{"name", fmt::format("wait ({} {})", c.op, c.group)},
+                                      {"cat", "wait"},
+                                      {"ph", "X"},
+                                      {"pid", pid},
+                                      {"tid", kCollectivesTid},
+                                      {"ts", us(c.start)},
+                                      {"dur", wait * 1e6},
+                                      {"args", std::move(wargs)}});
+              }
               json args{{"group", c.group},
                         {"bytes", c.bytes},
                         {"busbw", c.busbw},
                         {"algbw", c.algbw},
                         {"seq", c.seq}};
+              if (split) args["wait_s"] = wait;
+              if (c.last_rank >= 0) args["last_rank"] = c.last_rank;
               if (!c.ok) args["ok"] = false;
               events.push_back(json{{"name", c.op},
+                                    {"cat", "collective"},
                                     {"ph", "X"},
                                     {"pid", pid},
                                     {"tid", kCollectivesTid},
-                                    {"ts", us(c.start)},
-                                    {"dur", std::max(0.0, c.duration) * 1e6},
+                                    {"ts", us(c.start + wait)},
+                                    {"dur", (duration - wait) * 1e6},
                                     {"args", std::move(args)}});
             },
             [&](const telemetry::PhaseEvent& p) {
@@ -106,7 +134,7 @@ void write_chrome_trace(const std::vector<Message>& messages, std::ostream& out)
                        {"pid", pid},
                        {"tid", kPipelineTid},
                        {"ts", us(p.start)},
-                       {"dur", std::max(0.0, p.end - p.start) * 1e6},
+                       {"dur", finite_or_zero(p.end - p.start) * 1e6},
                        {"args", json{{"stage", p.stage}, {"micro_batch", p.micro_batch}}}});
             },
             [&](const telemetry::MemoryEvent& mem) {
@@ -173,15 +201,23 @@ void write_chrome_trace(const std::vector<Message>& messages, std::ostream& out)
 }
 
 void write_step_csv(const std::vector<Message>& messages, std::ostream& out) {
-  out << "rank,step,loss,lr,grad_norm,throughput,step_seconds,time\n";
+  out << "rank,step,loss,lr,grad_norm,throughput,step_seconds,time,compute_s,wait_s,transfer_s\n";
+  // The same accounting as the run model's (net/time_accounting.h): the step's account is the
+  // rank's open one when its STEP arrives. The pipeline depth only matters for the diagnosis.
+  TimeAccounting time;
   for (const auto& m : messages) {
     const auto* e = std::get_if<telemetry::Event>(&m);
     if (e == nullptr) continue;
-    const auto* s = std::get_if<telemetry::StepEvent>(&e->payload);
-    if (s == nullptr) continue;
-    // {} prints the shortest text that reads back as the same double.
-    out << fmt::format("{},{},{},{},{},{},{},{}\n", e->rank, s->step, s->loss, s->lr, s->grad_norm,
-                       s->throughput, s->step_seconds, e->time);
+    if (const auto* s = std::get_if<telemetry::StepEvent>(&e->payload)) {
+      const StepAccount* a = time.open(e->rank);
+      const StepAccount none;
+      if (a == nullptr) a = &none;
+      // {} prints the shortest text that reads back as the same double.
+      out << fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", e->rank, s->step, s->loss, s->lr,
+                         s->grad_norm, s->throughput, s->step_seconds, e->time, a->compute, a->wait,
+                         a->transfer);
+    }
+    time.add(*e, 1);
   }
 }
 

@@ -1,8 +1,9 @@
-// The communication views, offscreen, fed by a RunModel with hand-made COLLECTIVE and STEP events
-// (expected figures computed here from the events): the heat map's dimensions and per-cell
-// seconds, a straggler that shows as the cold row among hot ones, the (op, group) table's rows,
-// sums and sorting, and the per-kind summary. Redrawing a 1,024-rank x 200-step heat map is
-// benchmarked (reported, not gated).
+// The communication views, offscreen, fed by a RunModel with hand-made COLLECTIVE, PHASE and STEP
+// events (expected figures computed here from the events): the heat map's dimensions and per-cell
+// seconds, its metrics (wait, transfer, compute, all communication) switched on the same model, a
+// straggler that shows as the cold row among hot ones in wait and the hot one in compute, the
+// (op, group) table's rows, sums and sorting, and the per-kind summary. Redrawing a 1,024-rank x
+// 200-step heat map is benchmarked (reported, not gated).
 #include <QtTest>
 
 #include <QDir>
@@ -31,7 +32,8 @@ class Feeder : public test::EventFeeder {
  public:
   using EventFeeder::EventFeeder;
   void collective(int rank, const std::string& op, const std::string& group, int64_t bytes,
-                  double start, double duration, double busbw = 0, bool ok = true) {
+                  double start, double duration, double busbw = 0, bool ok = true, double wait = -1,
+                  int last_rank = -1) {
     telemetry::CollectiveEvent c;
     c.op = op;
     c.group = group;
@@ -41,7 +43,17 @@ class Feeder : public test::EventFeeder {
     c.busbw = busbw;
     c.algbw = busbw;
     c.ok = ok;
+    c.wait = wait;
+    c.last_rank = last_rank;
     add(rank, start + duration, c);
+  }
+  void phase(int rank, telemetry::Phase p, double start, double end) {
+    telemetry::PhaseEvent e;
+    e.phase = p;
+    e.micro_batch = p == telemetry::Phase::optimizer ? -1 : 0;
+    e.start = start;
+    e.end = end;
+    add(rank, end, e);
   }
   void step(int rank, int64_t step, double time, double seconds) {
     telemetry::StepEvent s;
@@ -54,14 +66,18 @@ class Feeder : public test::EventFeeder {
 
 constexpr double kT0 = 1.7e9;  // an epoch time
 
-// Ranks 0..6 wait `hot` seconds in each step's all_reduce, rank 7 (the straggler) `cold`.
+// Each step: rank 7 (the straggler) computes 49 ms longer than ranks 0..6, which then sit `hot`
+// seconds in the all_reduce, all but the last `cold` of them waiting for rank 7; rank 7 itself
+// spends `cold` there, none of it waiting.
 void feedStraggler(net::RunModel& model, int steps, double hot, double cold) {
   Feeder f(model);
   for (int s = 1; s <= steps; ++s) {
     const double t = kT0 + s * 0.2;
     for (int r = 0; r < 8; ++r) {
       const double d = r == 7 ? cold : hot;
-      f.collective(r, "all_reduce", "world", 4 << 20, t + 0.1 - d, d, 20.0);
+      f.phase(r, telemetry::Phase::forward, t, t + 0.1 - d);
+      f.collective(r, "all_reduce", "world", 4 << 20, t + 0.1 - d, d, 20.0, true,
+                   r == 7 ? 0.0 : hot - cold, 7);
       f.step(r, s, t + 0.11, 0.2);
     }
   }
@@ -118,7 +134,9 @@ class TestCommViews : public QObject {
     QCOMPARE(map.lastStep(), int64_t{0});
     QCOMPARE(map.cellSeconds(0, 1), 0.0);
     QVERIFY(!map.cellColor(0, 1).isValid());
-    QCOMPARE(map.csv(), QString("rank,step,seconds\n"));
+    QCOMPARE(map.metric(), net::StepMetric::wait);  // the default
+    QCOMPARE(map.csv(), QString("rank,step,wait_seconds\n"));
+    QVERIFY(!map.waitsUnknown());  // nothing shown, nothing to explain
     QImage img(map.size(), QImage::Format_ARGB32_Premultiplied);
     map.render(&img);  // paints without data
 
@@ -145,6 +163,7 @@ class TestCommViews : public QObject {
     }
     CommHeatMap map;
     map.resize(500, 300);
+    map.setMetric(net::StepMetric::comm);  // these collectives carry no wait
     map.update(model);
     QCOMPARE(map.ranks(), kRanks);
     QCOMPARE(map.firstStep(), int64_t{1});
@@ -190,18 +209,119 @@ class TestCommViews : public QObject {
       }
     }
     const QString tip = map.toolTipAt(cellCenter(map, 2, 3));
-    QVERIFY2(tip.startsWith("rank 2, step 3: ") && tip.endsWith(" ms"), qPrintable(tip));
-    const double tip_ms = tip.mid(16, tip.size() - 16 - 3).toDouble();
+    QVERIFY2(tip.startsWith("rank 2, step 3: ") && tip.endsWith(" ms communication"),
+             qPrintable(tip));
+    const double tip_ms = tip.mid(16, tip.size() - 16 - 17).toDouble();
     QVERIFY2(std::abs(tip_ms - expected[{2, 3}] * 1e3) < 0.01, qPrintable(tip));
     QVERIFY(map.toolTipAt(QPoint(0, 0)).isEmpty());
 
     const QStringList lines = map.csv().split('\n', Qt::SkipEmptyParts);
     QCOMPARE(lines.size(), 1 + kRanks * kSteps);
-    QCOMPARE(lines[0], QString("rank,step,seconds"));
+    QCOMPARE(lines[0], QString("rank,step,communication_seconds"));
     const QStringList row = lines[1 + 1 * kSteps + 2].split(',');  // rank 1, step 3
     QCOMPARE(row[0], QString("1"));
     QCOMPARE(row[1], QString("3"));
     QVERIFY(std::abs(row[2].toDouble() - expected[{1, 3}]) < 1e-6);
+  }
+
+  // One model, four metrics: each cell is the sum of that step's events for the metric shown
+  // (wait and transfer from the collectives with a known wait, compute from the phases), the
+  // tooltip and the CSV name the metric.
+  void metricSwitchFollowsTheModel() {
+    struct Sums {
+      double comm = 0, wait = 0, transfer = 0, compute = 0;
+      double of(net::StepMetric m) const {
+        switch (m) {
+          case net::StepMetric::comm:
+            return comm;
+          case net::StepMetric::wait:
+            return wait;
+          case net::StepMetric::transfer:
+            return transfer;
+          case net::StepMetric::compute:
+            return compute;
+        }
+        return 0;
+      }
+    };
+    net::RunModel model;
+    Feeder f(model);
+    std::map<std::pair<int, int64_t>, Sums> want;
+    constexpr int kRanks = 3, kSteps = 5;
+    for (int64_t s = 1; s <= kSteps; ++s) {
+      const double t = kT0 + static_cast<double>(s);
+      for (int r = 0; r < kRanks; ++r) {
+        Sums& w = want[{r, s}];
+        const double fwd = 0.001 * (r + 1) * static_cast<double>(s), bwd = 2 * fwd;
+        f.phase(r, telemetry::Phase::forward, t, t + fwd);
+        f.phase(r, telemetry::Phase::backward, t + fwd, t + fwd + bwd);
+        f.phase(r, telemetry::Phase::optimizer, t + 0.3, t + 0.302);
+        // Epoch-second spans carry ~1e-7 s of rounding: expect what the events say.
+        w.compute += (t + fwd - t) + (t + fwd + bwd - (t + fwd)) + (t + 0.302 - (t + 0.3));
+        const double d = 0.004 + 0.001 * r, wait = r == 2 ? 0.0 : 0.002 * (2 - r);
+        f.collective(r, "all_reduce", "dp[0]", 1024, t + 0.1, d, 5, true, wait, 2);
+        w.comm += d;
+        w.wait += wait;
+        w.transfer += d - wait;
+        f.collective(r, "send", "pp[0]", 64, t + 0.2, 0.0005, 1);  // wait unknown
+        w.comm += 0.0005;
+        f.step(r, s, t + 0.5, 0.5);
+      }
+    }
+    CommHeatMap map;
+    map.resize(500, 300);
+    for (net::StepMetric m : {net::StepMetric::transfer, net::StepMetric::compute,
+                              net::StepMetric::comm, net::StepMetric::wait}) {
+      const QString name = CommHeatMap::metricName(m);
+      // Switching alone keeps the figures shown until the next update from the model.
+      const double before = map.cellSeconds(1, 2);
+      map.setMetric(m);
+      QCOMPARE(map.metric(), m);
+      QCOMPARE(map.cellSeconds(1, 2), before);
+      map.update(model);
+      QCOMPARE(map.ranks(), kRanks);
+      QCOMPARE(map.lastStep(), int64_t{kSteps});
+      QVERIFY(!map.waitsUnknown());
+      for (const auto& [key, w] : want) {
+        const auto [r, s] = key;
+        QVERIFY2(std::abs(map.cellSeconds(r, s) - w.of(m)) < 1e-6,
+                 qPrintable(QString("%1: rank %2 step %3: %4 vs %5")
+                                .arg(name)
+                                .arg(r)
+                                .arg(s)
+                                .arg(map.cellSeconds(r, s))
+                                .arg(w.of(m))));
+      }
+      const QString tip = map.toolTipAt(cellCenter(map, 1, 4));
+      QVERIFY2(tip.startsWith("rank 1, step 4: ") && tip.endsWith(" ms " + name), qPrintable(tip));
+      QVERIFY(map.csv().startsWith("rank,step," + name + "_seconds\n"));
+    }
+    QCOMPARE(CommHeatMap::metricName(net::StepMetric::wait), QString("wait"));
+    QCOMPARE(CommHeatMap::metricName(net::StepMetric::comm), QString("communication"));
+    // Rank 2 arrives last and never waits; rank 0 waits most.
+    QCOMPARE(map.cellSeconds(2, 3), 0.0);
+    QVERIFY(map.cellSeconds(0, 3) > map.cellSeconds(1, 3));
+
+    // A run without a single measured wait: wait and transfer say so; compute does not.
+    net::RunModel blind;
+    Feeder g(blind);
+    g.phase(0, telemetry::Phase::forward, kT0, kT0 + 0.01);
+    g.collective(0, "all_reduce", "world", 64, kT0 + 0.01, 0.002);
+    g.step(0, 1, kT0 + 0.1, 0.1);
+    CommHeatMap m2;
+    m2.resize(500, 300);
+    m2.update(blind);
+    QVERIFY(m2.waitsUnknown());
+    QCOMPARE(m2.cellSeconds(0, 1), 0.0);
+    QImage img(m2.size(), QImage::Format_ARGB32_Premultiplied);
+    m2.render(&img);  // paints the note
+    m2.setMetric(net::StepMetric::transfer);
+    m2.update(blind);
+    QVERIFY(m2.waitsUnknown());
+    m2.setMetric(net::StepMetric::compute);
+    m2.update(blind);
+    QVERIFY(!m2.waitsUnknown());
+    QVERIFY(std::abs(m2.cellSeconds(0, 1) - 0.01) < 1e-6);
   }
 
   void windowFollowsTheNewestSteps() {
@@ -215,6 +335,7 @@ class TestCommViews : public QObject {
       }
     }
     CommHeatMap map;
+    map.setMetric(net::StepMetric::comm);
     map.update(model);
     QCOMPARE(map.lastStep(), steps);
     QCOMPARE(map.firstStep(), steps - net::CommStats::kWindowSteps + 1);
@@ -223,16 +344,26 @@ class TestCommViews : public QObject {
     QCOMPARE(map.cellSeconds(1, map.firstStep() - 1), 0.0);
   }
 
-  // Ranks 0..6 wait 50 ms per step for rank 7, which waits 1 ms: rank 7 is the cold row.
+  // Ranks 0..6 wait 49 ms per step for rank 7, which waits none: rank 7 is the cold row in wait
+  // (the default) and in all communication, and the hot one in compute.
   void stragglerIsTheColdRow() {
     net::RunModel model;
     feedStraggler(model, 20, 0.050, 0.001);
     CommHeatMap map;
     map.resize(600, 300);
+    map.setMetric(net::StepMetric::compute);
+    map.update(model);
+    for (int64_t s = 1; s <= 20; ++s)
+      for (int r = 0; r < 7; ++r) QVERIFY(luma(map.cellColor(7, s)) > luma(map.cellColor(r, s)));
+    map.setMetric(net::StepMetric::comm);
+    map.update(model);
+    QVERIFY(std::abs(map.scaleSeconds() - 0.050) < 1e-6);
+    map.setMetric(net::StepMetric::wait);
     map.update(model);
     QCOMPARE(map.ranks(), 8);
     QCOMPARE(map.lastStep(), int64_t{20});
-    QVERIFY(std::abs(map.scaleSeconds() - 0.050) < 1e-6);
+    QVERIFY(std::abs(map.scaleSeconds() - 0.049) < 1e-6);
+    QCOMPARE(map.cellSeconds(7, 5), 0.0);
     for (int64_t s = 1; s <= 20; ++s) {
       const QColor cold = map.cellColor(7, s);
       for (int r = 0; r < 7; ++r) {
@@ -270,6 +401,7 @@ class TestCommViews : public QObject {
     CommHeatMap map;
     map.resize(600, 400);
     map.show();
+    map.setMetric(net::StepMetric::comm);  // no waits measured in these events
     map.update(model);
     const QImage drawn = map.grab().toImage();
     const QRect plot = map.plotRect();
@@ -401,6 +533,7 @@ class TestCommViews : public QObject {
     map.resize(1200, 900);
     map.show();
     QVERIFY(QTest::qWaitForWindowExposed(&map));
+    map.setMetric(net::StepMetric::comm);
     map.update(model);
     QCOMPARE(map.ranks(), 1024);
     QCOMPARE(map.steps(), 200);
@@ -428,6 +561,7 @@ class TestCommViews : public QObject {
     map.resize(1200, 900);
     map.show();
     QVERIFY(QTest::qWaitForWindowExposed(&map));
+    map.setMetric(net::StepMetric::comm);
     map.update(model);
     int iterations = 0;
     QElapsedTimer timer;

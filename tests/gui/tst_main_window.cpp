@@ -2,12 +2,15 @@
 // start it, and watch every view fill from the live run — loss, measured memory beside the plan,
 // the communication heat map and table, the timeline — then replay its recording into the same
 // views, take the README's screenshots, and see a failed rank marked in the grid with its reason
-// (reported by the rank, or a remote worker whose connection ends before it finished: killed).
+// (reported by the rank, or a remote worker whose connection ends before it finished: killed),
+// and a recorded run whose ranks wait for a straggler: the grid coloured by wait (or compute)
+// share, the diagnosis in the status bar and the tooltips, the heat map's metrics.
 #include <QtTest>
 
 #include <QComboBox>
 #include <QDir>
 #include <QImage>
+#include <QLabel>
 #include <QLineEdit>
 #include <QLineSeries>
 #include <QRegularExpression>
@@ -18,7 +21,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <memory>
+#include <string>
 
 #include "engine/telemetry/events.h"
 #include "gui/job_editor.h"
@@ -200,6 +205,153 @@ class TestMainWindow : public QObject {
     f.close();
     QVERIFY(!w.openRecording(junk));
     QVERIFY(w.logText().contains("junk.slrec"));
+  }
+
+  // A 2x1x4 run, recorded: in rank 2's stage its dp peers wait 80 ms of each 200 ms step for it
+  // (their collectives name it last), and the other stage is busy 75% of the step against 30%. The
+  // grid colours by wait share (rank 2, who never waits, stays light), then by compute share (rank
+  // 2 darker than its peers); the status bar and the tooltips carry the diagnosis.
+  void waitColouringNamesTheStraggler() {
+    const Topology topo = Topology::make({2, 1, 4}, 8);
+    constexpr int kSlow = 2, kSteps = 14;  // the diagnosis wants 10 past the warm-up
+    const int stage = topo.coord(kSlow).pp, busy_stage = 1 - stage;
+    auto peers_of = [&](int r) { return topo.group(ParallelDim::Dp, r); };
+    const QString path = tmp_.filePath("straggler.slrec");
+    // Per rank over the steps the run model accounts (after the warm-up), for the expected shares.
+    std::map<int, double> waited, computed;
+    constexpr double kAccounted = 0.2 * (kSteps - net::kWarmUpSteps);
+    {
+      net::RecordingWriter writer(path.toStdString());
+      for (int r = 0; r < 8; ++r) {
+        const Coord c = topo.coord(r);
+        net::Hello h;
+        h.job_id = "straggler";
+        h.rank = r;
+        h.world = 8;
+        h.pp = 2;
+        h.dp = 4;
+        h.pp_i = c.pp;
+        h.tp_i = c.tp;
+        h.dp_i = c.dp;
+        writer.append(h);
+      }
+      for (int s = 1; s <= kSteps; ++s) {
+        const double t = 1.7e9 + s * 0.25;
+        for (int r = 0; r < 8; ++r) {
+          const bool mine = topo.coord(r).pp == stage;
+          // Compute: rank 2 0.12 s, its peers 0.04 s, the busy stage 0.15 s.
+          const double fwd = mine ? (r == kSlow ? 0.07 : 0.02) : 0.07;
+          const double bwd = mine ? (r == kSlow ? 0.05 : 0.02) : 0.08;
+          writer.append(make_event(
+              r, t + fwd,
+              telemetry::PhaseEvent{topo.coord(r).pp, 0, telemetry::Phase::forward, t, t + fwd}));
+          writer.append(
+              make_event(r, t + fwd + bwd,
+                         telemetry::PhaseEvent{topo.coord(r).pp, 0, telemetry::Phase::backward,
+                                               t + fwd, t + fwd + bwd}));
+          if (s > net::kWarmUpSteps) computed[r] += fwd + bwd;
+          telemetry::CollectiveEvent c;
+          c.op = "all_reduce";
+          c.group = topo.group_name(ParallelDim::Dp, r);
+          c.start = t + fwd + bwd;
+          if (mine) {
+            c.last_rank = kSlow;
+            c.wait = r == kSlow ? 0.0 : 0.08;
+          } else {  // nobody holds the busy stage up: the last arrival rotates, waits are tiny
+            const std::vector<int> group = peers_of(r);
+            c.last_rank = group[static_cast<size_t>(s) % group.size()];
+            c.wait = c.last_rank == r ? 0.0 : 0.001;
+          }
+          c.duration = c.wait + 0.002;
+          if (s > net::kWarmUpSteps) waited[r] += c.wait;
+          writer.append(make_event(r, c.start + c.duration, c));
+          telemetry::StepEvent step;
+          step.step = s;
+          step.loss = 1.0 / s;
+          step.step_seconds = 0.2;
+          writer.append(make_event(r, t + 0.2, step));
+        }
+      }
+    }
+    MainWindow w;
+    w.show();
+    QVERIFY(w.openRecording(path));
+    QCOMPARE(w.rankGrid()->world(), 8);
+
+    // The diagnosis: rank 2 is the straggler, the other stage the bottleneck.
+    const QString diagnosis = w.diagnosisText();
+    QVERIFY2(diagnosis.contains("rank 2 (") && diagnosis.contains("is slow"),
+             qPrintable(diagnosis));
+    const QString bottleneck = QString("stage %1 is the bottleneck").arg(busy_stage);
+    QVERIFY2(diagnosis.contains(bottleneck), qPrintable(diagnosis));
+    auto* label = w.findChild<QLabel*>("diagnosis");
+    QVERIFY(label && label->isVisible());
+    QCOMPARE(label->text(), diagnosis);
+    QCOMPARE(w.rankGrid()->rankFlag(kSlow), RankGrid::Flag::Straggler);
+    const QString tip = w.rankGrid()->rankToolTip(kSlow);
+    for (const QString& line : diagnosis.split("; ")) QVERIFY2(tip.contains(line), qPrintable(tip));
+    for (int r = 0; r < 8; ++r) {
+      if (r == kSlow) continue;
+      QCOMPARE(w.rankGrid()->rankFlag(r), RankGrid::Flag::None);
+      const bool busy = topo.coord(r).pp == busy_stage;
+      QCOMPARE(w.rankGrid()->rankToolTip(r).contains(bottleneck), busy);
+      QVERIFY(!w.rankGrid()->rankToolTip(r).contains("is slow"));
+    }
+
+    // The grid by wait share (the default): each rank's waits over its step time.
+    const std::vector<int> peers = peers_of(kSlow);
+    const int peer = peers[0] == kSlow ? peers[1] : peers[0];
+    QCOMPARE(w.gridShade(), MainWindow::GridShade::wait);
+    QCOMPARE(w.rankGrid()->shareLabel(), QString("wait"));
+    for (int r = 0; r < 8; ++r)
+      QVERIFY2(std::abs(w.rankGrid()->rankShare(r) - waited[r] / kAccounted) < 1e-6,
+               qPrintable(QString::number(r)));
+    QCOMPARE(w.rankGrid()->rankShare(kSlow), 0.0);
+    QVERIFY(w.rankGrid()->cellFill(kSlow) != w.rankGrid()->cellFill(peer));
+    QVERIFY(w.rankGrid()->cellFill(kSlow).lightnessF() > w.rankGrid()->cellFill(peer).lightnessF());
+    QVERIFY(!w.rankGrid()->legendRect().isNull());
+    QVERIFY2(w.rankGrid()->rankToolTip(peer).contains("wait 40% of step time, last "),
+             qPrintable(w.rankGrid()->rankToolTip(peer)));
+    if (qEnvironmentVariableIsSet("SHARDLAB_SAVE_VIEWS")) {  // for eyeballing the colours
+      w.grab().save(QDir::temp().filePath("gui_wait.png"));
+      w.views()->setCurrentIndex(MainWindow::kCommunication);
+      w.grab().save(QDir::temp().filePath("gui_wait_heat_map.png"));
+      w.views()->setCurrentIndex(MainWindow::kOverview);
+    }
+
+    // Switched to compute share in the grid's header: rank 2 is now the darker one.
+    auto* shade = w.findChild<QComboBox*>("gridShade");
+    QVERIFY(shade);
+    shade->setCurrentIndex(shade->findData(static_cast<int>(MainWindow::GridShade::compute)));
+    QCOMPARE(w.gridShade(), MainWindow::GridShade::compute);
+    QCOMPARE(w.rankGrid()->shareLabel(), QString("compute"));
+    for (int r = 0; r < 8; ++r)
+      QVERIFY(std::abs(w.rankGrid()->rankShare(r) - computed[r] / kAccounted) < 1e-6);
+    QVERIFY(w.rankGrid()->cellFill(kSlow).lightnessF() < w.rankGrid()->cellFill(peer).lightnessF());
+    w.setGridShade(MainWindow::GridShade::wait);
+    QCOMPARE(shade->currentData().toInt(), static_cast<int>(MainWindow::GridShade::wait));
+    QCOMPARE(w.rankGrid()->rankShare(kSlow), 0.0);
+
+    // The heat map: wait by default, compute from its header's switch.
+    QCOMPARE(w.heatMap()->metric(), net::StepMetric::wait);
+    QVERIFY(std::abs(w.heatMap()->cellSeconds(peer, 3) - 0.08) < 1e-6);
+    QCOMPARE(w.heatMap()->cellSeconds(kSlow, 3), 0.0);
+    auto* metric = w.findChild<QComboBox*>("heatMetric");
+    QVERIFY(metric);
+    metric->setCurrentIndex(metric->findData(static_cast<int>(net::StepMetric::compute)));
+    QCOMPARE(w.heatMap()->metric(), net::StepMetric::compute);
+    QVERIFY(std::abs(w.heatMap()->cellSeconds(kSlow, 3) - 0.12) < 1e-6);
+    QVERIFY(std::abs(w.heatMap()->cellSeconds(peer, 3) - 0.04) < 1e-6);
+    w.setHeatMetric(net::StepMetric::transfer);
+    QCOMPARE(metric->currentData().toInt(), static_cast<int>(net::StepMetric::transfer));
+    QVERIFY(std::abs(w.heatMap()->cellSeconds(kSlow, 3) - 0.002) < 1e-6);
+
+    // Scrubbing back to the fifth step: too few steps to name anybody.
+    w.replayController()->seek(1.7e9 + 0.25 * 5 + 0.21);
+    QVERIFY2(w.diagnosisText().isEmpty(), qPrintable(w.diagnosisText()));
+    QVERIFY(!label->isVisible());
+    QCOMPARE(w.rankGrid()->rankFlag(kSlow), RankGrid::Flag::None);
+    QVERIFY(!w.rankGrid()->rankToolTip(kSlow).contains("is slow"));
   }
 
   // A remote run: workers stream to the app's collector. Rank 2's process ends without saying it

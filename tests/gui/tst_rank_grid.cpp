@@ -1,6 +1,7 @@
 // The rank grid, offscreen: every rank gets its own cell where Topology says it lives (tp side by
 // side, pp stages in separate bands), hovering highlights exactly Topology's groups (also in the
-// pixels), the sync view marks the communicating group and the flags, and a 1,024-rank redraw is
+// pixels), the sync view marks the communicating group and the flags, cells coloured by a share
+// of step time with a legend and the diagnosis in the tooltips, and a 1,024-rank redraw is
 // benchmarked.
 #include <QtTest>
 
@@ -8,6 +9,10 @@
 #include <QElapsedTimer>
 #include <QImage>
 #include <QMouseEvent>
+
+#include <cmath>
+#include <limits>
+#include <vector>
 
 #include "gui/rank_grid.h"
 
@@ -215,6 +220,87 @@ class TestRankGrid : public QObject {
     QCOMPARE(g.rankFlag(7), RankGrid::Flag::None);
   }
 
+  // Shares colour the cells on a scale whose top is the smallest of 10/25/50/100% that holds them
+  // all; ranks without a figure keep their group colour; the legend sits under every cell; the
+  // tooltip gives the share and the note.
+  void sharesColourTheCellsWithALegend() {
+    const Topology topo = make(2, 2, 2);
+    RankGrid g;
+    g.setTopology(topo);
+    g.resize(400, 300);
+    QVERIFY(!g.hasShares());
+    QVERIFY(g.legendRect().isNull());
+    const QRect plain = g.cellRect(0);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const std::vector<double> shares = {0.2, 0.15, 0.0, 0.05, nan, -1, 0.1, 0.125};
+    g.setShares(shares, "wait", "of step time, last 20 steps");
+    QVERIFY(g.hasShares());
+    QCOMPARE(g.shareScale(), 0.25);
+    QCOMPARE(g.shareLabel(), QString("wait"));
+    QCOMPARE(g.rankShare(0), 0.2);
+    QVERIFY(std::isnan(g.rankShare(4)));
+    QVERIFY(std::isnan(g.rankShare(99)));
+    const QImage img = renderGrid(g);
+    const QPoint inside(2, 2);  // off the label, the bar and the flag corner
+    for (int r = 0; r < topo.world(); ++r) {
+      const double s = shares[static_cast<size_t>(r)];
+      const QColor want = std::isfinite(s) && s >= 0 ? RankGrid::shareColor(s / 0.25)
+                                                     : RankGrid::groupFillColor(topo.tp_color(r));
+      QCOMPARE(g.cellFill(r), want);
+      QCOMPARE(img.pixelColor(g.cellRect(r).bottomRight() - inside), want);
+    }
+    // More share is darker; the scale's ends are the palette's.
+    QVERIFY(g.cellFill(0).lightnessF() < g.cellFill(3).lightnessF());
+    QVERIFY(RankGrid::shareColor(1.0).lightnessF() < RankGrid::shareColor(0.0).lightnessF());
+    QCOMPARE(RankGrid::shareColor(2.0), RankGrid::shareColor(1.0));
+    // The legend: a strip under the cells (which made room for it), holding the scale's colours.
+    const QRect legend = g.legendRect();
+    QVERIFY(!legend.isNull());
+    QVERIFY(QRect(QPoint(0, 0), g.size()).contains(legend));
+    for (int r = 0; r < topo.world(); ++r) QVERIFY(g.cellRect(r).bottom() < legend.top());
+    QVERIFY(g.cellRect(0).height() <= plain.height());
+    bool light = false, dark = false;
+    for (int x = legend.left(); x <= legend.right(); ++x) {
+      const QColor c = img.pixelColor(x, legend.center().y());
+      light = light || c == RankGrid::shareColor(0.0);
+      dark = dark || c == RankGrid::shareColor(1.0);
+    }
+    QVERIFY(light && dark);
+    // Tooltips: the share in words, then the note.
+    QVERIFY2(g.rankToolTip(0).contains("wait 20% of step time, last 20 steps"),
+             qPrintable(g.rankToolTip(0)));
+    QVERIFY(!g.rankToolTip(4).contains("wait"));
+    g.setRankNote(1, "stage 1 is the bottleneck: busy 88% against 51% on stage 0");
+    g.setRankFlag(1, RankGrid::Flag::Straggler, "rank 1 is slow");
+    const QStringList tip = g.rankToolTip(1).split('\n');
+    QCOMPARE(tip.size(), 4);
+    QCOMPARE(tip[1], QString("straggler: rank 1 is slow"));
+    QVERIFY(tip[2].startsWith("wait 15%"));
+    QCOMPARE(tip[3], g.rankNote(1));
+    // The flag corner still shows over a share colour.
+    QCOMPARE(renderGrid(g).pixelColor(g.cellRect(1).topLeft() + QPoint(1, 1)),
+             RankGrid::flagColor(RankGrid::Flag::Straggler));
+
+    // Other scales: the smallest top that holds the largest share.
+    g.setShares({0.05, 0.01}, "compute");
+    QCOMPARE(g.shareScale(), 0.10);
+    g.setShares({0.3}, "compute");
+    QCOMPARE(g.shareScale(), 0.50);
+    g.setShares({1.3, 0.9}, "compute");  // overlapped compute and communication: clamped
+    QCOMPARE(g.shareScale(), 1.0);
+    QCOMPARE(g.cellFill(0), RankGrid::shareColor(1.0));
+    // Back to the group colours, the legend gone; a new topology starts without shares or notes.
+    g.setShares({});
+    QVERIFY(!g.hasShares());
+    QVERIFY(g.legendRect().isNull());
+    QCOMPARE(g.cellFill(0), RankGrid::groupFillColor(topo.tp_color(0)));
+    QCOMPARE(g.cellRect(0), plain);
+    g.setShares({0.5}, "wait");
+    g.setTopology(make(1, 8, 1));
+    QVERIFY(!g.hasShares());
+    QVERIFY(g.rankNote(1).isEmpty());
+  }
+
   // Issue 7: redrawing a 1,024-rank grid stays under 50 ms. Reports, does not gate.
   void benchmarkRedraw1024() {
     const Topology topo = make(8, 8, 16);
@@ -225,6 +311,9 @@ class TestRankGrid : public QObject {
     g.setHoveredRank(517);
     g.setCommunicating("dp[3]");
     g.setRankFlag(9, RankGrid::Flag::Straggler);
+    std::vector<double> shares(1024);
+    for (size_t r = 0; r < shares.size(); ++r) shares[r] = static_cast<double>(r % 37) / 100.0;
+    g.setShares(shares, "wait", "of step time, last 20 steps");  // as during a run
     QImage img(1600, 1000, QImage::Format_ARGB32_Premultiplied);
     img.fill(Qt::white);
     int iterations = 0;

@@ -1,10 +1,15 @@
 // CommStats: step attribution per rank, the heat-map window, aggregates by (op, group) and by
-// group kind, the last group to communicate, sparse ranks and a 1,024-rank volume case. Expected
-// figures are worked out here by hand (durations are binary fractions, so sums are exact).
+// group kind, the last group to communicate, sparse ranks, the wait / transfer / compute split per
+// step and a 1,024-rank volume case. Expected figures are worked out here by hand (durations are
+// binary fractions, so sums are exact).
 #include <QtTest>
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
+#include <map>
 #include <string>
+#include <utility>
 
 #include "net/comm_stats.h"
 
@@ -39,6 +44,27 @@ tl::Event coll(int rank, std::string op, std::string group, double duration, int
 
 tl::Event ar(int rank, double duration) {
   return coll(rank, "all_reduce", "dp[0]", duration);
+}
+
+// A collective of `duration` seconds, `wait` of them blocked (-1: unknown), `last` arriving last.
+tl::Event waited(int rank, double duration, double wait, int last = -1) {
+  tl::CollectiveEvent c;
+  c.op = "all_reduce";
+  c.group = "dp[0]";
+  c.start = kT0;
+  c.duration = duration;
+  c.wait = wait;
+  c.last_rank = last;
+  return make_event(rank, c);
+}
+
+tl::Event phase(int rank, tl::Phase p, double start, double end) {
+  tl::PhaseEvent e;
+  e.phase = p;
+  e.micro_batch = p == tl::Phase::optimizer ? -1 : 0;
+  e.start = start;
+  e.end = end;
+  return make_event(rank, e);
 }
 
 tl::Event step(int rank, int64_t n) {
@@ -111,6 +137,88 @@ class TestCommStats : public QObject {
     c.add(step(6, 1));
     QCOMPARE(c.ranks(), 7);
     QCOMPARE(c.step_seconds(6, 1), 0.0);
+  }
+
+  // Per step: wait and transfer from collectives with a known wait, comm from all of them,
+  // compute from phase spans. The expected sums are kept beside the events fed.
+  void waitTransferComputeSplit() {
+    struct Sums {
+      double comm = 0, wait = 0, transfer = 0, compute = 0;
+    };
+    std::map<std::pair<int, int64_t>, Sums> want;
+    CommStats c;
+    std::map<int, int64_t> current;  // each rank's current step
+    auto coll = [&](int rank, double duration, double wait) {
+      c.add(waited(rank, duration, wait, (rank + 1) % 3));
+      Sums& s = want[{rank, current[rank] + 1}];
+      s.comm += duration;
+      if (wait >= 0) {
+        s.wait += std::min(wait, duration);
+        s.transfer += duration - std::min(wait, duration);
+      }
+    };
+    auto span = [&](int rank, tl::Phase p, double seconds) {
+      c.add(phase(rank, p, kT0 + 1, kT0 + 1 + seconds));
+      want[{rank, current[rank] + 1}].compute += seconds;
+    };
+    auto end_step = [&](int rank) { c.add(step(rank, ++current[rank])); };
+    QVERIFY(!c.waits_known());
+    for (int s = 1; s <= 4; ++s)
+      for (int r = 0; r < 3; ++r) {
+        const double k = (r + 1) * s;
+        span(r, tl::Phase::forward, 0.125 * k);
+        span(r, tl::Phase::backward, 0.25 * k);
+        coll(r, 0.5 * k, r == 2 ? 0.0 : 0.375 * k);  // rank 2 never waits
+        coll(r, 0.25, 0.5);                          // wait clamped to the duration
+        coll(r, 0.75, -1);                           // unknown: comm only
+        span(r, tl::Phase::optimizer, 0.0625);
+        end_step(r);
+      }
+    QVERIFY(c.waits_known());
+    QCOMPARE(c.last_step(), int64_t{4});
+    for (const auto& [key, sums] : want) {
+      const auto [r, s] = key;
+      QCOMPARE(c.step_seconds(r, s, StepMetric::comm), sums.comm);
+      QCOMPARE(c.step_seconds(r, s), sums.comm);  // the old overload is comm
+      QCOMPARE(c.step_seconds(r, s, StepMetric::wait), sums.wait);
+      QCOMPARE(c.step_seconds(r, s, StepMetric::transfer), sums.transfer);
+      QCOMPARE(c.step_seconds(r, s, StepMetric::compute), sums.compute);
+      // comm = wait + transfer + the unknown 0.75 s.
+      QCOMPARE(c.step_seconds(r, s, StepMetric::comm) - c.step_seconds(r, s, StepMetric::wait) -
+                   c.step_seconds(r, s, StepMetric::transfer),
+               0.75);
+    }
+    // By hand, rank 1 step 3 (k = 6): wait 2.25 + 0.25, transfer 0.75 + 0 + (unknown: none),
+    // compute 0.75 + 1.5 + 0.0625.
+    QCOMPARE(c.step_seconds(1, 3, StepMetric::wait), 2.5);
+    QCOMPARE(c.step_seconds(1, 3, StepMetric::transfer), 0.75);
+    QCOMPARE(c.step_seconds(1, 3, StepMetric::compute), 2.3125);
+    QCOMPARE(c.step_seconds(2, 4, StepMetric::wait), 0.25);
+
+    // Garbage from the wire counts as nothing: negative spans, NaN and infinite waits.
+    c.add(phase(0, tl::Phase::forward, kT0 + 2, kT0 + 1));
+    c.add(waited(0, 0.5, std::numeric_limits<double>::quiet_NaN()));
+    c.add(waited(0, 0.5, std::numeric_limits<double>::infinity()));
+    c.add(waited(0, -1.0, 0.25));
+    QCOMPARE(c.step_seconds(0, 5, StepMetric::compute), 0.0);
+    QCOMPARE(c.step_seconds(0, 5, StepMetric::comm), 1.0);
+    QCOMPARE(c.step_seconds(0, 5, StepMetric::wait), 0.0);
+    QCOMPARE(c.step_seconds(0, 5, StepMetric::transfer), 0.5);
+    QCOMPARE(c.step_seconds(0, 5, static_cast<StepMetric>(9)), 0.0);
+
+    // A rank that only computes still makes the window (a one-rank run has no collectives).
+    CommStats solo;
+    solo.add(phase(0, tl::Phase::forward, kT0, kT0 + 0.5));
+    solo.add(step(0, 1));
+    solo.add(phase(0, tl::Phase::backward, kT0, kT0 + 0.25));
+    QCOMPARE(solo.ranks(), 1);
+    QCOMPARE(solo.last_step(), int64_t{2});
+    QCOMPARE(solo.first_step(), int64_t{1});
+    QCOMPARE(solo.step_seconds(0, 1, StepMetric::compute), 0.5);
+    QCOMPARE(solo.step_seconds(0, 2, StepMetric::compute), 0.25);
+    QCOMPARE(solo.step_seconds(0, 2, StepMetric::comm), 0.0);
+    QVERIFY(!solo.waits_known());
+    QCOMPARE(std::string(to_string(StepMetric::wait)), std::string("wait"));
   }
 
   void ringWindowEviction() {

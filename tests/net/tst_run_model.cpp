@@ -3,10 +3,12 @@
 #include <QtTest>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "net/exporters.h"
@@ -143,9 +145,12 @@ class TestRunModel : public QObject {
     QCOMPARE(m.ranks().at(3).reason, std::string("oom"));
   }
 
+  // The straggler is the rank the others wait for (tst_time_accounting covers the rules): a step
+  // time alone, however long, names nobody (the old step-time flag is gone: synchronous
+  // collectives make every rank's step equally long, so it flagged the wrong ranks).
   void stragglers() {
     RunModel m = model_of(run(30, 2, 3.0));
-    QVERIFY(m.straggler(2));
+    QVERIFY(!m.straggler(2));
     QVERIFY(!m.straggler(0));
     QVERIFY(!m.straggler(1));
     QVERIFY(!m.straggler(3));
@@ -325,8 +330,7 @@ class TestRunModel : public QObject {
     }
     QVERIFY(lines[1].contains("4.0 MiB"));
     QVERIFY(lines[3].contains("2.0 KiB"));
-    QVERIFY(lines[2].mid(flags_col).contains("STRAGGLER"));
-    QVERIFY(!lines[1].contains("STRAGGLER"));
+    for (int r = 1; r <= 4; ++r) QVERIFY(!lines[r].contains("STRAGGLER"));  // nobody waited
     QVERIFY(lines[1].mid(flags_col).contains("SILENT"));
     QVERIFY(lines[4].contains("FAILED: out of memory"));
     QVERIFY(!lines[4].contains("SILENT"));
@@ -488,14 +492,15 @@ class TestRunModel : public QObject {
     std::istringstream in(out.str());
     std::string line;
     QVERIFY(std::getline(in, line));
-    QCOMPARE(line, std::string("rank,step,loss,lr,grad_norm,throughput,step_seconds,time"));
+    QCOMPARE(line, std::string("rank,step,loss,lr,grad_norm,throughput,step_seconds,time,"
+                               "compute_s,wait_s,transfer_s"));
     std::vector<std::vector<std::string>> rows;
     while (std::getline(in, line)) {
       std::vector<std::string> cells;
       std::stringstream ss(line);
       std::string cell;
       while (std::getline(ss, cell, ',')) cells.push_back(cell);
-      QCOMPARE(cells.size(), size_t{8});
+      QCOMPARE(cells.size(), size_t{11});
       rows.push_back(cells);
     }
     QCOMPARE(rows.size(), size_t{12});
@@ -507,7 +512,161 @@ class TestRunModel : public QObject {
         QCOMPARE(std::stoll(row[1]), int64_t{i});
         QCOMPARE(std::stod(row[2]), 1.0 / (3 * i + r));  // exact: the text round-trips
         QCOMPARE(std::stod(row[7]), kT0 + i);
+        // Each step: forward 0.3 s and backward 0.15 s of compute; its one all_reduce has no
+        // known wait, so it is neither wait nor transfer.
+        QVERIFY(std::abs(std::stod(row[8]) - 0.45) < 1e-6);
+        QCOMPARE(std::stod(row[9]), 0.0);
+        QCOMPARE(std::stod(row[10]), 0.0);
       }
+  }
+
+  // Known waits: the trace draws each as its own "wait" slice ahead of the op's transfer slice,
+  // and the CSV's compute_s, wait_s and transfer_s are each step's sums of the events fed here.
+  void waitsInTraceAndCsv() {
+    struct Sums {
+      double compute = 0, wait = 0, transfer = 0;
+    };
+    struct Coll {
+      int rank;
+      std::string op, group;
+      double start, duration, wait;
+    };
+    std::map<std::pair<int, int64_t>, Sums> want;
+    std::vector<Coll> colls;
+    std::vector<Message> msgs;
+    for (int r = 0; r < 3; ++r) {
+      Hello h = hello(r);
+      h.world = 3;
+      h.pp = 1;
+      h.tp = 1;
+      h.dp = 3;
+      h.pp_i = 0;
+      h.tp_i = 0;
+      h.dp_i = r;
+      msgs.emplace_back(h);
+    }
+    for (int64_t i = 1; i <= 3; ++i)
+      for (int r = 0; r < 3; ++r) {
+        const double t = kT0 + static_cast<double>(i);
+        Sums& sum = want[{r, i}];
+        // Rank 2 computes longest: ranks 0 and 1 wait for it in the all_reduce.
+        const double fwd = 0.1 + 0.05 * r, bwd = 2 * fwd;
+        msgs.emplace_back(make_event(r, t, tl::PhaseEvent{0, 0, tl::Phase::forward, t, t + fwd}));
+        msgs.emplace_back(
+            make_event(r, t, tl::PhaseEvent{0, 0, tl::Phase::backward, t + fwd, t + fwd + bwd}));
+        sum.compute += fwd + bwd;
+        auto collective = [&](const std::string& op, const std::string& group, double start,
+                              double duration, double wait, int last) {
+          tl::CollectiveEvent c;
+          c.op = op;
+          c.group = group;
+          c.start = start;
+          c.duration = duration;
+          c.wait = wait;
+          c.last_rank = last;
+          msgs.emplace_back(make_event(r, start + duration, c));
+          colls.push_back({r, op, group, start, duration, wait});
+          if (wait >= 0) {
+            sum.wait += std::min(wait, duration);
+            sum.transfer += duration - std::min(wait, duration);
+          }
+        };
+        const double arrive = t + fwd + bwd, last_arrives = t + 0.2 + 0.4;  // rank 2's
+        collective("all_reduce", "dp[0]", arrive, last_arrives - arrive + 0.02,
+                   last_arrives - arrive, 2);
+        collective("send", "world", last_arrives + 0.05, 0.01, -1, -1);  // unknown: one slice
+        if (r == 1) collective("recv", "world", last_arrives + 0.05, 0.03, 0.025, 0);
+        msgs.emplace_back(
+            make_event(r, t, tl::PhaseEvent{0, -1, tl::Phase::optimizer, t + 0.7, t + 0.725}));
+        sum.compute += 0.025;
+        msgs.emplace_back(make_event(r, t + 0.8, step(i, 1.0, 0.8)));
+      }
+
+    // CSV: one row per step, the three new columns last (epoch-second spans carry ~1e-7 s of
+    // rounding).
+    std::ostringstream csv;
+    write_step_csv(msgs, csv);
+    std::istringstream in(csv.str());
+    std::string line;
+    QVERIFY(std::getline(in, line));
+    QVERIFY(line.ends_with(",time,compute_s,wait_s,transfer_s"));
+    int rows = 0;
+    while (std::getline(in, line)) {
+      std::vector<std::string> cells;
+      std::stringstream ss(line);
+      std::string cell;
+      while (std::getline(ss, cell, ',')) cells.push_back(cell);
+      QCOMPARE(cells.size(), size_t{11});
+      const Sums& w = want.at({std::stoi(cells[0]), std::stoll(cells[1])});
+      QVERIFY2(std::abs(std::stod(cells[8]) - w.compute) < 1e-6, line.c_str());
+      QVERIFY2(std::abs(std::stod(cells[9]) - w.wait) < 1e-6, line.c_str());
+      QVERIFY2(std::abs(std::stod(cells[10]) - w.transfer) < 1e-6, line.c_str());
+      ++rows;
+    }
+    QCOMPARE(rows, 9);
+    QVERIFY(want.at({0, 2}).wait > 0.2);  // the test means something: rank 0 waited
+    QVERIFY(want.at({2, 2}).wait == 0.0);
+
+    // Trace: every collective's slices, matched by (pid, op) in order.
+    std::ostringstream out;
+    write_chrome_trace(msgs, out);
+    const json doc = json::parse(out.str());
+    double t0 = std::numeric_limits<double>::infinity();
+    for (const auto& m : msgs)
+      if (const auto* e = std::get_if<tl::Event>(&m)) {
+        t0 = std::min(t0, e->time);
+        if (const auto* p = std::get_if<tl::PhaseEvent>(&e->payload)) t0 = std::min(t0, p->start);
+        if (const auto* c = std::get_if<tl::CollectiveEvent>(&e->payload))
+          t0 = std::min(t0, c->start);
+      }
+    std::map<std::pair<int, std::string>, std::vector<json>> slices;  // (pid, name) -> in order
+    std::map<int, double> wait_us;                                    // per pid
+    for (const auto& e : doc.at("traceEvents")) {
+      if (e.at("ph") != "X" || e.at("tid").get<int>() != 2) continue;  // the collectives thread
+      slices[{e.at("pid").get<int>(), e.at("name").get<std::string>()}].push_back(e);
+      if (e.value("cat", "") == "wait")
+        wait_us[e.at("pid").get<int>()] += e.at("dur").get<double>();
+    }
+    std::map<std::pair<int, std::string>, size_t> next;
+    int wait_slices = 0;
+    for (const Coll& c : colls) {
+      const auto& ops = slices[{c.rank, c.op}];
+      const size_t k = next[{c.rank, c.op}]++;
+      QVERIFY(k < ops.size());
+      const json& op = ops[k];
+      QCOMPARE(op.at("cat").get<std::string>(), std::string("collective"));
+      const double w = c.wait > 0 ? c.wait : 0.0;
+      QVERIFY(std::abs(op.at("ts").get<double>() - (c.start + w - t0) * 1e6) < 1.0);
+      QVERIFY(std::abs(op.at("dur").get<double>() - (c.duration - w) * 1e6) < 1e-3);
+      if (c.wait < 0) {
+        QVERIFY(!op.at("args").contains("wait_s"));
+        continue;
+      }
+      QVERIFY(std::abs(op.at("args").at("wait_s").get<double>() - c.wait) < 1e-12);
+      if (c.wait == 0) continue;
+      const std::string name = "wait (" + c.op + " " + c.group + ")";
+      const auto& waits = slices[{c.rank, name}];
+      const size_t j = next[{c.rank, name}]++;
+      QVERIFY2(j < waits.size(), name.c_str());
+      const json& ws = waits[j];
+      ++wait_slices;
+      QCOMPARE(ws.at("cat").get<std::string>(), std::string("wait"));
+      QVERIFY(std::abs(ws.at("ts").get<double>() - (c.start - t0) * 1e6) < 1.0);
+      QVERIFY(std::abs(ws.at("dur").get<double>() - c.wait * 1e6) < 1e-3);
+      // The wait ends where the op's transfer slice begins.
+      QVERIFY(std::abs(ws.at("ts").get<double>() + ws.at("dur").get<double>() -
+                       op.at("ts").get<double>()) < 1.0);
+    }
+    // Ranks 0 and 1 wait in every all_reduce, rank 1 also in each recv; rank 2 never.
+    QCOMPARE(wait_slices, 3 * 2 + 3);
+    QCOMPARE(wait_us.count(2), size_t{0});
+    for (int r = 0; r < 3; ++r) {
+      double sum = 0;
+      for (int64_t i = 1; i <= 3; ++i) sum += want.at({r, i}).wait;
+      QVERIFY2(std::abs(wait_us[r] - sum * 1e6) < 1e-2, qPrintable(QString::number(r)));
+    }
+    // Every slice of the collectives thread was matched: no stray ones.
+    for (const auto& [key, list] : slices) QCOMPARE(next[key], list.size());
   }
 };
 
