@@ -35,9 +35,9 @@
 // Waits. A collective cannot complete before the last rank of its group arrives; the time a rank
 // spends blocked before that is its wait, the rest of the operation is transfer. Records carry
 // both (CommRecord::wait, ::last) where the backend can know them: threads stamps each rank's
-// arrival at the rendezvous (exact, one clock); mpi measures the wait locally in the arrival
-// gate, and names the last rank by the arrival times the gate exchanges (10 us resolution; on
-// several machines as right as their clocks agree); a recv's wait is its whole time blocked (a
+// arrival at the rendezvous (exact, one clock); mpi takes both from the arrival times its arrival
+// gate exchanges (10 us resolution; on several machines as right as their clocks agree; the wait is
+// capped by the time the rank really spent in the gate); a recv's wait is its whole time blocked (a
 // receiver cannot tell waiting for the sender from the transfer), its last the peer. NCCL
 // enqueues on a stream and cannot see arrival: its records say -1 (unknown).
 //

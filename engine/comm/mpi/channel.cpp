@@ -146,9 +146,12 @@ Channel::Outcome Channel::execute(Op& op, const Clock::time_point* deadline) {
       backoff.pause();
     }
     op.gate.verify(op.what);
-    // The gate opens when the last rank arrives: the time in it is this rank's wait.
+    // The gate opens when the last rank arrives. The wait is by the exchanged arrival times
+    // (gate.h), capped by the time this rank really spent in the gate.
     if (size_ > 1) {
-      op.record.wait = std::chrono::duration<double>(Clock::now() - op.arrived).count();
+      const double in_gate = std::chrono::duration<double>(Clock::now() - op.arrived).count();
+      const double wait = op.gate.wait_seconds();
+      op.record.wait = wait < 0 ? in_gate : std::min(wait, in_gate);
       op.record.last = op.gate.last_arrival();
     }
     {

@@ -54,7 +54,8 @@ class Gate {
       acc_[i] = v[i];
       acc_[k + i] = -v[i];
     }
-    acc_[2 * k] = arrival_key(rank);
+    own_key_ = arrival_key(rank);
+    acc_[2 * k] = own_key_;
     open_ = size_ == 1;
     post();
   }
@@ -80,6 +81,16 @@ class Gate {
   int last_arrival() const {
     if (size_ <= 1 || size_ > kMaxKeyedRanks) return -1;
     return static_cast<int>(acc_[2 * k] & (kMaxKeyedRanks - 1));
+  }
+
+  // Once open: how long after this rank the last one arrived, by the exchanged arrival times (10
+  // us ticks); -1 for a group too large for the key. Unlike the time this rank spent in the
+  // gate, it does not grow when this rank itself is held up (descheduled, stopped) after
+  // arriving.
+  double wait_seconds() const {
+    if (size_ <= 1) return 0;
+    if (size_ > kMaxKeyedRanks) return -1;
+    return static_cast<double>(std::max<int64_t>(0, (acc_[2 * k] >> 16) - (own_key_ >> 16))) * 1e-5;
   }
 
   // Gives up: the receives are cancelled, the (small, eager) sends left on their own.
@@ -151,6 +162,7 @@ class Gate {
   int rank_ = 0, size_ = 1, dist_ = 1, peers_ = 0;
   bool open_ = false;
   int64_t acc_[kWords] = {};
+  int64_t own_key_ = 0;
   int64_t in_[kDirectMax - 1][kWords] = {};
   MPI_Request req_[2 * (kDirectMax - 1)] = {};
 };
