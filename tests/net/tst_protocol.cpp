@@ -331,7 +331,7 @@ class TestProtocol : public QObject {
     e.payload = tel::HeartbeatEvent{};
     const std::vector<uint8_t> want = {
         'S',  'L',  'T',  'M',                           // magic
-        1,    0,                                         // version
+        2,    0,                                         // version
         20,   0,                                         // heartbeat
         20,   0,    0,    0,                             // payload length
         0x04, 0x03, 0x02, 0x01,                          // rank
