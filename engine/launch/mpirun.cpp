@@ -4,12 +4,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <thread>
 
 #include "engine/core/error.h"
 #include "engine/core/paths.h"
+#include "engine/launch/process_tree.h"
 #include "engine/launch/run_collector.h"
 #include "net/auth.h"
 
@@ -76,20 +82,76 @@ std::vector<std::pair<std::string, std::string>> worker_environment(const std::s
   return env;
 }
 
+namespace {
+
+// The signal that asked this process to end while mpirun ran (0: none), set by the handler below.
+volatile std::sig_atomic_t g_end_signal = 0;
+extern "C" void note_end_signal(int sig) {
+  g_end_signal = sig;
+}
+
+// While alive: SIGTERM, SIGINT and SIGHUP are noted instead of ending this process at once, so
+// they can be passed on to mpirun (which ends its ranks); the previous actions come back after.
+class ForwardEndSignals {
+ public:
+  ForwardEndSignals() {
+    g_end_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = note_end_signal;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < kSignals.size(); ++i)
+      installed_[i] = sigaction(kSignals[i], &sa, &previous_[i]) == 0;
+  }
+  ~ForwardEndSignals() {
+    for (size_t i = 0; i < kSignals.size(); ++i)
+      if (installed_[i]) sigaction(kSignals[i], &previous_[i], nullptr);
+  }
+  ForwardEndSignals(const ForwardEndSignals&) = delete;
+  ForwardEndSignals& operator=(const ForwardEndSignals&) = delete;
+
+ private:
+  static constexpr std::array<int, 3> kSignals{SIGTERM, SIGINT, SIGHUP};
+  std::array<struct sigaction, 3> previous_{};
+  std::array<bool, 3> installed_{};
+};
+
+}  // namespace
+
 int run_mpirun(int ranks, const std::vector<std::string>& args) {
   std::vector<std::string> argv = mpirun_argv(ranks, args);
   const std::string launcher = argv.front();
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
+  // A SIGTERM to this process alone (a job scheduler, a test, `kill`) must not leave mpirun and
+  // its ranks running without it: it is passed on, and mpirun ends its ranks.
+  const ForwardEndSignals forward;
   pid_t pid = 0;
   const int rc = posix_spawn(&pid, launcher.c_str(), nullptr, nullptr, cargv.data(), environ);
   SL_ENFORCE_T(IoError, rc == 0, "cannot start {}: {}", launcher, std::strerror(rc));
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    SL_ENFORCE_T(IoError, errno == EINTR, "waiting for {} failed: {}", launcher,
+  int forwarded = 0;
+  std::optional<std::chrono::steady_clock::time_point> kill_at;
+  for (;;) {
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    SL_ENFORCE_T(IoError, r == 0 || errno == EINTR, "waiting for {} failed: {}", launcher,
                  std::strerror(errno));
+    if (const int sig = g_end_signal; sig != 0 && forwarded == 0) {
+      forwarded = sig;
+      ::kill(pid, SIGTERM);
+      // mpirun ends its ranks within odls_base_sigkill_timeout; if it is stuck, the run's
+      // processes are killed outright.
+      kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    }
+    if (kill_at && std::chrono::steady_clock::now() >= *kill_at) {
+      kill_run_processes(pid, "");
+      ::kill(pid, SIGKILL);
+      kill_at.reset();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  if (forwarded != 0) return 128 + forwarded;
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;

@@ -69,7 +69,10 @@ std::vector<std::string> mpirun_argv(int ranks, const std::vector<std::string>& 
 std::vector<std::pair<std::string, std::string>> worker_environment(const std::string& token);
 
 // Runs mpirun_argv(ranks, args), inheriting stdout and stderr, and returns its exit status
-// (128 + signal when killed). IoError when the launcher cannot be found or started.
+// (128 + signal when killed). IoError when the launcher cannot be found or started. A SIGTERM,
+// SIGINT or SIGHUP to this process meanwhile is passed on to mpirun as SIGTERM (it ends its
+// ranks; after 15 s the run's processes are killed) and the status is 128 + that signal; the
+// previous signal actions are restored on return.
 int run_mpirun(int ranks, const std::vector<std::string>& args);
 
 struct MpirunWorkers {

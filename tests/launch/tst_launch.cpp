@@ -274,6 +274,63 @@ class TestLaunch : public QObject {
     QCOMPARE(log.size(), size_t{2});  // one line per closed connection
   }
 
+  // SIGTERM to `shardlab run` alone (a scheduler, `kill`) while its mpirun runs: the signal is
+  // passed on, so mpirun and every worker end too, and the command ends with 128 + SIGTERM's
+  // status text. Before, mpirun and the workers went on training without it.
+  void sigtermToAnMpiRunEndsItsWorkers() {
+    if (QStandardPaths::findExecutable("mpirun").isEmpty())
+      QSKIP("mpirun not found (apt-get install openmpi-bin)");
+    // A job file of its own, so its workers are told from any other test's.
+    const std::string job_file = tmp_.filePath("sigterm_job.json").toStdString();
+    {
+      std::ifstream in(SHARDLAB_SOURCE_DIR "/resources/jobs/fashion_mlp.json");
+      std::ofstream out(job_file);
+      out << in.rdbuf();
+    }
+    std::vector<std::string> args{SHARDLAB_CLI,
+                                  "run",
+                                  job_file,
+                                  "--set",
+                                  "parallel.backend=mpi",
+                                  "--set",
+                                  "parallel.world_size=2",
+                                  "--set",
+                                  "train.steps=1000000",
+                                  "--set",
+                                  "train.eval_every=0",
+                                  "--quiet",
+                                  "--no-record"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    QCOMPARE(posix_spawn(&pid, SHARDLAB_CLI, nullptr, nullptr, argv.data(), environ), 0);
+    struct Reap {  // whatever happens: nothing of the run outlives the test
+      pid_t pid;
+      std::string job;
+      ~Reap() {
+        ::kill(pid, SIGKILL);
+        for (pid_t w : workers_of(job)) ::kill(w, SIGKILL);
+        int st = 0;
+        waitpid(pid, &st, WNOHANG);
+      }
+    } reap{pid, job_file};
+    // The two workers, and mpirun (its command line names the job and "worker" too).
+    QTRY_VERIFY_WITH_TIMEOUT(workers_of(job_file).size() >= 2, 30000);
+    const std::vector<pid_t> workers = workers_of(job_file);
+    QCOMPARE(::kill(pid, SIGTERM), 0);
+    int status = 0;
+    QElapsedTimer t;
+    t.start();
+    pid_t r = 0;
+    while ((r = waitpid(pid, &status, WNOHANG)) == 0 && t.elapsed() < 30000)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    QVERIFY2(r == pid, "shardlab run did not end within 30 s of SIGTERM");
+    QVERIFY(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+    for (pid_t w : workers) QTRY_VERIFY_WITH_TIMEOUT(!alive(w), 20000);
+    QVERIFY(workers_of(job_file).empty());
+  }
+
   void workerCommandLines() {
     WorkerCommand w;
     w.program = "/opt/shard lab/shardlab";
