@@ -129,7 +129,8 @@ std::map<int, RankPlace> RunModel::places() const {
   for (const auto& [rank, r] : ranks_) {
     if (!r.hello) continue;
     out[rank] = {r.hello->pp_i, r.hello->pp,
-                 fmt::format("pp{} tp{} dp{}", r.hello->pp_i, r.hello->tp_i, r.hello->dp_i)};
+                 fmt::format("pp{} tp{} dp{}", r.hello->pp_i, r.hello->tp_i, r.hello->dp_i),
+                 r.hello->tp_i, r.hello->dp_i};
   }
   return out;
 }

@@ -30,6 +30,61 @@ double finite_or_zero(double x) {
   return std::isfinite(x) && x > 0 ? x : 0.0;
 }
 
+// Rank `culprit`, blamed for `most` seconds of its stage peers' waiting (the next rank of its
+// stage for `second`): the straggler when the rules of time_accounting.h hold.
+std::optional<Straggler> judge(int culprit, double most, double second,
+                               const std::map<int, StepAccount>& win,
+                               const std::map<int, RankPlace>& places) {
+  auto place_of = [&](int rank) {
+    auto it = places.find(rank);
+    return it == places.end() ? RankPlace{} : it->second;
+  };
+  const int stage = place_of(culprit).stage;
+  // Own time: a step's seconds not spent waiting for anyone (collectives and a pipeline
+  // neighbour's messages alike), per step.
+  auto own = [](const StepAccount& w) {
+    return w.steps > 0 ? (w.seconds - w.wait) / static_cast<double>(w.steps) : 0.0;
+  };
+  double peer_seconds = 0, peer_wait = 0, peer_own = 0;
+  int peers = 0;
+  const RankPlace mine_place = place_of(culprit);
+  // Peers: the ranks of its tp and dp groups (the whole stage when coordinates are unknown).
+  auto peer = [&](int q) {
+    const RankPlace p = place_of(q);
+    if (q == culprit || p.stage != stage) return false;
+    if (mine_place.tp < 0 || mine_place.dp < 0 || p.tp < 0 || p.dp < 0) return true;
+    return p.tp == mine_place.tp || p.dp == mine_place.dp;
+  };
+  for (const auto& [q, w] : win) {
+    if (!peer(q)) continue;
+    ++peers;
+    peer_seconds += w.seconds;
+    peer_wait += w.stage_wait;
+    peer_own = std::max(peer_own, own(w));
+  }
+  const StepAccount& mine = win.at(culprit);
+  const double share = peer_seconds > 0 ? most / peer_seconds : 0.0;
+  if (peers > 0 && share >= kStragglerPeerWait && most >= kStragglerDominance * second &&
+      own(mine) >= kStragglerOwnRatio * peer_own) {
+    Straggler s;
+    s.rank = culprit;
+    s.last_share = mine.collectives > 0
+                       ? static_cast<double>(mine.last) / static_cast<double>(mine.collectives)
+                       : 0.0;
+    s.peer_wait_share = share;
+    s.blame_share = peer_wait > 0 ? std::min(1.0, most / peer_wait) : 0.0;
+    s.steps = mine.steps;
+    const std::string coords = place_of(culprit).coords;
+    s.text = fmt::format(
+        "rank {}{} is slow: its peers waited {:.0f}% of their step time for it, {:.0f}% of all "
+        "their waiting (last {} steps; it arrived last at {:.0f}% of its collectives)",
+        culprit, coords.empty() ? "" : " (" + coords + ")", 100 * s.peer_wait_share,
+        100 * s.blame_share, s.steps, 100 * s.last_share);
+    return s;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 void StepAccount::add(const StepAccount& o) {
@@ -45,6 +100,7 @@ void StepAccount::add(const StepAccount& o) {
   last += o.last;
   stage_wait += o.stage_wait;
   for (const auto& [r, s] : o.waited_on) add_waited(waited_on, r, s);
+  for (const auto& [r, s] : o.fed_by) add_waited(fed_by, r, s);
 }
 
 std::vector<std::string> Diagnosis::lines() const {
@@ -74,6 +130,8 @@ void TimeAccounting::add(const telemetry::Event& event, int pp) {
     const double w = std::min(finite_or_zero(c->wait), d);
     a.wait += w;
     a.transfer += d - w;
+    if (c->op == "recv" && c->last_rank >= 0 && c->last_rank != event.rank && w > 0)
+      add_waited(a.fed_by, c->last_rank, w);
     if (!in_stage(*c, pp) || c->last_rank < 0) return;
     ++a.collectives;
     a.stage_wait += w;
@@ -126,57 +184,69 @@ Diagnosis TimeAccounting::diagnose(const std::map<int, RankPlace>& places) const
       win.emplace(rank, std::move(w));
   }
 
-  // Straggler: blame each rank by the waits its stage peers spent on it.
-  std::map<int, double> blame;
+  // Straggler: blame each rank by the waits its stage peers spent on it, and judge the most
+  // blamed rank of each stage against the next one of that stage (a late stage-1 rank whose
+  // input came late from a slow stage-0 rank must not hide the stage-0 rank).
+  std::map<int, std::map<int, double>> blame;  // stage -> rank -> seconds
   for (const auto& [q, w] : win)
     for (const auto& [r, s] : w.waited_on)
-      if (r != q && place_of(r).stage == place_of(q).stage) blame[r] += s;
-  int culprit = -1;
-  double most = 0, second = 0;
-  for (const auto& [r, b] : blame) {
-    if (b > most) {
-      second = most;
-      most = b;
-      culprit = r;
-    } else if (b > second) {
-      second = b;
-    }
+      if (r != q && place_of(r).stage == place_of(q).stage) blame[place_of(r).stage][r] += s;
+  // Lateness moves from group to group only when a rank is in two groups of several ranks: tp
+  // and dp both larger than one (known from the coordinates). Then a rank in the culprit's tp
+  // group can be late to its own dp group because of it, and the other way round.
+  bool tp_many = false, dp_many = false;
+  for (const auto& [rank, p] : places) {
+    tp_many = tp_many || p.tp > 0;
+    dp_many = dp_many || p.dp > 0;
   }
-  if (culprit >= 0 && win.count(culprit) != 0) {
-    const int stage = place_of(culprit).stage;
-    // Own time: a step's seconds not spent blocked at in-stage collectives, per step.
-    auto own = [](const StepAccount& w) {
-      return w.steps > 0 ? (w.seconds - w.stage_wait) / static_cast<double>(w.steps) : 0.0;
-    };
-    double peer_seconds = 0, peer_wait = 0, peer_own = 0;
-    int peers = 0;
-    for (const auto& [q, w] : win) {
-      if (q == culprit || place_of(q).stage != stage) continue;
-      ++peers;
-      peer_seconds += w.seconds;
-      peer_wait += w.stage_wait;
-      peer_own = std::max(peer_own, own(w));
+  const bool two_groups = tp_many && dp_many;
+  auto share_group = [&](int q, int r) {
+    const RankPlace a = place_of(q), b = place_of(r);
+    return a.stage == b.stage && a.tp >= 0 && b.tp >= 0 && (a.tp == b.tp || a.dp == b.dp);
+  };
+  // Seconds rank q waited for rank r in its window.
+  auto waited_for = [&](int q, int r) {
+    for (const auto& [who, s] : win.at(q).waited_on)
+      if (who == r) return s;
+    return 0.0;
+  };
+  std::vector<Straggler> named;  // one per stage at most
+  for (const auto& [stage, by_rank] : blame) {
+    int culprit = -1;
+    double most = 0;
+    for (const auto& [r, b] : by_rank)
+      if (b > most) {
+        most = b;
+        culprit = r;
+      }
+    if (culprit < 0 || win.count(culprit) == 0) continue;
+    // The next most blamed rank, leaving out the culprit's victims: a rank that itself waited
+    // for the culprit a kStragglerPeerWait share of its step arrives late elsewhere because of it
+    // (in 3D, a slow rank's tp partner is late to its own dp all-reduce).
+    double second = 0;
+    for (const auto& [r, b] : by_rank) {
+      if (r == culprit) continue;
+      auto it = win.find(r);
+      if (two_groups && it != win.end() && share_group(r, culprit) &&
+          it->second.share(waited_for(r, culprit)) >= kStragglerPeerWait)
+        continue;
+      second = std::max(second, b);
     }
-    const StepAccount& mine = win.at(culprit);
-    const double share = peer_seconds > 0 ? most / peer_seconds : 0.0;
-    if (peers > 0 && share >= kStragglerPeerWait && most >= kStragglerDominance * second &&
-        own(mine) >= kStragglerOwnRatio * peer_own) {
-      Straggler s;
-      s.rank = culprit;
-      s.last_share = mine.collectives > 0
-                         ? static_cast<double>(mine.last) / static_cast<double>(mine.collectives)
-                         : 0.0;
-      s.peer_wait_share = share;
-      s.blame_share = peer_wait > 0 ? std::min(1.0, most / peer_wait) : 0.0;
-      s.steps = mine.steps;
-      const std::string coords = place_of(culprit).coords;
-      s.text = fmt::format(
-          "rank {}{} is slow: its peers waited {:.0f}% of their step time for it, {:.0f}% of all "
-          "their waiting (last {} steps; it arrived last at {:.0f}% of its collectives)",
-          culprit, coords.empty() ? "" : " (" + coords + ")", 100 * s.peer_wait_share,
-          100 * s.blame_share, s.steps, 100 * s.last_share);
-      d.straggler = std::move(s);
-    }
+    if (std::optional<Straggler> s = judge(culprit, most, second, win, places))
+      named.push_back(std::move(*s));
+  }
+  // A stage's straggler that waited for another's pipeline messages is that one's victim.
+  auto fed_by = [&](int q, int r) {
+    for (const auto& [who, s] : win.at(q).fed_by)
+      if (who == r) return s;
+    return 0.0;
+  };
+  for (const Straggler& s : named) {
+    const bool victim = std::any_of(named.begin(), named.end(), [&](const Straggler& o) {
+      return o.rank != s.rank && win.at(s.rank).share(fed_by(s.rank, o.rank)) >= kStragglerPeerWait;
+    });
+    if (!victim && (!d.straggler || s.peer_wait_share > d.straggler->peer_wait_share))
+      d.straggler = s;
   }
 
   // Bottleneck stage: busy share per stage, the stage's ranks together.

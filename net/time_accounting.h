@@ -12,20 +12,27 @@
 //
 // The diagnosis looks at each rank's window of recent steps (kWindowSlots below):
 //   straggler  the rank the others wait for. Only collectives inside one pipeline stage count (tp,
-//              dp, and world when there is no pipeline): a pipeline's own bubble makes stages wait
-//              for each other by design. Rank R is named when its stage peers spent at least
-//              kStragglerPeerWait of their step time waiting with R named as the last to arrive,
-//              that blame is at least kStragglerDominance times any other rank's, and R's own
-//              time per step (its step less its waiting at those collectives: computing and
-//              transferring) is at least kStragglerOwnRatio times every peer's. The last rule
-//              keeps one of two equally slow ranks (two ranks sharing a core) from being named
-//              alone: the one that happened to arrive last more often is not slower than its
-//              twin. The figures printed:
-//              the peers' step time spent waiting for R, R's part of all their waiting, and the
-//              share of R's collectives at which it was last (after the first collective of a
-//              step the others are already there, so this is well below 100% even for a rank
-//              that holds every step up).
-//              A step that is slow on every rank (an evaluation, a busy machine) makes nobody wait
+//              dp, and world when there is no pipeline): a pipeline's own bubble makes stages
+//              wait for each other by design. R's peers are the ranks it shares a tp or dp group
+//              with (its whole stage when coordinates are unknown). The most blamed rank R of
+//              each stage is named when
+//              - its peers spent at least kStragglerPeerWait of their step time waiting with R
+//                the last to arrive;
+//              - that blame is at least kStragglerDominance times any other rank's of the stage,
+//                leaving out R's victims when tp and dp are both larger than one (ranks of R's tp
+//                or dp group that themselves waited for R that share of their step, and so
+//                arrive late to their other group: a slow rank's tp partner is late to its own
+//                dp all-reduce);
+//              - R's own time per step (its step less all its waiting, a pipeline neighbour's
+//                messages included) is at least kStragglerOwnRatio times every peer's, so one of
+//                two equally slow ranks (sharing a core) is not named alone.
+//              When two stages name one, a rank that waited that share of its step for the
+//              other's pipeline messages is its victim and is dropped; of the rest the one whose
+//              peers wait most is the straggler. The figures printed: the peers' step time spent
+//              waiting for R, R's part of all their waiting, and the share of R's collectives at
+//              which it was last (after the first collective of a step the others are already
+//              there, so this is well below 100% even for a rank that holds every step up). A
+//              step that is slow on every rank (an evaluation, a busy machine) makes nobody wait
 //              for anybody, so it names nobody.
 //   bottleneck with pp >= 2: the stage whose busy share (forward + backward over step time) is at
 //              least kBottleneckRatio times every other stage's and kBottleneckMargin above it.
@@ -81,6 +88,8 @@ struct StepAccount {
   double stage_wait = 0;  // wait at those collectives
   // Seconds waited at those collectives, by the world rank that arrived last (not this one).
   std::vector<std::pair<int, double>> waited_on;
+  // Seconds waited for a pipeline neighbour's messages (recv), by the world rank that sent them.
+  std::vector<std::pair<int, double>> fed_by;
 
   double share(double part) const { return seconds > 0 ? part / seconds : 0.0; }
   void add(const StepAccount& other);
@@ -91,6 +100,7 @@ struct RankPlace {
   int stage = 0;
   int pp = 1;  // the job's pipeline depth
   std::string coords;
+  int tp = -1, dp = -1;  // its tp and dp coordinates; -1 unknown (then its whole stage are peers)
 };
 
 struct Straggler {

@@ -256,6 +256,26 @@ class TestStraggler : public QObject {
     expect_only_rank(tables, replay_out, slow.section(':', 0, 0).toInt());
   }
 
+  // The 2x2x2 gpt job (pp x tp x dp, threads) with rank 0 slowed. Its tp partner (rank 1) waits
+  // for it and so arrives late to its own dp all-reduce, and its pipeline successor (rank 4)
+  // waits for its activations and so arrives late to its stage's collectives: both are its
+  // victims, and only rank 0 is named (a stage only if it is rank 0's).
+  void hybridSlowRankIsNamed() {
+    QStringList tables;
+    QString replay_out;
+    run_monitored({kGptJob, "--set", "train.steps=120", "--set", "train.eval_every=0"}, "0:2500",
+                  tables, replay_out);
+    if (QTest::currentTestFailed()) return;
+    for (const QString& t : tables) {
+      const Named n = named_in(t);
+      QVERIFY2(n.ranks.isEmpty() || n.ranks == QSet<int>{0}, qPrintable(t));
+      QVERIFY2(n.stages.isEmpty() || n.stages == QSet<int>{0}, qPrintable(t));
+    }
+    QVERIFY2(named_in(tables.back()).ranks == QSet<int>{0}, qPrintable(tables.back()));
+    const Named h = named_in(history(replay_out));
+    QVERIFY2(h.ranks == QSet<int>{0}, qPrintable(replay_out));
+  }
+
   // A 2-stage pipeline (gpt, pp 2) whose stage 1 takes 3 ms longer per micro-batch: stage 1 is the
   // bottleneck, stage 0 never is, and no rank is called a straggler (pipeline waits are the
   // bubble's, not a rank's).
@@ -313,6 +333,8 @@ class TestStraggler : public QObject {
                                                              "train.steps=200",
                                                              "--set",
                                                              "train.eval_every=0"};
+    QTest::newRow("gpt 2x2x2 (pp x tp x dp), 200 steps")
+        << QStringList{kGptJob, "--set", "train.steps=200", "--set", "train.eval_every=0"};
   }
   void noSlowdownNamesNobody() {
     QFETCH(QStringList, args);

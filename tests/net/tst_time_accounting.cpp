@@ -1132,6 +1132,45 @@ class TestTimeAccounting : public QObject {
     VERIFY_CONTAINS(m.table(table_time(kSteps)), "rank 2 (pp1 tp0 dp0) is slow: ");
   }
 
+  // Two stages name a rank each: stage 0's rank 0 holds its dp partner up, and stage 1's rank 2,
+  // which waits for rank 0's activations, holds its own dp partner up in turn (more than rank 0
+  // does). Rank 2 waited for rank 0's messages 40% of its step: it is rank 0's victim, and rank 0
+  // is the straggler. Without those receive waits rank 2 would be named.
+  void pipelineVictimIsNotNamed_data() {
+    QTest::addColumn<double>("fedWait");  // rank 2's recv wait for rank 0's messages
+    QTest::addColumn<int>("named");
+    QTest::newRow("rank 2 waited for rank 0: rank 0") << 0.4 << 0;
+    QTest::newRow("rank 2 waited 5%: rank 2") << 0.05 << 2;
+  }
+  void pipelineVictimIsNotNamed() {
+    QFETCH(double, fedWait);
+    QFETCH(int, named);
+    constexpr int64_t kSteps = kWarmUpSteps + 10;
+    const std::vector<Hello> hs = hellos(2, 2);  // stage 0: ranks 0, 1; stage 1: ranks 2, 3
+    const Plan plan = [fedWait](int r, int64_t) {
+      StepPlan p;
+      p.stage = r / 2;
+      p.fwd = 0.125;
+      p.bwd = 0.125;
+      p.seconds = 1.0;
+      if (r == 0) p.colls = {{"all_reduce", "dp[0]", 0.01, 0.0, 0}};
+      if (r == 1) p.colls = {{"all_reduce", "dp[0]", 0.41, 0.4, 0}};
+      // Rank 2's own time 1 - fedWait against rank 3's 1 - 0.5 - 0.125 (1.2x and more).
+      if (r == 2)
+        p.colls = {{"recv", "pp[0]", fedWait, fedWait, 0}, {"all_reduce", "dp[1]", 0.01, 0.0, 2}};
+      if (r == 3)
+        p.colls = {{"recv", "pp[1]", 0.125, 0.125, 1}, {"all_reduce", "dp[1]", 0.51, 0.5, 2}};
+      return p;
+    };
+    RunModel m;
+    feed(m, hs, run_events(4, kSteps, plan));
+    const Diagnosis& d = m.diagnosis();
+    QVERIFY2(d.straggler.has_value(),
+             qPrintable(QString::fromStdString(m.table(table_time(kSteps)))));
+    QCOMPARE(d.straggler->rank, named);
+    for (int r = 0; r < 4; ++r) QCOMPARE(m.straggler(r), r == named);
+  }
+
   // The busiest stage is named when its busy share is at least 1.25x and 15 points above every
   // other stage's.
   void bottleneck_data() {
