@@ -99,6 +99,7 @@ void StepAccount::add(const StepAccount& o) {
   collectives += o.collectives;
   last += o.last;
   stage_wait += o.stage_wait;
+  tp_wait += o.tp_wait;
   for (const auto& [r, s] : o.waited_on) add_waited(waited_on, r, s);
   for (const auto& [r, s] : o.fed_by) add_waited(fed_by, r, s);
 }
@@ -130,6 +131,7 @@ void TimeAccounting::add(const telemetry::Event& event, int pp) {
     const double w = std::min(finite_or_zero(c->wait), d);
     a.wait += w;
     a.transfer += d - w;
+    if (c->group.starts_with("tp[")) a.tp_wait += w;
     if (c->op == "recv" && c->last_rank >= 0 && c->last_rank != event.rank && w > 0)
       add_waited(a.fed_by, c->last_rank, w);
     if (!in_stage(*c, pp) || c->last_rank < 0) return;
@@ -255,7 +257,8 @@ Diagnosis TimeAccounting::diagnose(const std::map<int, RankPlace>& places) const
   if (pp >= 2) {
     std::map<int, StepAccount> stages;
     for (const auto& [rank, w] : win) stages[place_of(rank).stage].add(w);
-    for (const auto& [stage, w] : stages) d.stages.push_back({stage, w.share(w.busy)});
+    for (const auto& [stage, w] : stages)
+      d.stages.push_back({stage, w.share(std::max(0.0, w.busy - w.tp_wait))});
     if (static_cast<int>(d.stages.size()) == pp) {
       auto by_busy = d.stages;
       std::sort(by_busy.begin(), by_busy.end(),

@@ -34,7 +34,8 @@
 //              there, so this is well below 100% even for a rank that holds every step up). A
 //              step that is slow on every rank (an evaluation, a busy machine) makes nobody wait
 //              for anybody, so it names nobody.
-//   bottleneck with pp >= 2: the stage whose busy share (forward + backward over step time) is at
+//   bottleneck with pp >= 2: the stage whose busy share (forward + backward less the waits at tp
+//              collectives inside them, over step time) is at
 //              least kBottleneckRatio times every other stage's and kBottleneckMargin above it.
 // Thresholds are judgement, not fits: 10% of a step lost to one rank is what a user would want
 // to hear about; twice anyone else's blame keeps the random order of healthy arrivals (every
@@ -74,7 +75,7 @@ inline constexpr double kBottleneckMargin = 0.15;
 // A rank whose window holds fewer steps or seconds than these is not judged yet: the first
 // moments of a job (threads starting, caches warming) are uneven without anyone being slow.
 inline constexpr int64_t kMinDiagnosisSteps = 10;
-inline constexpr double kMinDiagnosisSeconds = 0.5;
+inline constexpr double kMinDiagnosisSeconds = 1.0;
 
 // One step of one rank (or a sum of several: seconds and counts add up).
 struct StepAccount {
@@ -86,6 +87,7 @@ struct StepAccount {
   // was last.
   int64_t collectives = 0, last = 0;
   double stage_wait = 0;  // wait at those collectives
+  double tp_wait = 0;     // wait at tp collectives (inside forward and backward: not work)
   // Seconds waited at those collectives, by the world rank that arrived last (not this one).
   std::vector<std::pair<int, double>> waited_on;
   // Seconds waited for a pipeline neighbour's messages (recv), by the world rank that sent them.

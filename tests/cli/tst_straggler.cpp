@@ -23,6 +23,17 @@ namespace {
 const QString kMlpJob = "resources/jobs/fashion_mlp.json";
 const QString kGptJob = "resources/jobs/gpt-3d.json";
 
+// `shardlab run` arguments: the job file, then each assignment as a --set.
+QStringList job_args(const QString& job, const QStringList& sets) {
+  QStringList out{job};
+  for (const QString& a : sets) out << "--set" << a;
+  return out;
+}
+
+// The 2-stage pipeline of the gpt job, one rank a stage.
+const QStringList kPipeline2{"parallel.pp=2", "parallel.tp=1", "parallel.dp=1",
+                             "parallel.world_size=2"};
+
 QProcessEnvironment run_env(const QString& runs_dir, const QString& slow) {
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
   env.insert("OMPI_ALLOW_RUN_AS_ROOT", "1");
@@ -282,10 +293,9 @@ class TestStraggler : public QObject {
   void pipelineBottleneckStageIsNamed() {
     QStringList tables;
     QString replay_out;
-    run_monitored({kGptJob, "--set", "parallel.pp=2", "--set", "parallel.tp=1", "--set",
-                   "parallel.dp=1", "--set", "parallel.world_size=2", "--set", "train.steps=80",
-                   "--set", "train.eval_every=0"},
-                  "1:3000", tables, replay_out);
+    run_monitored(
+        job_args(kGptJob, kPipeline2 + QStringList{"train.steps=80", "train.eval_every=0"}),
+        "1:3000", tables, replay_out);
     if (QTest::currentTestFailed()) return;
     for (const QString& t : tables) {
       const Named n = named_in(t);
@@ -301,40 +311,17 @@ class TestStraggler : public QObject {
   // No slowdown: over every table of the live monitor and every step of the replay, nobody.
   void noSlowdownNamesNobody_data() {
     QTest::addColumn<QStringList>("args");
-    QTest::newRow("threads, 4 ranks, 300 steps") << QStringList{kMlpJob,
-                                                                "--set",
-                                                                "parallel.world_size=4",
-                                                                "--set",
-                                                                "train.steps=300",
-                                                                "--set",
-                                                                "train.eval_every=100",
-                                                                "--set",
-                                                                "train.eval_batches=2"};
+    QTest::newRow("threads, 4 ranks, 300 steps")
+        << job_args(kMlpJob, {"parallel.world_size=4", "train.steps=300", "train.eval_every=100",
+                              "train.eval_batches=2"});
     if (!QStandardPaths::findExecutable("mpirun").isEmpty())
-      QTest::newRow("mpi, 2 processes, 200 steps") << QStringList{kMlpJob,
-                                                                  "--set",
-                                                                  "parallel.backend=mpi",
-                                                                  "--set",
-                                                                  "parallel.world_size=2",
-                                                                  "--set",
-                                                                  "train.steps=200",
-                                                                  "--set",
-                                                                  "train.eval_every=0"};
-    QTest::newRow("pipeline pp 2, 200 steps") << QStringList{kGptJob,
-                                                             "--set",
-                                                             "parallel.pp=2",
-                                                             "--set",
-                                                             "parallel.tp=1",
-                                                             "--set",
-                                                             "parallel.dp=1",
-                                                             "--set",
-                                                             "parallel.world_size=2",
-                                                             "--set",
-                                                             "train.steps=200",
-                                                             "--set",
-                                                             "train.eval_every=0"};
+      QTest::newRow("mpi, 2 processes, 200 steps")
+          << job_args(kMlpJob, {"parallel.backend=mpi", "parallel.world_size=2", "train.steps=200",
+                                "train.eval_every=0"});
+    QTest::newRow("pipeline pp 2, 200 steps")
+        << job_args(kGptJob, kPipeline2 + QStringList{"train.steps=200", "train.eval_every=0"});
     QTest::newRow("gpt 2x2x2 (pp x tp x dp), 200 steps")
-        << QStringList{kGptJob, "--set", "train.steps=200", "--set", "train.eval_every=0"};
+        << job_args(kGptJob, {"train.steps=200", "train.eval_every=0"});
   }
   void noSlowdownNamesNobody() {
     QFETCH(QStringList, args);

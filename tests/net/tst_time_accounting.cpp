@@ -868,7 +868,7 @@ class TestTimeAccounting : public QObject {
   // others wait a; at B rank 1 is last and the others wait b; at C rank 0 is last and rank 2
   // waits c. Rank 2 is named when a / seconds >= 10% (peer wait), 3a >= 2 * max(3b, c)
   // (dominance), its own time culpritSeconds - b - c >= 1.1 (seconds - a) (the least waiting
-  // peer, rank 1) and every rank has at least 10 steps and 0.5 s in its window.
+  // peer, rank 1) and every rank has at least 10 steps and 1 s in its window.
   void stragglerRules_data() {
     QTest::addColumn<double>("a");
     QTest::addColumn<double>("b");
@@ -882,7 +882,7 @@ class TestTimeAccounting : public QObject {
     QCOMPARE(kStragglerDominance, 2.0);
     QCOMPARE(kStragglerOwnRatio, 1.1);
     QCOMPARE(kMinDiagnosisSteps, int64_t{10});
-    QCOMPARE(kMinDiagnosisSeconds, 0.5);
+    QCOMPARE(kMinDiagnosisSeconds, 1.0);
     constexpr double kFast = 3.0 / 64;  // two steps a slot
     const int enough = 12;
     // clang-format off
@@ -921,10 +921,10 @@ class TestTimeAccounting : public QObject {
     // Enough steps and seconds in every window.
     QTest::newRow("9 steps: nobody")               << 0.375 << 0.0 << 0.0 << 1.0 << 1.0 << 9 << -1;
     QTest::newRow("10 steps")                      << 0.375 << 0.0 << 0.0 << 1.0 << 1.0 << 10 << 2;
-    QTest::newRow("10 fast steps, 0.47 s: nobody")
-        << 0.375 * kFast << 0.0 << 0.0 << kFast << kFast << 10 << -1;
-    QTest::newRow("11 fast steps, 0.52 s")
-        << 0.375 * kFast << 0.0 << 0.0 << kFast << kFast << 11 << 2;
+    QTest::newRow("21 fast steps, 0.98 s: nobody")
+        << 0.375 * kFast << 0.0 << 0.0 << kFast << kFast << 21 << -1;
+    QTest::newRow("22 fast steps, 1.03 s")
+        << 0.375 * kFast << 0.0 << 0.0 << kFast << kFast << 22 << 2;
     // clang-format on
   }
 
