@@ -14,13 +14,11 @@
 #include <QValueAxis>
 
 #include <algorithm>
-#include <map>
 #include <utility>
 
 #include "engine/core/error.h"
 #include "engine/job/job_spec.h"
 #include "engine/parallel/planner.h"
-#include "engine/topology/topology.h"
 #include "net/run_model.h"
 
 namespace shardlab::gui {
@@ -50,31 +48,10 @@ void MemoryViewModel::setJob(const JobSpec& job) {
                 .arg(kPlaceholderVocab);
   }
 
-  const ParallelConfig& p = job.parallel;
-  const int world = p.strategy == "none" ? 1 : static_cast<int>(p.world_size);
   try {
-    std::vector<MemoryFigures> figures;
-    if (uses_model_parallelism(p)) {
-      // Ranks that differ only in their dp coordinate hold the same slice: plan each (pp, tp) once.
-      const Topology topo = Topology::make({p.pp, p.tp, p.dp}, world);
-      std::map<std::pair<int, int>, MemoryFigures> by_slice;
-      figures.reserve(static_cast<size_t>(world));
-      for (int rank = 0; rank < world; ++rank) {
-        const Coord c = topo.coord(rank);
-        auto it = by_slice.find({c.pp, c.tp});
-        if (it == by_slice.end()) {
-          const MemoryPlan plan = plan_memory_hybrid(model, job.optimizer, p, world, rank);
-          if (rank == 0) formula_ = QString::fromStdString(plan.formula);
-          it = by_slice.emplace(std::pair{c.pp, c.tp}, plan.steady).first;
-        }
-        figures.push_back(it->second);
-      }
-    } else {
-      const MemoryPlan plan = plan_memory(model_layout(model), job.optimizer, p, world);
-      formula_ = QString::fromStdString(plan.formula);
-      figures.assign(static_cast<size_t>(world), plan.steady);
-    }
-    predicted_ = std::move(figures);
+    JobMemoryPlan plan = plan_job_memory(model, job.optimizer, job.parallel);
+    formula_ = QString::fromStdString(plan.formula);
+    predicted_ = std::move(plan.steady);
   } catch (const Error& e) {
     error_ = QString::fromUtf8(e.what());
     formula_.clear();

@@ -128,6 +128,8 @@ struct Core {
   bool stopping = false;                                        // collector thread only
   uint64_t next_id = 1;                                         // collector thread only
   std::map<uint64_t, std::shared_ptr<Connection>> connections;  // collector thread only
+  std::atomic<uint64_t> open_connections{0};
+  std::vector<std::function<void()>> stop_hooks;  // collector thread, or before start()
   std::atomic<uint64_t> accepted{0}, authenticated{0}, rejected{0}, messages{0}, lost{0};
 
   // What the collector knows of a rank across its connections (collector thread only): its latest
@@ -220,6 +222,7 @@ struct Core {
         const uint64_t id = next_id++;
         auto conn = std::make_shared<Connection>(*this, id, std::move(socket), peer);
         connections.emplace(id, conn);
+        open_connections.store(connections.size(), std::memory_order_relaxed);
         conn->start();
       }
       accept();
@@ -233,7 +236,16 @@ struct Core {
     retry_timer.cancel();
     auto all = std::move(connections);
     connections.clear();
+    open_connections.store(0, std::memory_order_relaxed);
     for (auto& [id, conn] : all) conn->close("", false);
+    for (auto& hook : stop_hooks) {
+      try {
+        hook();
+      } catch (const std::exception& e) {
+        log(fmt::format("collector on {}: a stop hook failed: {}", where, e.what()));
+      }
+    }
+    stop_hooks.clear();
     work.reset();
   }
 };
@@ -269,6 +281,7 @@ void Connection::close(const std::string& reason, bool rejected, const std::stri
   socket_.shutdown(tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
   owner_.connections.erase(id_);  // pending handlers keep the object alive until they run
+  owner_.open_connections.store(owner_.connections.size(), std::memory_order_relaxed);
   if (lost_rank)
     owner_.lost_rank(hello_, !lost.empty()
                                  ? lost
@@ -532,7 +545,16 @@ CollectorStats Collector::stats() const {
   s.rejected = d.rejected.load();
   s.messages = d.messages.load();
   s.lost = d.lost.load();
+  s.open = d.open_connections.load();
   return s;
+}
+
+asio::io_context& Collector::io_context() {
+  return impl_->io;
+}
+
+void Collector::on_stop(std::function<void()> hook) {
+  call([&] { impl_->stop_hooks.push_back(std::move(hook)); });
 }
 
 void Collector::call(const std::function<void()>& f) {

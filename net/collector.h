@@ -28,6 +28,10 @@
 
 #include "net/protocol.h"
 
+namespace boost::asio {
+class io_context;
+}
+
 namespace shardlab::net {
 
 // An authenticated connection ended before its rank reported finishing (see the file comment).
@@ -70,6 +74,7 @@ struct CollectorStats {
   uint64_t messages = 0;       // messages handed to consumers
   uint64_t lost = 0;           // connections that ended before their rank finished
                                // (on_connection_lost calls)
+  uint64_t open = 0;           // connections open now (handshaking or streaming)
 };
 
 class Collector {
@@ -88,6 +93,12 @@ class Collector {
   // TimeoutError when it has not run within 10 s. Before start(), after stop() or on the
   // collector thread itself, `f` runs at once on the calling thread.
   void call(const std::function<void()>& f);
+  // The io_context the collector serves on, for other servers that read its consumers on the
+  // same thread without locks (net/web/web_server.h). Valid for the collector's lifetime.
+  boost::asio::io_context& io_context();
+  // Runs `hook` on the collector thread when stop() begins, after its own connections are closed
+  // (a server sharing the io_context closes its sockets there, so the thread can end).
+  void on_stop(std::function<void()> hook);
 
  private:
   struct Impl;

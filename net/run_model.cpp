@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <string_view>
 
 namespace shardlab::net {
 
@@ -31,6 +32,13 @@ bool done(telemetry::JobState s) {
 }
 
 }  // namespace
+
+int comm_kind(const std::string& group) {
+  const std::string_view kind = std::string_view(group).substr(0, group.find('['));
+  for (size_t i = 0; i < kCommKinds.size(); ++i)
+    if (kind == kCommKinds[i]) return static_cast<int>(i);
+  return -1;
+}
 
 void RunModel::add(const Message& message, double received) {
   if (const auto* hello = std::get_if<Hello>(&message)) {
@@ -109,6 +117,8 @@ void RunModel::add(const Message& message, double received) {
                  },
                  [&](const telemetry::CollectiveEvent& e) {
                    r.comm_seconds += e.duration;
+                   if (const int k = comm_kind(e.group); k >= 0)
+                     r.comm_seconds_by_kind[static_cast<size_t>(k)] += e.duration;
                    ++r.collectives;
                  },
                  [&](const telemetry::PhaseEvent&) {},

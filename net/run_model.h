@@ -27,6 +27,8 @@ struct RankState {
   int64_t memory_peak = 0;  // largest current total reported (the events carry per-category
                             // peaks only, whose sum would overstate the peak of the total)
   double comm_seconds = 0;  // summed collective durations
+  // The same by the kind of group (comm_kind()): tp, pp, dp, world; other groups count in none.
+  std::array<double, 4> comm_seconds_by_kind{};
   int64_t collectives = 0;
   double last_seen = 0;       // time of the latest event (epoch seconds)
   double last_heartbeat = 0;  // time of the latest heartbeat (or any event)
@@ -40,6 +42,12 @@ struct RankState {
   std::vector<double> loss_series;          // every step's loss, in order
   std::vector<telemetry::EvalEvent> evals;  // every evaluation, in order
 };
+
+// The kinds of communicator group a collective runs on, the part of its group name before '['
+// ("tp[1]" -> tp): index into RankState::comm_seconds_by_kind.
+inline constexpr std::array<const char*, 4> kCommKinds{"tp", "pp", "dp", "world"};
+// kCommKinds' index of `group`'s kind; -1 for another name.
+int comm_kind(const std::string& group);
 
 class RunModel {
  public:
@@ -90,7 +98,7 @@ class RunModel {
   CommStats comm_;
   Timeline timeline_;
   TimeAccounting time_;
-  int pp_ = 1;                                  // the pipeline depth the HELLOs announce
+  int pp_ = 1;  // the pipeline depth the HELLOs announce
   int64_t newest_step_ = 0;
   mutable std::optional<Diagnosis> diagnosis_;  // reset by add()
 };

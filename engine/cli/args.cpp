@@ -1,5 +1,7 @@
 #include "engine/cli/args.h"
 
+#include <cstdlib>
+
 #include <charconv>
 
 namespace shardlab::cli {
@@ -63,6 +65,16 @@ int64_t Args::get_int(const std::string& name, int64_t fallback, int64_t min, in
     SL_THROW(UsageError, "option '{}' needs an integer, got '{}'", name, s);
   if (v < min || v > max)
     SL_THROW(UsageError, "option '{}' must be in [{}, {}], got {}", name, min, max, v);
+  return v;
+}
+
+double positive_seconds(const Args& args, const std::string& flag, double fallback) {
+  if (!args.has(flag)) return fallback;
+  const std::string text = args.get(flag);
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || !(v > 0) || v > 1e7)
+    SL_THROW(UsageError, "{}: expected a positive number of seconds, got '{}'", flag, text);
   return v;
 }
 

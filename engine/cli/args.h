@@ -40,4 +40,8 @@ class Args {
   std::multimap<std::string, std::string> values_;
 };
 
+// `flag`'s value as seconds, > 0 and at most 1e7 (UsageError naming the flag otherwise); `fallback`
+// when absent.
+double positive_seconds(const Args& args, const std::string& flag, double fallback);
+
 }  // namespace shardlab::cli

@@ -8,8 +8,9 @@
 //       SHARDLAB_TELEMETRY_TOKEN, or --token-file (created with a fresh token when it does not
 //       exist), or a fresh one written to ./shardlab-monitor.token. Listens on loopback unless ADDR
 //       says otherwise.
-//   replay RUN.slrec          the same table from a recording
-//   export RUN.slrec [--chrome-trace OUT.json] [--csv OUT.csv]
+//   --http ADDR:PORT serves the web dashboard, /api/run and /metrics beside it (web_setup.h);
+//   --job FILE gives the page the job's planned memory per rank.
+// `replay` and `export` are in replay_command.cpp.
 #include <unistd.h>
 
 #include <atomic>
@@ -23,6 +24,7 @@
 
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
+#include "engine/cli/web_setup.h"
 #include "engine/telemetry/events.h"
 #include "net/auth.h"
 #include "net/collector.h"
@@ -39,41 +41,11 @@ extern "C" void on_signal(int) {
   g_stop = true;
 }
 
-// The token the monitor expects, and where workers find it.
-std::string monitor_token(const Args& args) {
-  // An explicit --token-file wins over the variable (as for the workers).
-  if (const char* env = std::getenv(net::kTokenEnv); env && *env && !args.has("--token-file")) {
-    fmt::print(stderr, "monitor: using the token in {}\n", net::kTokenEnv);
-    return net::find_token("");
-  }
-  const std::string path = args.get("--token-file", "shardlab-monitor.token");
-  std::error_code ec;
-  if (std::filesystem::exists(path, ec)) {
-    fmt::print(stderr, "monitor: using the token in {}\n", path);
-    return net::read_token_file(path);
-  }
-  const std::string token = net::make_token();
-  net::write_token_file(path, token);
-  fmt::print(stderr,
-             "monitor: wrote a new token to {} (workers: --token-file {} or {}=<its contents>)\n",
-             path, path, net::kTokenEnv);
-  return token;
-}
-
-double positive_seconds(const Args& args, const std::string& flag, double fallback) {
-  if (!args.has(flag)) return fallback;
-  const std::string text = args.get(flag);
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (end == text.c_str() || *end != '\0' || !(v > 0) || v > 1e7)
-    SL_THROW(UsageError, "{}: expected a positive number of seconds, got '{}'", flag, text);
-  return v;
-}
-
 }  // namespace
 
 int monitor_command(const std::vector<std::string>& argv) {
-  Args args(argv, {{"--listen", "--record", "--token-file", "--duration", "--interval"},
+  Args args(argv, {{"--listen", "--record", "--token-file", "--duration", "--interval", "--http",
+                    "--job"},
                    {"--until-done"}});
   if (!args.positional().empty())
     SL_THROW(UsageError, "monitor takes no positional arguments (got '{}')", args.positional()[0]);
@@ -92,7 +64,7 @@ int monitor_command(const std::vector<std::string>& argv) {
                o.address);
   const double duration = positive_seconds(args, "--duration", 0);
   const double interval = positive_seconds(args, "--interval", 1.0);
-  o.token = monitor_token(args);
+  o.token = collector_token(args, "monitor");
   o.log = [](const std::string& line) { fmt::print(stderr, "monitor: {}\n", line); };
   net::RunModelConsumer model;
   std::unique_ptr<net::RecordingConsumer> recording;
@@ -101,8 +73,15 @@ int monitor_command(const std::vector<std::string>& argv) {
     recording = std::make_unique<net::RecordingConsumer>(args.get("--record"));
     consumers.push_back(recording.get());
   }
+  const std::optional<HttpAddress> http = http_address(args);
+  SL_ENFORCE_T(UsageError, http || !args.has("--job"),
+               "--job only applies with --http (it gives the web page the planned memory)");
+  const net::DashboardInfo info =
+      args.has("--job") ? planned_info(args.get("--job"), "live") : net::DashboardInfo{};
   net::Collector collector(o, consumers);
   collector.start();
+  std::unique_ptr<net::WebServer> web;
+  if (http) web = serve_live(*http, collector, model.model(), info, o.token);
   fmt::print("monitor: listening on {}:{}{}\n", o.address, collector.port(),
              recording ? " recording to " + args.get("--record") : std::string());
   std::fflush(stdout);
@@ -137,66 +116,6 @@ int monitor_command(const std::vector<std::string>& argv) {
       st.authenticated, st.rejected,
       st.lost > 0 ? fmt::format(", {} lost before their rank finished", st.lost) : std::string(),
       st.messages, recording ? " recorded to " + args.get("--record") : std::string());
-  return 0;
-}
-
-int replay_command(const std::vector<std::string>& argv) {
-  Args args(argv, {{}, {}});
-  if (args.positional().size() != 1)
-    SL_THROW(UsageError, "replay needs exactly one recording, e.g. shardlab replay runs/x.slrec");
-  const net::RecordingContents rec = net::read_recording(args.positional()[0]);
-  net::RunModel model;
-  net::DiagnosisTracker diagnoses;
-  double last = 0;
-  for (const net::Message& m : rec.messages) {
-    model.add(m);
-    if (const auto* e = std::get_if<telemetry::Event>(&m)) {
-      last = std::max(last, e->time);
-      if (std::holds_alternative<telemetry::StepEvent>(e->payload)) diagnoses.update(model);
-    }
-  }
-  // How the diagnosis went over the run, then the final state.
-  for (const net::DiagnosisChange& c : diagnoses.changes()) {
-    if (c.lines.empty()) fmt::print("diagnosis at step {}: nobody holds the others back\n", c.step);
-    for (const std::string& line : c.lines) fmt::print("diagnosis at step {}: {}\n", c.step, line);
-  }
-  fmt::print("{}\n", model.table(last));
-  fmt::print("replay: {} messages{}\n", rec.messages.size(),
-             rec.complete ? std::string() : "; " + rec.note);
-  return 0;
-}
-
-int export_command(const std::vector<std::string>& argv) {
-  Args args(argv, {{"--chrome-trace", "--csv"}, {}});
-  if (args.positional().size() != 1)
-    SL_THROW(UsageError,
-             "export needs exactly one recording, e.g. shardlab export runs/x.slrec "
-             "--chrome-trace trace.json");
-  if (!args.has("--chrome-trace") && !args.has("--csv"))
-    SL_THROW(UsageError, "export needs --chrome-trace OUT.json and/or --csv OUT.csv");
-  const net::RecordingContents rec = net::read_recording(args.positional()[0]);
-  if (!rec.complete) fmt::print(stderr, "export: {}\n", rec.note);
-  SL_ENFORCE(!rec.messages.empty(), "export: {} holds no complete block (nothing to export){}",
-             args.positional()[0], rec.complete ? "" : ": " + rec.note);
-  auto write = [&](const std::string& path, auto&& body) {
-    const std::string tmp = path + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      SL_ENFORCE_T(IoError, out.good(), "cannot write {}", tmp);
-      body(out);
-      out.flush();
-      SL_ENFORCE_T(IoError, out.good(), "writing {} failed (disk full?)", tmp);
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    SL_ENFORCE_T(IoError, !ec, "cannot rename {} to {}: {}", tmp, path, ec.message());
-    fmt::print("export: wrote {}\n", path);
-  };
-  if (args.has("--chrome-trace"))
-    write(args.get("--chrome-trace"),
-          [&](std::ostream& out) { net::write_chrome_trace(rec.messages, out); });
-  if (args.has("--csv"))
-    write(args.get("--csv"), [&](std::ostream& out) { net::write_step_csv(rec.messages, out); });
   return 0;
 }
 

@@ -149,6 +149,19 @@ int run_mpi(const JobSpec& job, std::optional<launch::PreparedJob>& prepared,
     run.record_path = args.get("--record", launch::default_recording_path(job));
     run.log = [](const std::string& line) { fmt::print(stderr, "telemetry: {}\n", line); };
   }
+  // --http: this process's collector serves the dashboard and records (in place of the one
+  // run_mpirun_workers would start); the workers get its token through the environment.
+  std::unique_ptr<RunDashboard> dashboard;
+  if (const std::optional<HttpAddress> http = http_address(args)) {
+    SL_ENFORCE_T(UsageError, run.worker.telemetry.empty(),
+                 "--http serves this run's own collector, but the run streams to another one "
+                 "(--telemetry or the job's telemetry.address): give --http to that `shardlab "
+                 "monitor` instead");
+    dashboard = std::make_unique<RunDashboard>(*http, job, run.record_path);
+    run.record_path.clear();
+    run.worker.telemetry = dashboard->telemetry_address();
+    setenv(net::kTokenEnv, dashboard->token().c_str(), 1);
+  }
   const bool verify = args.has("--verify");
   // The user's --save-model file serves --verify too; otherwise a temporary one.
   const bool temp_model = verify && !args.has("--save-model");
@@ -158,7 +171,12 @@ int run_mpi(const JobSpec& job, std::optional<launch::PreparedJob>& prepared,
                        .string()
                  : args.get("--save-model");
   const RemoveOnExit cleanup{temp_model ? run.worker.save_model : std::string()};
-  const launch::MpirunDone done = launch::run_mpirun_workers(run);
+  launch::MpirunDone done = launch::run_mpirun_workers(run);
+  if (dashboard) {
+    done.recorded = dashboard->finish();
+    done.record_path = dashboard->record_path();
+    unsetenv(net::kTokenEnv);
+  }
   if (!done.record_path.empty())
     fmt::print("telemetry: recorded {} messages to {}\n", done.recorded, done.record_path);
   SL_ENFORCE(!launch::worker_status_is_final(done.status),
@@ -191,7 +209,7 @@ std::vector<std::string> attempt_argv(std::vector<std::string> argv, int n) {
 }
 
 const ArgSpec kRunArgs{{"--set", "--tolerance", "--telemetry", "--token-file", "--record",
-                        "--resume", "--max-restarts", "--save-model"},
+                        "--resume", "--max-restarts", "--save-model", "--http"},
                        {"--quiet", "--verify", "--no-record"}};
 
 }  // namespace

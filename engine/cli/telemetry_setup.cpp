@@ -12,10 +12,18 @@ namespace shardlab::cli {
 
 namespace {
 
-launch::SinkOptions sink_options(const Args& args, const JobSpec& job, bool record_by_default) {
+launch::SinkOptions sink_options(const Args& args, const JobSpec& job, bool record_by_default,
+                                 const RunDashboard* dashboard) {
   if (args.has("--record") && args.has("--no-record"))
     SL_THROW(UsageError, "--record and --no-record contradict each other");
   launch::SinkOptions o;
+  if (dashboard) {
+    o.address = dashboard->telemetry_address();
+    o.token = dashboard->token();
+    if (args.has("--record") || (record_by_default && !args.has("--no-record")))
+      o.record_path = args.get("--record", launch::default_recording_path(job));
+    return o;
+  }
   // --telemetry / --token-file, else the job's telemetry section.
   o.address = args.get("--telemetry", job.telemetry.address);
   const std::string token_file = args.get("--token-file", job.telemetry.token_file);
@@ -31,11 +39,24 @@ launch::SinkOptions sink_options(const Args& args, const JobSpec& job, bool reco
   return o;
 }
 
+// --http: a collector of this run's own, serving the dashboard.
+std::unique_ptr<RunDashboard> make_dashboard(const Args& args, const JobSpec& job) {
+  const std::optional<HttpAddress> http = http_address(args);
+  if (!http) return nullptr;
+  if (args.has("--telemetry") || !job.telemetry.address.empty())
+    SL_THROW(UsageError,
+             "--http serves this run's own collector, but the run streams to another one "
+             "(--telemetry or the job's telemetry.address): give --http to that `shardlab "
+             "monitor` instead");
+  return std::make_unique<RunDashboard>(*http, job, "");
+}
+
 }  // namespace
 
 RunTelemetry::RunTelemetry(const Args& args, const launch::PreparedJob& job,
                            const std::vector<int>& ranks, bool record_by_default)
-    : sinks_(job, ranks, sink_options(args, job.job, record_by_default)) {}
+    : dashboard_(make_dashboard(args, job.job)),
+      sinks_(job, ranks, sink_options(args, job.job, record_by_default, dashboard_.get())) {}
 
 RunTelemetry::~RunTelemetry() {
   try {
@@ -48,6 +69,7 @@ void RunTelemetry::close() {
   if (closed_) return;
   closed_ = true;
   const launch::SinksClosed r = sinks_.close();
+  if (dashboard_) dashboard_->finish();  // every event is in: the page has seen the end
   if (r.streamed)
     fmt::print("telemetry: {} events streamed{}{}\n", r.sent,
                r.dropped ? fmt::format(", {} dropped (queue full)", r.dropped) : std::string(),

@@ -6,6 +6,8 @@
 //   --record PATH           record to PATH; `run` records to runs/<time>-<job>.slrec by default
 //                           ($SHARDLAB_RUNS_DIR instead of runs/ when set),
 //   --no-record             which this turns off
+//   --http ADDR:PORT        (run only) the web dashboard of this run: the ranks also stream to a
+//                           collector in this process, which serves it (web_setup.h)
 #pragma once
 
 #include <functional>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "engine/cli/args.h"
+#include "engine/cli/web_setup.h"
 #include "engine/launch/prepared_job.h"
 #include "engine/launch/run_sinks.h"
 #include "engine/telemetry/sink.h"
@@ -39,6 +42,7 @@ class RunTelemetry {
   void close();
 
  private:
+  std::unique_ptr<RunDashboard> dashboard_;  // before sinks_: they stream to it
   launch::RunSinks sinks_;
   bool closed_ = false;
 };

@@ -1,6 +1,8 @@
 #include "engine/parallel/planner.h"
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -89,6 +91,32 @@ MemoryPlan plan_memory_hybrid(const ModelConfig& model, const OptimizerConfig& o
   MemoryPlan plan = plan_memory(local, optimizer, parallel, topo.dp());
   plan.formula += fmt::format(" per rank's stage/tp slice, N = dp = {}", topo.dp());
   return plan;
+}
+
+JobMemoryPlan plan_job_memory(const ModelConfig& model, const OptimizerConfig& optimizer,
+                              const ParallelConfig& p) {
+  JobMemoryPlan out;
+  const int world = p.strategy == "none" ? 1 : static_cast<int>(p.world_size);
+  if (uses_model_parallelism(p)) {
+    const Topology topo = Topology::make({p.pp, p.tp, p.dp}, world);
+    std::map<std::pair<int, int>, MemoryFigures> by_slice;
+    out.steady.reserve(static_cast<size_t>(world));
+    for (int rank = 0; rank < world; ++rank) {
+      const Coord c = topo.coord(rank);
+      auto it = by_slice.find({c.pp, c.tp});
+      if (it == by_slice.end()) {
+        const MemoryPlan plan = plan_memory_hybrid(model, optimizer, p, world, rank);
+        if (rank == 0) out.formula = plan.formula;
+        it = by_slice.emplace(std::pair{c.pp, c.tp}, plan.steady).first;
+      }
+      out.steady.push_back(it->second);
+    }
+  } else {
+    const MemoryPlan plan = plan_memory(model_layout(model), optimizer, p, world);
+    out.formula = plan.formula;
+    out.steady.assign(static_cast<size_t>(world), plan.steady);
+  }
+  return out;
 }
 
 }  // namespace shardlab

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/core/memory.h"
 #include "engine/core/param_layout.h"
@@ -50,6 +51,18 @@ MemoryPlan plan_memory(const ParamLayout& layout, const OptimizerConfig& optimiz
 // resolve.
 MemoryPlan plan_memory_hybrid(const ModelConfig& model, const OptimizerConfig& optimizer,
                               const ParallelConfig& parallel, int world, int rank);
+
+// Every rank's plan for a job, as the app's memory view and the web dashboard draw it: one rank
+// for strategy "none", else parallel.world_size ranks; with tensor or pipeline parallelism each
+// rank by plan_memory_hybrid (computed once per (pp, tp) coordinate: ranks differing only in dp
+// hold the same slice), otherwise every rank alike by plan_memory. `formula` is rank 0's.
+// Throws what the planners throw (InvalidArgument for a layout that does not resolve).
+struct JobMemoryPlan {
+  std::vector<MemoryFigures> steady;  // by world rank
+  std::string formula;
+};
+JobMemoryPlan plan_job_memory(const ModelConfig& model, const OptimizerConfig& optimizer,
+                              const ParallelConfig& parallel);
 
 // The layout of the model a ModelConfig describes, built without allocating its parameters.
 ParamLayout model_layout(const ModelConfig& config);

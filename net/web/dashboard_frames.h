@@ -1,0 +1,88 @@
+// What the web dashboard is sent: the run's state as JSON "frames", built from a RunModel. A full
+// frame holds everything the page draws; a delta frame only the sections that changed since the
+// previous frame (rank rows that changed, loss and evaluation points appended, heat-map columns
+// new or still filling), so a viewer of a steady 8-rank run receives a few kilobytes a second.
+// The format is documented for the page's authors in resources/web/README.md; /api/run is
+// full_state().
+//
+// One FrameBuilder per stream of frames: a live server has one, shared by every viewer (a frame is
+// built once per tick whatever the number of viewers); a replay viewer has its own.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "net/run_model.h"
+
+namespace shardlab::net {
+
+// What the server knows beyond the events.
+struct DashboardInfo {
+  std::string mode = "live";  // "live" or "replay"
+  std::string job_name;       // shown when no HELLO has come yet ("" the HELLOs' job id)
+  // The planner's steady bytes per world rank by category (engine/parallel/planner.h
+  // plan_job_memory); empty when the job is unknown (a monitor given no job file).
+  std::vector<std::array<int64_t, kMemCategories>> planned;
+};
+
+// Where a replay viewer stands (DashboardInfo::mode "replay").
+struct ReplayPosition {
+  double duration = 0;  // seconds from the first to the last event
+  double position = 0;  // seconds from the first event
+  bool playing = false;
+  double speed = 1;
+  int64_t step = 0;
+};
+
+struct FrameInput {
+  const RunModel& model;
+  const DashboardInfo& info;
+  double now = 0;  // epoch seconds (a replay: the time of its position)
+  const ReplayPosition* replay = nullptr;
+};
+
+// The heat map window: the newest this many steps.
+inline constexpr int64_t kHeatSteps = 64;
+// The timeline: the last this many steps, at most this many ranks' lanes.
+inline constexpr int kTimelineSteps = 3;
+inline constexpr int kTimelineLanes = 16;
+
+class FrameBuilder {
+ public:
+  struct Frame {
+    uint64_t number = 0;                       // 0 until the first build
+    std::shared_ptr<const std::string> full;   // null unless asked for
+    std::shared_ptr<const std::string> delta;  // null when nothing changed (or the first frame)
+  };
+  // Builds the frame after the previous one: its delta against the previous build (null when
+  // nothing the page draws changed: the frame number then stays) and, when `want_full`, the whole
+  // state. A viewer holding frame number n - 1 can take the delta of frame n; any other needs full.
+  Frame build(const FrameInput& in, bool want_full);
+  uint64_t number() const { return number_; }
+
+ private:
+  uint64_t number_ = 0;
+  std::string job_, replay_, diagnosis_, comm_, timeline_;
+  std::vector<std::string> rows_;
+  size_t loss_sent_ = 0, evals_sent_ = 0;
+  std::map<int64_t, std::string> heat_;  // step -> column
+};
+
+// The whole state as one JSON document: a full frame (frame number 0), for /api/run.
+std::string full_state(const FrameInput& in);
+
+// The run as a whole: "waiting" (no rank yet), "failed" (any rank failed), "finished" (all done),
+// "running" (any rank running), else "starting".
+std::string run_state(const RunModel& model);
+
+// JSON helpers shared with the metrics and the server: a string literal with its quotes, escaped;
+// a number (non-finite: null).
+std::string json_string(const std::string& text);
+std::string json_number(double value);
+
+}  // namespace shardlab::net

@@ -1,0 +1,182 @@
+#!/usr/bin/python3
+"""Opens the ShardLab web dashboard in headless Chromium and checks what a person would see.
+
+    browser_check.py URL --ranks 8 [--replay] [--screenshot OUT.png] [--timeout 60]
+    browser_check.py URL --frame-times N     (prints frame-time figures as JSON, checks nothing)
+
+Live (default): the page connects ("live"), draws one rank cell per rank, the loss chart's points
+grow while the run goes, memory bars for every rank, one heat-map row per rank, a communication
+table with rows, timeline lanes.
+--replay: the same, plus the replay bar: pausing stops the position, the slider seeks.
+Exit status 0 when every check holds; 1 with one line per failed check; 2 when the browser could
+not start (the caller skips). Uses Debian's chromium, chromium-driver and python3-selenium; as
+root Chromium needs --no-sandbox (../shared/notes/real-parts.md).
+"""
+import argparse
+import json
+import sys
+import time
+
+try:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+except ImportError as e:  # the caller checks first; this is the fallback
+    print(f"browser_check: python3-selenium is missing: {e}", file=sys.stderr)
+    sys.exit(2)
+
+
+def start_browser():
+    opts = webdriver.ChromeOptions()
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1100",
+              "--disable-dev-shm-usage", "--no-first-run", "--disable-extensions"):
+        opts.add_argument(a)
+    opts.binary_location = "/usr/bin/chromium"
+    try:
+        return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+    except Exception as e:  # noqa: BLE001 - any start failure means "cannot run here"
+        print(f"browser_check: Chromium did not start: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+class Checks:
+    def __init__(self, driver, timeout):
+        self.d = driver
+        self.timeout = timeout
+        self.failed = []
+
+    def attr(self, css, name):
+        els = self.d.find_elements(By.CSS_SELECTOR, css)
+        return els[0].get_attribute(name) if els else None
+
+    def text(self, css):
+        els = self.d.find_elements(By.CSS_SELECTOR, css)
+        return els[0].text if els else None
+
+    def wait_for(self, what, predicate, timeout=None):
+        """Polls predicate() until it returns a true value or the timeout; records a failure."""
+        deadline = time.time() + (timeout or self.timeout)
+        last = None
+        while time.time() < deadline:
+            try:
+                last = predicate()
+                if last:
+                    return last
+            except Exception as e:  # noqa: BLE001 - element not there yet
+                last = e
+            time.sleep(0.2)
+        self.failed.append(f"{what} (last seen: {last!r})")
+        return None
+
+    def int_attr(self, css, name):
+        v = self.attr(css, name)
+        return int(v) if v not in (None, "") else None
+
+
+def check_page(c, ranks, replay):
+    c.wait_for("the page says it is connected (#conn-status 'live')",
+               lambda: c.text("#conn-status") == "live")
+    c.wait_for(f"{ranks} rank cells in the grid (#rank-grid data-cells)",
+               lambda: c.int_attr("#rank-grid", "data-cells") == ranks)
+    c.wait_for(f"memory bars for {ranks} ranks (#memory-chart data-ranks)",
+               lambda: c.int_attr("#memory-chart", "data-ranks") == ranks)
+    c.wait_for(f"{ranks} heat-map rows (#heat-map data-rows)",
+               lambda: c.int_attr("#heat-map", "data-rows") == ranks)
+    c.wait_for("heat-map columns (#heat-map data-cols > 0)",
+               lambda: (c.int_attr("#heat-map", "data-cols") or 0) > 0)
+    c.wait_for("rows in the communication table (#comm-table tbody tr)",
+               lambda: len(c.d.find_elements(By.CSS_SELECTOR, "#comm-table tbody tr")) > 0)
+    c.wait_for("timeline lanes (#timeline data-lanes > 0)",
+               lambda: (c.int_attr("#timeline", "data-lanes") or 0) > 0)
+    c.wait_for("the job's name in the header (#job-name)",
+               lambda: (c.text("#job-name") or "").strip() != "")
+    # Loss points grow while the run (or the replay) goes.
+    first = c.wait_for("loss points on the chart (#loss-chart data-points > 0)",
+                       lambda: c.int_attr("#loss-chart", "data-points"))
+    if first:
+        c.wait_for(f"the loss chart growing past {first} points",
+                   lambda: (c.int_attr("#loss-chart", "data-points") or 0) > first)
+    if replay:
+        check_replay(c)
+
+
+def replay_position(c):
+    state = c.d.execute_script("return window.shardlab && window.shardlab.state;")
+    return (state or {}).get("replay", {}).get("position")
+
+
+def check_replay(c):
+    c.wait_for("the replay bar is shown (#replay-bar)",
+               lambda: c.d.find_element(By.CSS_SELECTOR, "#replay-bar").is_displayed())
+    # Pause: the position stops moving.
+    c.d.execute_script(
+        "var b=document.querySelector('#replay-play'); if (b) b.click();")
+    time.sleep(1.0)
+    p1 = replay_position(c)
+    time.sleep(1.5)
+    p2 = replay_position(c)
+    if p1 is None or p2 is None or abs(p2 - p1) > 1e-6:
+        # Maybe the click started it instead (it had already finished): not a pause.
+        c.failed.append(f"pausing the replay stops its position (went {p1} -> {p2})")
+    # Seek to the start: the loss chart then holds fewer points than before.
+    before = c.int_attr("#loss-chart", "data-points") or 0
+    c.d.execute_script(
+        "var s=document.querySelector('#replay-slider'); s.value=s.min;"
+        "s.dispatchEvent(new Event('input',{bubbles:true}));"
+        "s.dispatchEvent(new Event('change',{bubbles:true}));")
+    c.wait_for(f"seeking to the start shows fewer loss points than {before}",
+               lambda: (c.int_attr("#loss-chart", "data-points") or 0) < before or before == 0,
+               timeout=10)
+
+
+def frame_times(driver, seconds):
+    time.sleep(seconds)
+    return driver.execute_script(
+        "var s=window.shardlab||{}; return {frames: s.frames, times: s.frameTimes||[]};")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("url")
+    ap.add_argument("--ranks", type=int, default=8)
+    ap.add_argument("--replay", action="store_true")
+    ap.add_argument("--screenshot")
+    ap.add_argument("--timeout", type=float, default=60)
+    ap.add_argument("--frame-times", type=float, default=0,
+                    help="collect render times for this many seconds and print them as JSON")
+    args = ap.parse_args()
+    driver = start_browser()
+    try:
+        driver.set_page_load_timeout(args.timeout)
+        driver.get(args.url)
+        if args.frame_times:
+            c = Checks(driver, args.timeout)
+            c.wait_for("the page is connected",
+                       lambda: c.text("#conn-status") == "live")
+            c.wait_for(f"{args.ranks} rank cells",
+                       lambda: c.int_attr("#rank-grid", "data-cells") == args.ranks)
+            r = frame_times(driver, args.frame_times)
+            if args.screenshot:
+                driver.save_screenshot(args.screenshot)
+            print(json.dumps(r))
+            return 0 if not c.failed else 1
+        c = Checks(driver, args.timeout)
+        check_page(c, args.ranks, args.replay)
+        if args.screenshot:
+            time.sleep(0.5)
+            driver.save_screenshot(args.screenshot)
+        errors = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"] \
+            if hasattr(driver, "get_log") else []
+        for e in errors:
+            c.failed.append(f"browser console error: {e.get('message')}")
+        for f in c.failed:
+            print(f"FAILED: {f}")
+        if not c.failed:
+            print(f"browser_check: all checks hold at {args.url}")
+        return 1 if c.failed else 0
+    finally:
+        driver.quit()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

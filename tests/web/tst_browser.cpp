@@ -1,0 +1,89 @@
+// The dashboard in a real browser: headless Chromium (Debian chromium + chromium-driver, driven by
+// python3-selenium through tests/web/browser_check.py) opens the page that `shardlab run --http`
+// serves during a live 2x2x2 gpt-3d run, and the page that `shardlab replay --http` serves for its
+// recording, and checks what a person would see: 8 rank cells, loss points growing while the run
+// (or the replay) goes, memory bars for 8 ranks, 8 heat-map rows, the communication table, the
+// timeline; in the replay, pause and seek. The live page's screenshot is kept at
+// <build>/screenshots/web-dashboard.png (the README's picture).
+#include <QtTest>
+
+#include <QDir>
+#include <QTemporaryDir>
+
+#include "tests/web/web_test_util.h"
+
+using namespace shardlab::test;
+
+namespace {
+
+const QString kJob = QStringLiteral(SHARDLAB_SOURCE_DIR "/resources/jobs/gpt-3d.json");
+const QString kCheck = QStringLiteral(SHARDLAB_SOURCE_DIR "/tests/web/browser_check.py");
+
+// browser_check.py on `url`; QSKIPs when the browser cannot start (exit 2).
+ProcessOutcome check_in_browser(const QStringList& extra) {
+  ProcessOptions o;
+  o.timeout_ms = 180000;
+  return run_process(QStringLiteral("/usr/bin/python3"), QStringList{kCheck} + extra, o);
+}
+
+}  // namespace
+
+class TestBrowser : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() {
+    const QString gone = missing(
+        {QStringLiteral("chromium"), QStringLiteral("chromedriver"), QStringLiteral("selenium")});
+    if (!gone.isEmpty()) QSKIP(qPrintable(gone));
+  }
+
+  void liveRunInTheBrowser() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    // Long enough to outlast the checks on a busy 2-core machine; ended by the test.
+    ServingChild run(
+        {QStringLiteral("run"), kJob, QStringLiteral("--http"), QStringLiteral("127.0.0.1:0"),
+         QStringLiteral("--no-record"), QStringLiteral("--quiet"), QStringLiteral("--set"),
+         QStringLiteral("train.steps=5000")},
+        dir.path());
+    const QString url = run.url();
+    QVERIFY2(!url.isEmpty(), qPrintable("no URL printed:\n" + run.output()));
+    QDir().mkpath(QStringLiteral(SHARDLAB_BINARY_DIR "/screenshots"));
+    const ProcessOutcome b = check_in_browser(
+        {url, QStringLiteral("--ranks"), QStringLiteral("8"), QStringLiteral("--screenshot"),
+         QStringLiteral(SHARDLAB_BINARY_DIR "/screenshots/web-dashboard.png")});
+    if (b.exit_code == 2) QSKIP(qPrintable("Chromium could not start here: " + b.err));
+    QVERIFY2(b.exit_code == 0, qPrintable(b.out + b.err));
+    QVERIFY2(run.running(), qPrintable("the run ended during the checks:\n" + run.output()));
+  }
+
+  void replayInTheBrowser() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const QString rec = dir.filePath(QStringLiteral("run.slrec"));
+    ProcessOptions o;
+    o.cwd = dir.path();
+    o.timeout_ms = 240000;
+    const ProcessOutcome made = run_process(
+        shardlab_binary(),
+        {QStringLiteral("run"), kJob, QStringLiteral("--record"), rec, QStringLiteral("--quiet"),
+         QStringLiteral("--set"), QStringLiteral("train.steps=200")},
+        o);
+    QVERIFY2(made.exit_code == 0, qPrintable(made.out + made.err));
+    ServingChild replay(
+        {QStringLiteral("replay"), rec, QStringLiteral("--http"), QStringLiteral("127.0.0.1:0"),
+         QStringLiteral("--duration"), QStringLiteral("300")},
+        dir.path());
+    const QString url = replay.url();
+    QVERIFY2(!url.isEmpty(), qPrintable("no URL printed:\n" + replay.output()));
+    const ProcessOutcome b =
+        check_in_browser({url, QStringLiteral("--ranks"), QStringLiteral("8"),
+                          QStringLiteral("--replay"), QStringLiteral("--screenshot"),
+                          QStringLiteral(SHARDLAB_BINARY_DIR "/screenshots/web-replay.png")});
+    if (b.exit_code == 2) QSKIP(qPrintable("Chromium could not start here: " + b.err));
+    QVERIFY2(b.exit_code == 0, qPrintable(b.out + b.err));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestBrowser)
+#include "tst_browser.moc"
