@@ -63,7 +63,8 @@ Message read_frame(tcp::socket& socket) {
 }  // namespace
 
 double measure_ingest(const std::vector<uint8_t>& frames, int64_t events, int32_t rank,
-                      std::vector<MessageConsumer*> consumers) {
+                      std::vector<MessageConsumer*> consumers,
+                      const std::function<void(Collector&)>& ready) {
   const std::vector<uint8_t>& bytes = frames;
   const int32_t kIngestRank = rank;
   CountingConsumer counter;
@@ -74,6 +75,7 @@ double measure_ingest(const std::vector<uint8_t>& frames, int64_t events, int32_
   copt.log = [&last_log](const std::string& line) { last_log = line; };  // collector thread
   Collector collector(copt, consumers);
   collector.start();
+  if (ready) ready(collector);
 
   asio::io_context io;
   tcp::socket socket(io);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "net/collector.h"
@@ -13,7 +14,10 @@ namespace shardlab::net {
 // Seconds from the first event byte written until the collector has handed all `events` frames
 // of `frames` (event frames of world rank `rank`, seq 0, 1, ...) to its consumers. Throws IoError
 // when the collector refuses the connection or stops making progress for 10 s.
+// `ready`, when given, runs once the collector serves and before the first event is written (to
+// attach more to its io_context: `shardlab bench web` connects dashboard viewers there).
 double measure_ingest(const std::vector<uint8_t>& frames, int64_t events, int32_t rank,
-                      std::vector<MessageConsumer*> consumers);
+                      std::vector<MessageConsumer*> consumers,
+                      const std::function<void(Collector&)>& ready = {});
 
 }  // namespace shardlab::net

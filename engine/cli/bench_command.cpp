@@ -5,7 +5,7 @@
 //   model      the example jobs (fashion_mlp, chars_gpt) on the CPU and on a GPU, samples/s and
 //              tokens/s and the GPU/CPU ratio (engine/bench/model_bench.h)
 //   comm, sharded, hybrid, telemetry: bench_comm.cpp, bench_sharded.cpp, bench_hybrid.cpp,
-//   bench_telemetry.cpp
+//   bench_telemetry.cpp, web: bench_web.cpp
 #include <fmt/format.h>
 
 #include <fmt/ranges.h>
@@ -122,8 +122,9 @@ int bench_model(const std::vector<std::string>& argv) {
 
 int bench_command(const std::vector<std::string>& argv) {
   if (argv.empty())
-    SL_THROW(UsageError,
-             "bench needs a target: optimizer, mlp, model, comm, sharded, hybrid or telemetry");
+    SL_THROW(
+        UsageError,
+        "bench needs a target: optimizer, mlp, model, comm, sharded, hybrid, telemetry or web");
   const std::vector<std::string> rest(argv.begin() + 1, argv.end());
   if (argv[0] == "optimizer") return bench_optimizer(rest);
   if (argv[0] == "mlp") return bench_mlp(rest);
@@ -132,9 +133,10 @@ int bench_command(const std::vector<std::string>& argv) {
   if (argv[0] == "sharded") return bench_sharded_command(rest);
   if (argv[0] == "hybrid") return bench_hybrid_command(rest);
   if (argv[0] == "telemetry") return bench_telemetry_command(rest);
+  if (argv[0] == "web") return bench_web_command(rest);
   SL_THROW(UsageError,
            "unknown bench target '{}' (known: optimizer, mlp, model, comm, sharded, hybrid, "
-           "telemetry)",
+           "telemetry, web)",
            argv[0]);
 }
 

@@ -20,5 +20,7 @@ int replay_command(const std::vector<std::string>& args);         // shardlab re
 int export_command(const std::vector<std::string>& args);         // shardlab export RUN.slrec ...
 // shardlab bench telemetry [...]
 int bench_telemetry_command(const std::vector<std::string>& args);
+// shardlab bench web [...] (bench_web.cpp)
+int bench_web_command(const std::vector<std::string>& args);
 
 }  // namespace shardlab::cli

@@ -109,6 +109,7 @@ int monitor_command(const std::vector<std::string>& argv) {
   std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends it at once
   std::signal(SIGTERM, SIG_DFL);
   collector.stop();
+  if (web) print_web_stats(*web);
   const net::CollectorStats st = collector.stats();
   if (recording) recording->writer().flush();
   fmt::print(

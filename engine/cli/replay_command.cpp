@@ -73,9 +73,7 @@ int replay_on_the_web(const Args& args, const HttpAddress& http,
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   io.stop();
   loop.join();
-  const net::WebStats st = web.stats();
-  fmt::print("web: served {} requests, {} frames ({} bytes) to viewers\n", st.requests, st.frames,
-             st.bytes);
+  print_web_stats(web);
   return 0;
 }
 

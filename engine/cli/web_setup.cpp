@@ -99,6 +99,18 @@ std::unique_ptr<net::WebServer> serve_live(const HttpAddress& where, net::Collec
   return web;
 }
 
+void print_web_stats(const net::WebServer& web) {
+  const net::WebStats st = web.stats();
+  fmt::print(
+      "web: {} requests, {} frames, {:.1f} KB sent to viewers{}\n", st.requests, st.frames,
+      static_cast<double>(st.bytes) / 1e3,
+      st.viewer_seconds > 0
+          ? fmt::format(" ({:.1f} KB/s per viewer over {:.0f} viewer-seconds)",
+                        static_cast<double>(st.bytes) / 1e3 / st.viewer_seconds, st.viewer_seconds)
+          : std::string());
+  std::fflush(stdout);
+}
+
 RunDashboard::RunDashboard(const HttpAddress& where, const JobSpec& job,
                            const std::string& record_path)
     : model_(std::make_unique<net::RunModelConsumer>()) {
@@ -137,7 +149,11 @@ const std::string& RunDashboard::record_path() const {
 }
 
 uint64_t RunDashboard::finish() {
-  return collector_->finish();
+  if (finished_) return recorded_;
+  finished_ = true;
+  recorded_ = collector_->finish();
+  print_web_stats(*web_);
+  return recorded_;
 }
 
 }  // namespace shardlab::cli

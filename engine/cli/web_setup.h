@@ -54,6 +54,9 @@ std::unique_ptr<net::WebServer> serve_live(const HttpAddress& where, net::Collec
                                            const net::RunModel& model, net::DashboardInfo info,
                                            const std::string& token);
 
+// "web: 2 viewers, 431 frames, 1.2 MB sent (5.1 KB/s per viewer)" on stdout, after close().
+void print_web_stats(const net::WebServer& web);
+
 // `shardlab run --http`: a collector on loopback that the run's ranks stream to (threads: each
 // rank's publisher; mpi: the workers), its run model, recording (optional) and the web server.
 class RunDashboard {
@@ -74,6 +77,8 @@ class RunDashboard {
   std::unique_ptr<net::RunModelConsumer> model_;
   std::unique_ptr<launch::RunCollector> collector_;
   std::unique_ptr<net::WebServer> web_;
+  bool finished_ = false;
+  uint64_t recorded_ = 0;
 };
 
 }  // namespace shardlab::cli

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <limits>
 
 #include "engine/core/memory.h"
 
@@ -371,10 +372,19 @@ FrameBuilder::Frame FrameBuilder::build(const FrameInput& in, bool want_full) {
   for (const auto& [rank, r] : in.model.ranks())
     if (rank >= 0 && rank < s.world) rows[static_cast<size_t>(rank)] = rank_row(in, rank, r);
   const auto [first, last] = heat_window(in.model);
+  // A column is final once every rank has reported that step (a rank's events of a step come
+  // before its STEP): those are kept from the previous build, not formatted again.
+  int64_t final_step = std::numeric_limits<int64_t>::max();
+  for (const auto& [rank, r] : in.model.ranks()) final_step = std::min(final_step, r.step);
   std::map<int64_t, std::string> heat;
   if (last > 0)
-    for (int64_t step = first; step <= last; ++step)
-      heat.emplace(step, heat_column(in.model, step, s.world));
+    for (int64_t step = first; step <= last; ++step) {
+      const auto old = heat_.find(step);
+      if (step <= final_step && old != heat_.end() && world_ == s.world)
+        heat.emplace(step, old->second);
+      else
+        heat.emplace(step, heat_column(in.model, step, s.world));
+    }
 
   // A loss series that shrank (a restarted rank 0 starting afresh) is sent whole in the delta.
   const size_t loss_from = losses < loss_sent_ ? 0 : loss_sent_;
@@ -469,6 +479,7 @@ FrameBuilder::Frame FrameBuilder::build(const FrameInput& in, bool want_full) {
   timeline_ = std::move(timeline);
   rows_ = std::move(rows);
   heat_ = std::move(heat);
+  world_ = s.world;
   loss_sent_ = losses;
   evals_sent_ = evals;
   return frame;

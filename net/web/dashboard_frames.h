@@ -71,6 +71,7 @@ class FrameBuilder {
   std::vector<std::string> rows_;
   size_t loss_sent_ = 0, evals_sent_ = 0;
   std::map<int64_t, std::string> heat_;  // step -> column
+  int world_ = 0;                        // of the previous build
 };
 
 // The whole state as one JSON document: a full frame (frame number 0), for /api/run.

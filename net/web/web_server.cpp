@@ -64,6 +64,7 @@ struct WebServer::Impl : std::enable_shared_from_this<WebServer::Impl> {
 
   std::atomic<uint64_t> accepted{0}, refused{0}, requests{0}, viewer_count{0}, dropped{0},
       frames{0}, bytes{0};
+  std::atomic<uint64_t> viewer_micros{0};  // closed viewers' connected time
 
   void log(const std::string& line) {
     if (options.log) options.log(line);
@@ -127,6 +128,7 @@ class Viewer : public std::enable_shared_from_this<Viewer> {
     ws_.async_accept(request_, [self = shared_from_this()](error_code ec) {
       if (ec) return self->close();
       self->server_->viewers.emplace(self->id_, self);
+      self->opened_ = Clock::now();
       self->server_->viewer_count.fetch_add(1, std::memory_order_relaxed);
       self->read();
     });
@@ -137,6 +139,10 @@ class Viewer : public std::enable_shared_from_this<Viewer> {
     return writing_ && now - write_started_ > server_->options.viewer_stall;
   }
   uint64_t last_frame() const { return last_frame_; }
+  uint64_t connected_micros() const {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - opened_).count());
+  }
 
   // Sends `text` as frame `number` (one write at a time: the caller skips a viewer still writing).
   void send(std::shared_ptr<const std::string> text, uint64_t number) {
@@ -171,7 +177,10 @@ class Viewer : public std::enable_shared_from_this<Viewer> {
     error_code ignored;
     beast::get_lowest_layer(ws_).socket().shutdown(tcp::socket::shutdown_both, ignored);
     beast::get_lowest_layer(ws_).socket().close(ignored);
-    if (server_->viewers.erase(id_)) server_->viewer_count.fetch_sub(1, std::memory_order_relaxed);
+    if (server_->viewers.erase(id_)) {
+      server_->viewer_count.fetch_sub(1, std::memory_order_relaxed);
+      server_->viewer_micros.fetch_add(connected_micros(), std::memory_order_relaxed);
+    }
     server_->forget(id_);
   }
 
@@ -216,7 +225,7 @@ class Viewer : public std::enable_shared_from_this<Viewer> {
   std::unique_ptr<ReplayCursor> cursor_;
   std::unique_ptr<FrameBuilder> frames_;
   bool writing_ = false, closed_ = false;
-  Clock::time_point write_started_;
+  Clock::time_point write_started_, opened_;
   uint64_t last_frame_ = 0;
 };
 
@@ -466,6 +475,9 @@ WebStats WebServer::stats() const {
   s.dropped = d.dropped.load();
   s.frames = d.frames.load();
   s.bytes = d.bytes.load();
+  // Closed viewers' time is summed as they close; open ones are counted up to now when read on the
+  // server's thread (stats() from elsewhere leaves them out rather than race on the map).
+  s.viewer_seconds = static_cast<double>(d.viewer_micros.load()) * 1e-6;
   return s;
 }
 

@@ -63,6 +63,7 @@ struct WebStats {
   uint64_t dropped = 0;       // viewers dropped for not reading
   uint64_t frames = 0;        // frames sent, all viewers
   uint64_t bytes = 0;         // frame bytes sent, all viewers
+  double viewer_seconds = 0;  // summed time viewers were connected (for bytes per viewer-second)
 };
 
 bool is_loopback(const std::string& address);

@@ -1,0 +1,350 @@
+// shardlab bench web: what the web dashboard costs the collector, and a large run to look at.
+//
+//   shardlab bench web [--events N] [--viewers V] [--ranks R]
+//       ingest    the collector (its io_context on one thread, which the web server shares) takes
+//                 N STEP events over one loopback connection into a RunModel that already holds R
+//                 ranks (each with a HELLO and a few steps), first with no viewer, then with V
+//                 dashboard viewers connected over WebSocket (clients on another thread, reading
+//                 every frame). Median of 3 runs each; the viewers' frames and bytes are counted.
+//   shardlab bench web --serve --ranks R --http ADDR:PORT [--duration S] [--step-ms MS]
+//       a synthetic R-rank 2-stage run (every rank a step each MS ms: forward, backward, a tp and
+//       a dp all-reduce, optimizer, memory, step) fed to a collector's model, served at --http:
+//       open it in a browser to see the page at scale (tests/web/browser_check.py --frame-times
+//       reads the page's own render times).
+#include <fmt/format.h>
+
+#include <utility>  // before Boost.Asio: its awaitable.hpp uses std::exchange (Boost 1.74, GCC 12)
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/websocket.hpp>
+#include <chrono>
+#include <csignal>
+#include <memory>
+#include <thread>
+
+#include "engine/bench/harness.h"
+#include "engine/cli/args.h"
+#include "engine/cli/commands.h"
+#include "engine/cli/web_setup.h"
+#include "engine/telemetry/events.h"
+#include "net/auth.h"
+#include "net/collector.h"
+#include "net/consumers.h"
+#include "net/ingest_bench.h"
+#include "net/protocol.h"
+
+namespace shardlab::cli {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace websocket = beast::websocket;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+constexpr int32_t kIngestRank = 0;
+
+// A rank's HELLO in a pp 2 x tp 2 x dp (R/4) layout.
+net::Hello hello_of(int rank, int world) {
+  net::Hello h;
+  h.job_id = "bench-web";
+  h.rank = rank;
+  h.world = world;
+  h.pp = world >= 4 ? 2 : 1;
+  h.tp = world >= 4 ? 2 : 1;
+  h.dp = world / (h.pp * h.tp);
+  h.tp_i = rank % h.tp;
+  h.dp_i = (rank / h.tp) % h.dp;
+  h.pp_i = rank / (h.tp * h.dp);
+  h.host = fmt::format("node{}", rank / 8);
+  h.pid = 1000 + rank;
+  return h;
+}
+
+// One synthetic step of `rank` ending at `t`: phases, two collectives, memory, the step.
+void add_step(net::RunModel& model, int rank, int world, int64_t step, double t,
+              double step_seconds) {
+  telemetry::Event e;
+  e.rank = rank;
+  e.time = t;
+  const double t0 = t - step_seconds;
+  const double jitter = 0.05 * step_seconds * static_cast<double>((rank * 7 + step) % 5);
+  auto phase = [&](telemetry::Phase p, double a, double b) {
+    telemetry::PhaseEvent ph;
+    ph.phase = p;
+    ph.stage = hello_of(rank, world).pp_i;
+    ph.start = a;
+    ph.end = b;
+    e.payload = ph;
+    model.add(net::Message(e));
+  };
+  auto collective = [&](const std::string& group, double start, double dur, double wait) {
+    telemetry::CollectiveEvent c;
+    c.op = "all_reduce";
+    c.group = group;
+    c.bytes = 1 << 20;
+    c.start = start;
+    c.duration = dur;
+    c.busbw = 2.0;
+    c.algbw = 1.5;
+    c.wait = wait;
+    c.last_rank = rank ^ 1;
+    e.payload = c;
+    model.add(net::Message(e));
+  };
+  phase(telemetry::Phase::forward, t0, t0 + 0.3 * step_seconds);
+  collective(fmt::format("tp[{}]", rank / 2), t0 + 0.3 * step_seconds, 0.05 * step_seconds,
+             jitter * 0.2);
+  phase(telemetry::Phase::backward, t0 + 0.35 * step_seconds, t0 + 0.75 * step_seconds);
+  collective(fmt::format("dp[{}]", rank % 4), t0 + 0.75 * step_seconds, 0.15 * step_seconds,
+             jitter);
+  phase(telemetry::Phase::optimizer, t0 + 0.9 * step_seconds, t);
+  telemetry::MemoryEvent m;
+  m.current = {4 << 20, 4 << 20, 8 << 20, 16 << 20, 1 << 20};
+  m.peak = m.current;
+  e.payload = m;
+  model.add(net::Message(e));
+  telemetry::StepEvent s;
+  s.step = step;
+  s.loss = 4.0 / (1.0 + 0.01 * static_cast<double>(step));
+  s.step_seconds = step_seconds;
+  e.payload = s;
+  model.add(net::Message(e));
+}
+
+// A model holding `ranks` ranks that have each done a few steps.
+void populate(net::RunModel& model, int ranks) {
+  const double now = telemetry::now_seconds();
+  for (int r = 0; r < ranks; ++r) model.add(net::Message(hello_of(r, ranks)));
+  for (int64_t step = 1; step <= 5; ++step)
+    for (int r = 0; r < ranks; ++r)
+      add_step(model, r, ranks, step, now - 1.0 + 0.2 * static_cast<double>(step), 0.2);
+}
+
+// V WebSocket viewers on their own thread, each reading every frame until stopped.
+class Viewers {
+ public:
+  Viewers(uint16_t port, int count) {
+    for (int i = 0; i < count; ++i) {
+      auto v = std::make_shared<Viewer>(io_);
+      viewers_.push_back(v);
+      v->ws.next_layer().connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+      v->ws.handshake("127.0.0.1", "/ws");
+      read(v);
+    }
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~Viewers() { stop(); }
+  // Waits until every viewer has its first frame (false after 30 s).
+  bool wait_first(std::chrono::seconds timeout = std::chrono::seconds(30)) {
+    const auto end = Clock::now() + timeout;
+    while (Clock::now() < end) {
+      bool all = true;
+      for (auto& v : viewers_) all &= v->frames.load() > 0;
+      if (all) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  uint64_t frames() const {
+    uint64_t n = 0;
+    for (auto& v : viewers_) n += v->frames.load();
+    return n;
+  }
+  uint64_t bytes() const {
+    uint64_t n = 0;
+    for (auto& v : viewers_) n += v->bytes.load();
+    return n;
+  }
+  void stop() {
+    if (!thread_.joinable()) return;
+    asio::post(io_, [this] {
+      for (auto& v : viewers_) {
+        boost::system::error_code ignored;
+        v->ws.next_layer().close(ignored);
+      }
+    });
+    thread_.join();
+  }
+
+ private:
+  struct Viewer {
+    explicit Viewer(asio::io_context& io) : ws(io) {}
+    websocket::stream<tcp::socket> ws;
+    beast::flat_buffer buffer;
+    std::atomic<uint64_t> frames{0}, bytes{0};
+  };
+  void read(const std::shared_ptr<Viewer>& v) {
+    v->ws.async_read(v->buffer, [this, v](boost::system::error_code ec, size_t n) {
+      if (ec) return;
+      v->frames.fetch_add(1);
+      v->bytes.fetch_add(n);
+      v->buffer.consume(v->buffer.size());
+      read(v);
+    });
+  }
+  asio::io_context io_;
+  std::vector<std::shared_ptr<Viewer>> viewers_;
+  std::thread thread_;
+};
+
+// N STEP events of kIngestRank, seq 0..N-1, encoded back to back.
+std::vector<uint8_t> encode_steps(int64_t n) {
+  std::vector<uint8_t> out;
+  const double t0 = telemetry::now_seconds();
+  telemetry::Event e;
+  e.rank = kIngestRank;
+  telemetry::StepEvent s;
+  s.step_seconds = 0.003;
+  for (int64_t i = 0; i < n; ++i) {
+    e.seq = static_cast<uint64_t>(i);
+    e.time = t0 + 1e-3 * static_cast<double>(i);
+    s.step = i + 6;
+    s.loss = 2.3 / (1.0 + 1e-4 * static_cast<double>(i));
+    e.payload = s;
+    net::encode_into(net::Message(e), out);
+  }
+  return out;
+}
+
+void bench_ingest(int64_t events, int viewers, int ranks) {
+  const std::vector<uint8_t> bytes = encode_steps(events);
+  fmt::print(
+      "ingest: {} STEP events over one loopback connection into a run model of {} ranks; the "
+      "collector's io_context on one thread, shared with the web server (frames at 10 Hz)\n",
+      events, ranks);
+  fmt::print("  {:<9} {:>12} {:>9}  {}\n", "viewers", "events/s", "seconds",
+             "frames and bytes the viewers received during the run (median of 3 runs)");
+  for (const int v : {0, viewers}) {
+    uint64_t frames = 0, received = 0;
+    const std::vector<double> times = bench::sample_seconds(0, 3, [&] {
+      auto model = std::make_unique<net::RunModelConsumer>();
+      populate(model->model(), ranks);
+      std::unique_ptr<net::WebServer> web;
+      std::unique_ptr<Viewers> clients;
+      const double s = net::measure_ingest(
+          bytes, events, kIngestRank, {model.get()}, [&](net::Collector& collector) {
+            net::WebContent content;
+            content.info.mode = "live";
+            content.live = &model->model();
+            net::WebOptions o;
+            web = std::make_unique<net::WebServer>(collector.io_context(), o, content);
+            net::WebServer* raw = web.get();
+            collector.on_stop([raw] { raw->close(); });
+            web->start();
+            if (v == 0) return;
+            clients = std::make_unique<Viewers>(web->port(), v);
+            SL_ENFORCE_T(IoError, clients->wait_first(),
+                         "bench web: the viewers did not all get a first frame in 30 s");
+          });
+      if (clients) {
+        frames = clients->frames();
+        received = clients->bytes();
+        clients->stop();
+      }
+      return s;
+    });
+    const double median = bench::median(times);
+    fmt::print("  {:<9} {:>12.0f} {:>9.3f}  {}\n", v, static_cast<double>(events) / median, median,
+               v == 0 ? std::string("-")
+                      : fmt::format("{} frames, {:.1f} MB (last run)", frames,
+                                    static_cast<double>(received) / 1e6));
+    std::fflush(stdout);
+  }
+}
+
+// What a tick costs the collector thread: FrameBuilder::build at `ranks` ranks, every rank one step
+// further between builds (a delta holding every row and a new heat-map column), and a full frame.
+void bench_frames(int ranks) {
+  net::RunModel model;
+  populate(model, ranks);
+  net::DashboardInfo info;
+  net::FrameBuilder builder;
+  const double now = telemetry::now_seconds();
+  builder.build(net::FrameInput{model, info, now, nullptr}, false);
+  std::vector<double> delta_s, full_s;
+  size_t delta_bytes = 0, full_bytes = 0;
+  for (int64_t step = 6; step < 26; ++step) {
+    for (int r = 0; r < ranks; ++r)
+      add_step(model, r, ranks, step, now + 0.2 * static_cast<double>(step), 0.2);
+    auto t0 = Clock::now();
+    const net::FrameBuilder::Frame f =
+        builder.build(net::FrameInput{model, info, now, nullptr}, false);
+    delta_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    delta_bytes = f.delta ? f.delta->size() : 0;
+    t0 = Clock::now();
+    const std::string full = net::full_state(net::FrameInput{model, info, now, nullptr});
+    full_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    full_bytes = full.size();
+  }
+  fmt::print(
+      "frames at {} ranks (median of 20): a delta with every rank one step on {:.2f} ms ({:.0f} "
+      "KB), a full frame {:.2f} ms ({:.0f} KB)\n",
+      ranks, 1e3 * bench::median(delta_s), static_cast<double>(delta_bytes) / 1e3,
+      1e3 * bench::median(full_s), static_cast<double>(full_bytes) / 1e3);
+  std::fflush(stdout);
+}
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_bench_signal(int) {
+  g_stop = true;
+}
+
+int serve(const Args& args, int ranks) {
+  const std::optional<HttpAddress> http = http_address(args);
+  SL_ENFORCE_T(UsageError, http.has_value(), "bench web --serve needs --http ADDR:PORT");
+  const double duration = positive_seconds(args, "--duration", 0);
+  const double step_seconds =
+      static_cast<double>(args.get_int("--step-ms", 500, 20, 60000)) / 1000.0;
+  net::RunModelConsumer model;
+  net::CollectorOptions co;
+  co.token = net::make_token();
+  net::Collector collector(co, {&model});
+  collector.start();
+  net::DashboardInfo info;
+  info.job_name = fmt::format("bench-web ({} synthetic ranks)", ranks);
+  collector.call([&] { populate(model.model(), ranks); });
+  auto web = serve_live(*http, collector, model.model(), info, co.token);
+  g_stop = false;
+  std::signal(SIGINT, on_bench_signal);
+  std::signal(SIGTERM, on_bench_signal);
+  const auto start = Clock::now();
+  int64_t step = 6;
+  while (!g_stop) {
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    if (duration > 0 && elapsed >= duration) break;
+    const double now = telemetry::now_seconds();
+    collector.call([&] {
+      for (int r = 0; r < ranks; ++r) add_step(model.model(), r, ranks, step, now, step_seconds);
+    });
+    ++step;
+    std::this_thread::sleep_for(std::chrono::duration<double>(step_seconds));
+  }
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  collector.stop();
+  print_web_stats(*web);
+  return 0;
+}
+
+}  // namespace
+
+int bench_web_command(const std::vector<std::string>& argv) {
+  ArgSpec spec;
+  spec.options = {"--events", "--viewers", "--ranks", "--http", "--duration", "--step-ms"};
+  spec.switches = {"--serve"};
+  const Args args(argv, spec);
+  args.expect_no_positional();
+  const int ranks = static_cast<int>(args.get_int("--ranks", 1024, 1, 65536));
+  if (args.has("--serve")) return serve(args, ranks);
+  const int64_t events = args.get_int("--events", 2000000, 1000, 50000000);
+  const int viewers = static_cast<int>(args.get_int("--viewers", 100, 1, 1000));
+  fmt::print("bench web: {} cores\n", bench::usable_cores());
+  bench_frames(ranks);
+  bench_ingest(events, viewers, ranks);
+  return 0;
+}
+
+}  // namespace shardlab::cli
