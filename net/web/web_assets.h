@@ -1,4 +1,4 @@
-// The dashboard's files (resources/web: index.html, dashboard.js, dashboard.css, login.html),
+// The dashboard's files (resources/web: index.html, its scripts and style sheet, login.html),
 // embedded into the binary at build time (net/web/embed_assets.cmake), so the page works with no
 // internet and no installed resources: every file it loads comes from here.
 #pragma once

@@ -2,7 +2,7 @@
 // owns those): the dashboard's files, /api/run, /metrics, the login page, and the token check
 // that guards them all when the server is not on loopback.
 //
-//   GET /, /index.html, /dashboard.js, /dashboard.css   the page (embedded files)
+//   GET /, /index.html, /*.js, /dashboard.css   the page (the embedded files of resources/web)
 //   GET /api/run     the run as one JSON document (a full dashboard frame)
 //   GET /metrics     Prometheus text format 0.0.4 (net/web/metrics.h)
 //   GET /login       the login form; POST /login with token=... sets the session cookie

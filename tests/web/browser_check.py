@@ -7,6 +7,7 @@
 Live (default): the page connects ("live"), draws one rank cell per rank, the loss chart's points
 grow while the run goes, memory bars for every rank, one heat-map row per rank, a communication
 table with rows, timeline lanes.
+--straggler N: rank N marked as the straggler in the grid and named in the diagnosis box.
 --replay: the same, plus the replay bar: pausing stops the position, the slider seeks.
 Exit status 0 when every check holds; 1 with one line per failed check; 2 when the browser could
 not start (the caller skips). Uses Debian's chromium, chromium-driver and python3-selenium; as
@@ -73,7 +74,7 @@ class Checks:
         return int(v) if v not in (None, "") else None
 
 
-def check_page(c, ranks, replay):
+def check_page(c, ranks, replay, straggler=None):
     c.wait_for("the page says it is connected (#conn-status 'live')",
                lambda: c.text("#conn-status") == "live")
     c.wait_for(f"{ranks} rank cells in the grid (#rank-grid data-cells)",
@@ -96,6 +97,11 @@ def check_page(c, ranks, replay):
     if first:
         c.wait_for(f"the loss chart growing past {first} points",
                    lambda: (c.int_attr("#loss-chart", "data-points") or 0) > first)
+    if straggler is not None:
+        c.wait_for(f"rank {straggler} marked as the straggler (#rank-grid data-straggler)",
+                   lambda: c.int_attr("#rank-grid", "data-straggler") == straggler)
+        c.wait_for(f"the diagnosis names rank {straggler} (#diagnosis)",
+                   lambda: f"rank {straggler} (" in (c.text("#diagnosis") or ""))
     if replay:
         check_replay(c)
 
@@ -140,6 +146,8 @@ def main():
     ap.add_argument("url")
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--replay", action="store_true")
+    ap.add_argument("--straggler", type=int,
+                    help="the rank the page must mark as the straggler and name in its diagnosis")
     ap.add_argument("--screenshot")
     ap.add_argument("--timeout", type=float, default=60)
     ap.add_argument("--frame-times", type=float, default=0,
@@ -161,7 +169,7 @@ def main():
             print(json.dumps(r))
             return 0 if not c.failed else 1
         c = Checks(driver, args.timeout)
-        check_page(c, args.ranks, args.replay)
+        check_page(c, args.ranks, args.replay, args.straggler)
         if args.screenshot:
             time.sleep(0.5)
             driver.save_screenshot(args.screenshot)

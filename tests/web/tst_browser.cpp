@@ -3,7 +3,8 @@
 // serves during a live 2x2x2 gpt-3d run, and the page that `shardlab replay --http` serves for its
 // recording, and checks what a person would see: 8 rank cells, loss points growing while the run
 // (or the replay) goes, memory bars for 8 ranks, 8 heat-map rows, the communication table, the
-// timeline; in the replay, pause and seek. The live page's screenshot is kept at
+// timeline; live, rank 5 (slowed for real) marked as the straggler and named in the diagnosis
+// box; in the replay, pause and seek. The live page's screenshot is kept at
 // <build>/screenshots/web-dashboard.png (the README's picture).
 #include <QtTest>
 
@@ -40,17 +41,22 @@ class TestBrowser : public QObject {
   void liveRunInTheBrowser() {
     QTemporaryDir dir;
     QVERIFY(dir.isValid());
-    // Long enough to outlast the checks on a busy 2-core machine; ended by the test.
+    // Long enough to outlast the checks on a busy 2-core machine; ended by the test. Rank 5's
+    // forward takes 3 ms longer, for real (SHARDLAB_TEST_SLOW_RANKS): the page must name it.
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert(QStringLiteral("SHARDLAB_TEST_SLOW_RANKS"), QStringLiteral("5:3000"));
     ServingChild run(
         {QStringLiteral("run"), kJob, QStringLiteral("--http"), QStringLiteral("127.0.0.1:0"),
          QStringLiteral("--no-record"), QStringLiteral("--quiet"), QStringLiteral("--set"),
-         QStringLiteral("train.steps=5000")},
-        dir.path());
+         QStringLiteral("train.steps=5000"), QStringLiteral("--set"),
+         QStringLiteral("train.eval_every=0")},
+        dir.path(), env);
     const QString url = run.url();
     QVERIFY2(!url.isEmpty(), qPrintable("no URL printed:\n" + run.output()));
     QDir().mkpath(QStringLiteral(SHARDLAB_BINARY_DIR "/screenshots"));
     const ProcessOutcome b = check_in_browser(
-        {url, QStringLiteral("--ranks"), QStringLiteral("8"), QStringLiteral("--screenshot"),
+        {url, QStringLiteral("--ranks"), QStringLiteral("8"), QStringLiteral("--straggler"),
+         QStringLiteral("5"), QStringLiteral("--screenshot"),
          QStringLiteral(SHARDLAB_BINARY_DIR "/screenshots/web-dashboard.png")});
     if (b.exit_code == 2) QSKIP(qPrintable("Chromium could not start here: " + b.err));
     QVERIFY2(b.exit_code == 0, qPrintable(b.out + b.err));

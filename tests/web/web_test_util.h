@@ -30,8 +30,10 @@ inline QString shardlab_binary() {
 // 127.0.0.1:0), the URL taken from its "web: ... http://..." line. Killed when it goes.
 class ServingChild {
  public:
-  ServingChild(const QStringList& args, const QString& cwd) {
+  ServingChild(const QStringList& args, const QString& cwd,
+               const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment()) {
     p_.setWorkingDirectory(cwd);
+    p_.setProcessEnvironment(env);
     p_.setProcessChannelMode(QProcess::MergedChannels);
     p_.start(shardlab_binary(), args);
   }
