@@ -51,6 +51,9 @@ int monitor_command(const std::vector<std::string>& argv) {
     SL_THROW(UsageError, "monitor takes no positional arguments (got '{}')", args.positional()[0]);
   if (!args.has("--listen"))
     SL_THROW(UsageError, "monitor needs --listen ADDR:PORT, e.g. --listen 127.0.0.1:7070");
+  const std::optional<HttpAddress> http = http_address(args);
+  SL_ENFORCE_T(UsageError, http || !args.has("--job"),
+               "--job only applies with --http (it gives the web page the planned memory)");
   // Ctrl-C from here on stops the monitor cleanly (and keeps the recording).
   g_stop = false;
   std::signal(SIGINT, on_signal);
@@ -73,9 +76,6 @@ int monitor_command(const std::vector<std::string>& argv) {
     recording = std::make_unique<net::RecordingConsumer>(args.get("--record"));
     consumers.push_back(recording.get());
   }
-  const std::optional<HttpAddress> http = http_address(args);
-  SL_ENFORCE_T(UsageError, http || !args.has("--job"),
-               "--job only applies with --http (it gives the web page the planned memory)");
   const net::DashboardInfo info =
       args.has("--job") ? planned_info(args.get("--job"), "live") : net::DashboardInfo{};
   net::Collector collector(o, consumers);

@@ -130,6 +130,18 @@ class TestCli : public QObject {
     QTest::newRow("bench hybrid unknown strategy")
         << QStringList{"bench", "hybrid", "--strategy", "fsdp"} << 2
         << "--strategy: unknown strategy 'fsdp' (known: ddp, zero1, zero2)";
+    QTest::newRow("http malformed")
+        << QStringList{"run", kMlpJob, "--http", "nonsense"} << 2 << "--http: expected HOST:PORT";
+    QTest::newRow("http with another collector")
+        << QStringList{"run", kMlpJob, "--http", "127.0.0.1:0", "--telemetry", "127.0.0.1:9"} << 2
+        << "--http serves this run's own collector";
+    QTest::newRow("http bad address")
+        << QStringList{"run", kMlpJob, "--http", "999.1.1.1:0"} << 1 << "--http: cannot listen on";
+    QTest::newRow("replay job without http") << QStringList{"replay", "x.slrec", "--job", kMlpJob}
+                                             << 2 << "--job and --duration only apply with --http";
+    QTest::newRow("monitor job without http")
+        << QStringList{"monitor", "--listen", "127.0.0.1:0", "--job", kMlpJob} << 2
+        << "--job only applies with --http";
   }
 
   void badInputGivesOneClearLine() {
