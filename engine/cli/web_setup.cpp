@@ -119,14 +119,14 @@ RunDashboard::RunDashboard(const HttpAddress& where, const JobSpec& job,
   co.consumers = {model_.get()};
   co.log = [](const std::string& line) { fmt::print(stderr, "telemetry: {}\n", line); };
   collector_ = std::make_unique<launch::RunCollector>(co);
+  web_ = serve_live(where, collector_->collector(), model_->model(), dashboard_info(job, "live"),
+                    collector_->token());
   if (!net::is_loopback(where.host)) {
     // Off loopback the page asks for the token: the user needs it in a file only they can read.
     const std::string path = "shardlab-web.token";
     net::write_token_file(path, collector_->token());
     fmt::print("web: the dashboard's token is in {} (mode 0600)\n", path);
   }
-  web_ = serve_live(where, collector_->collector(), model_->model(), dashboard_info(job, "live"),
-                    collector_->token());
 }
 
 RunDashboard::~RunDashboard() {

@@ -72,6 +72,7 @@ class FrameBuilder {
   size_t loss_sent_ = 0, evals_sent_ = 0;
   std::map<int64_t, std::string> heat_;  // step -> column
   int world_ = 0;                        // of the previous build
+  int64_t final_step_ = 0;  // every rank of the world had reported this step at the previous build
 };
 
 // The whole state as one JSON document: a full frame (frame number 0), for /api/run.

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <boost/range/iterator_range.hpp>
+
 #include <cctype>
 #include <string_view>
 
@@ -118,9 +120,8 @@ bool WebAuth::allows(const WebRequest& req) const {
     if (v.size() > 7 && (v.substr(0, 7) == "Bearer " || v.substr(0, 7) == "bearer "))
       return same_secret(trim(v.substr(7)), token_);
   }
-  for (auto it = req.find(http::field::cookie);
-       it != req.end() && it->name() == http::field::cookie; ++it) {
-    std::string_view cookies = to_std(it->value());
+  for (const auto& field : boost::make_iterator_range(req.equal_range(http::field::cookie))) {
+    std::string_view cookies = to_std(field.value());
     while (!cookies.empty()) {
       const size_t semi = cookies.find(';');
       const std::string_view c = trim(cookies.substr(0, semi));
