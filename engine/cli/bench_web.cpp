@@ -243,6 +243,9 @@ void bench_ingest(int64_t events, int viewers, int ranks) {
         frames = clients->frames();
         received = clients->bytes();
         clients->stop();
+        const net::WebStats st = web->stats();
+        fmt::print("    (server: {} frames, {:.1f} MB to {} viewers)\n", st.frames,
+                   static_cast<double>(st.bytes) / 1e6, v);
       }
       return s;
     });

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <iterator>
 #include <limits>
@@ -254,12 +255,24 @@ const RankState* rank0(const RunModel& model) {
 }
 
 std::string loss_section(const RunModel& model, size_t from) {
+  const RankState* r = rank0(model);
+  const size_t n = r ? r->loss_series.size() : 0;
+  // More points than a chart can show (a long run's full frame, or a burst): the whole series
+  // again from 0, every stride-th point and the newest, so a frame stays bounded.
+  size_t stride = 1;
+  if (n > from && n - from > kMaxLossPoints) {
+    from = 0;
+    stride = (n + kMaxLossPoints - 1) / kMaxLossPoints;
+  }
   std::string o = fmt::format("{{\"from\":{},\"points\":[", from);
-  if (const RankState* r = rank0(model)) {
-    for (size_t i = from; i < r->loss_series.size(); ++i) {
-      if (i > from) o += ',';
-      fmt::format_to(Out(o), "[{},", i + 1);
-      put_number(o, r->loss_series[i]);
+  for (size_t i = from; i < n; i += stride) {
+    if (i > from) o += ',';
+    fmt::format_to(Out(o), "[{},", i + 1);
+    put_number(o, r->loss_series[i]);
+    o += ']';
+    if (stride > 1 && i + stride >= n && i + 1 < n) {  // the newest point, always
+      fmt::format_to(Out(o), ",[{},", n);
+      put_number(o, r->loss_series[n - 1]);
       o += ']';
     }
   }
@@ -410,7 +423,13 @@ FrameBuilder::Frame FrameBuilder::build(const FrameInput& in, bool want_full) {
   std::string diagnosis = diagnosis_section(in.model);
   std::string comm = comm_section(in.model);
   const int straggler = in.model.diagnosis().straggler ? in.model.diagnosis().straggler->rank : -1;
-  std::string timeline = timeline_section(in.model, straggler);
+  // The timeline (the largest section: every span of the last steps) goes to delta viewers at
+  // most once per kTimelineSeconds; a full frame always has the newest.
+  const auto wall = std::chrono::steady_clock::now();
+  const bool timeline_due =
+      number_ == 0 || wall - timeline_at_ >= std::chrono::duration<double>(timeline_seconds_);
+  std::string timeline =
+      timeline_due || want_full ? timeline_section(in.model, straggler) : std::string();
   std::vector<std::string> rows(static_cast<size_t>(s.world), "null");
   for (const auto& [rank, r] : in.model.ranks())
     if (rank >= 0 && rank < s.world) rows[static_cast<size_t>(rank)] = rank_row(in, rank, r);
@@ -484,7 +503,7 @@ FrameBuilder::Frame FrameBuilder::build(const FrameInput& in, bool want_full) {
                      cols);
     }
     section("comm", comm, comm_);
-    section("timeline", timeline, timeline_);
+    if (timeline_due) section("timeline", timeline, timeline_);
     if (changed) {
       ++number_;
       frame.delta = std::make_shared<const std::string>(head("delta", number_) + d + "}");
@@ -520,7 +539,10 @@ FrameBuilder::Frame FrameBuilder::build(const FrameInput& in, bool want_full) {
   replay_ = std::move(replay);
   diagnosis_ = std::move(diagnosis);
   comm_ = std::move(comm);
-  timeline_ = std::move(timeline);
+  if (timeline_due) {
+    timeline_ = std::move(timeline);
+    timeline_at_ = wall;
+  }
   rows_ = std::move(rows);
   heat_ = std::move(heat);
   final_step_ = final_step;

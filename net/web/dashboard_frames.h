@@ -10,6 +10,8 @@
 #pragma once
 
 #include <array>
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -46,14 +48,22 @@ struct FrameInput {
   const ReplayPosition* replay = nullptr;
 };
 
+// A frame carries at most about this many loss points: a longer series (or burst) is sent whole
+// again, thinned to every k-th point and the newest.
+inline constexpr size_t kMaxLossPoints = 4000;
 // The heat map window: the newest this many steps.
 inline constexpr int64_t kHeatSteps = 64;
 // The timeline: the last this many steps, at most this many ranks' lanes.
 inline constexpr int kTimelineSteps = 3;
 inline constexpr int kTimelineLanes = 16;
+// Delta frames carry the timeline at most this often (it is most of a frame's bytes).
+inline constexpr double kTimelineSeconds = 1.0;
 
 class FrameBuilder {
  public:
+  // timeline_seconds: how often at most a delta carries the timeline (0: whenever it changed).
+  explicit FrameBuilder(double timeline_seconds = kTimelineSeconds)
+      : timeline_seconds_(timeline_seconds) {}
   struct Frame {
     uint64_t number = 0;                       // 0 until the first build
     std::shared_ptr<const std::string> full;   // null unless asked for
@@ -67,7 +77,10 @@ class FrameBuilder {
 
  private:
   uint64_t number_ = 0;
-  std::string job_, replay_, diagnosis_, comm_, timeline_;
+  std::string job_, replay_, diagnosis_, comm_;
+  std::string timeline_;  // as the delta viewers have it
+  std::chrono::steady_clock::time_point timeline_at_{};
+  double timeline_seconds_;
   std::vector<std::string> rows_;
   size_t loss_sent_ = 0, evals_sent_ = 0;
   std::map<int64_t, std::string> heat_;  // step -> column

@@ -111,7 +111,9 @@ class Viewer : public std::enable_shared_from_this<Viewer> {
       : server_(std::move(server)), id_(id), ws_(std::move(stream)) {
     if (server_->content.recording) {
       cursor_ = std::make_unique<ReplayCursor>(server_->content.recording);
-      frames_ = std::make_unique<FrameBuilder>();
+      // Its own stream, which a paused viewer expects to fall silent: the timeline goes with the
+      // frame it changed in (live frames send it at most once per kTimelineSeconds).
+      frames_ = std::make_unique<FrameBuilder>(0.0);
     }
   }
 

@@ -28,6 +28,10 @@ using test::EventFeeder;
 
 namespace {
 
+// Builders that send the timeline in every delta, so merged deltas equal the whole state at each
+// step (the server's default sends it at most once per kTimelineSeconds: timelineIsThrottled).
+constexpr double kEveryTick = 0.0;
+
 constexpr double kT0 = 1.7e9;
 const std::vector<std::string> kCategories = {"params", "grads", "optimizer_state", "activations",
                                               "comm"};
@@ -324,7 +328,7 @@ class TestDashboardFrames : public QObject {
     info.job_name = "my-job";
     info.planned.assign(8, {10, 20, 30, 0, 0});
     const double now = kT0 + 5;
-    FrameBuilder b;
+    FrameBuilder b(kEveryTick);
     const FrameBuilder::Frame f = b.build(input(sc.model, info, now), true);
     QVERIFY(f.full);
     QVERIFY(!f.delta);  // the first build has nothing to be a delta of
@@ -449,7 +453,7 @@ class TestDashboardFrames : public QObject {
     pos.speed = 4;
     pos.step = 3;
     info.mode = "replay";
-    FrameBuilder rb;
+    FrameBuilder rb(kEveryTick);
     const json rj = parse(rb.build(input(sc.model, info, now, &pos), true).full);
     QCOMPARE(rj["job"]["mode"], json("replay"));
     QCOMPARE(
@@ -474,7 +478,7 @@ class TestDashboardFrames : public QObject {
     sc.hellos(4, 1, 1, 4);
     sc.step(1);
     DashboardInfo info;
-    FrameBuilder b;
+    FrameBuilder b(kEveryTick);
     const double now = kT0 + 2;
     QCOMPARE(b.build(input(sc.model, info, now), true).number, uint64_t{1});
     for (int i = 0; i < 3; ++i) {
@@ -498,7 +502,7 @@ class TestDashboardFrames : public QObject {
     sc.hellos(8, 2, 2, 2);
     for (int64_t n = 1; n <= 3; ++n) sc.step(n);
     DashboardInfo info;
-    FrameBuilder b;
+    FrameBuilder b(kEveryTick);
     const double now = kT0 + 4;
     Viewer v;
     v.take_full(b.build(input(sc.model, info, now), true));
@@ -565,7 +569,7 @@ class TestDashboardFrames : public QObject {
     Scenario sc;
     sc.hellos(4, 1, 1, 4);
     DashboardInfo info;
-    FrameBuilder b;
+    FrameBuilder b(kEveryTick);
     const double now = kT0 + 100;
     Viewer v;
     sc.step(1, 2);
@@ -633,7 +637,7 @@ class TestDashboardFrames : public QObject {
     Scenario sc;
     sc.hellos(4, 1, 1, 4);
     DashboardInfo info;
-    FrameBuilder b;
+    FrameBuilder b(kEveryTick);
     const double now = kT0 + 100;
     Viewer v;
     sc.step(1);
@@ -683,7 +687,7 @@ class TestDashboardFrames : public QObject {
     feed.add(1, kT0 + 0.2, tl::JobStateEvent{tl::JobState::failed, nasty + "reason"});
     DashboardInfo info;
     info.job_name = "name " + nasty;
-    FrameBuilder b;
+    FrameBuilder b(kEveryTick);
     const FrameBuilder::Frame f = b.build(input(m, info, kT0 + 1), true);
     for (const std::string* text : {f.full.get()}) {
       QVERIFY(text);
@@ -747,6 +751,60 @@ class TestDashboardFrames : public QObject {
              std::string("out of memory \xef\xbf\xbd\xef\xbf\xbd"));
   }
 
+  // With the default builder the timeline goes to delta viewers at most once per
+  // kTimelineSeconds: a step's new spans right after a sent timeline wait; a full frame has them.
+  void timelineIsThrottled() {
+    RunModel m;
+    EventFeeder feed(m);
+    m.add(Message(hello(0, 1, 1, 1, 1)));
+    m.add(Message(hello(1, 2, 1, 1, 2)));
+    DashboardInfo info;
+    FrameBuilder b;  // default: kTimelineSeconds
+    feed.add(0, kT0 + 0.5, step_of(1, 1.0, 0.5));
+    b.build(input(m, info, kT0 + 1), false);
+    tl::PhaseEvent forward;
+    forward.phase = tl::Phase::forward;
+    forward.start = kT0 + 0.6;
+    forward.end = kT0 + 0.9;
+    feed.add(0, kT0 + 1.0, forward);
+    feed.add(0, kT0 + 1.0, step_of(2, 0.9, 0.5));
+    const FrameBuilder::Frame f = b.build(input(m, info, kT0 + 1.1), true);
+    QVERIFY(f.delta && f.full);
+    const json d = json::parse(*f.delta);
+    QVERIFY2(!d.contains("timeline"), f.delta->c_str());
+    const json full = json::parse(*f.full);
+    QVERIFY(full.contains("timeline"));
+    QVERIFY2(full["timeline"].dump().find("forward") != std::string::npos, f.full->c_str());
+  }
+
+  // A long run's loss series is thinned in a full frame (at most kMaxLossPoints and the newest),
+  // and a burst of more points than that between two builds comes again whole, from 0.
+  void longLossSeriesIsThinned() {
+    constexpr int64_t kSteps = 10000;
+    RunModel m;
+    EventFeeder feed(m);
+    m.add(Message(hello(0, 1, 1, 1, 1)));
+    for (int64_t n = 1; n <= 10; ++n) feed.add(0, kT0 + 0.01 * n, step_of(n, 1.0 / n, 0.01));
+    DashboardInfo info;
+    FrameBuilder b(kEveryTick);
+    b.build(input(m, info, kT0 + 1), false);
+    for (int64_t n = 11; n <= kSteps; ++n) feed.add(0, kT0 + 0.01 * n, step_of(n, 1.0 / n, 0.01));
+    const FrameBuilder::Frame f = b.build(input(m, info, kT0 + 200), true);
+    for (const auto& text : {f.full, f.delta}) {
+      QVERIFY(text);
+      const json j = json::parse(*text);
+      const json& pts = j["loss"]["points"];
+      QCOMPARE(j["loss"]["from"].get<int64_t>(), int64_t{0});
+      QVERIFY2(pts.size() <= kMaxLossPoints + 1, std::to_string(pts.size()).c_str());
+      QVERIFY(pts.size() >= kMaxLossPoints / 2);
+      QCOMPARE(pts.front()[0].get<int64_t>(), int64_t{1});
+      QCOMPARE(pts.back()[0].get<int64_t>(), kSteps);
+      QCOMPARE(pts.back()[1].get<double>(), 1.0 / kSteps);
+      for (size_t i = 1; i < pts.size(); ++i)
+        QVERIFY(pts[i][0].get<int64_t>() > pts[i - 1][0].get<int64_t>());
+    }
+  }
+
   // A 1,024-rank run: the full frame parses and has a row per rank.
   void thousandRanks() {
     constexpr int kWorld = 1024;
@@ -761,7 +819,7 @@ class TestDashboardFrames : public QObject {
         feed.add(r, kT0 + n, step_of(n, 1.0 / (n + r), 0.5));
       }
     DashboardInfo info;
-    FrameBuilder b;
+    FrameBuilder b(kEveryTick);
     const FrameBuilder::Frame f = b.build(input(m, info, kT0 + 4), true);
     const json j = parse(f.full);
     QVERIFY(!j.is_discarded());
@@ -803,7 +861,7 @@ class TestDashboardFrames : public QObject {
     EventFeeder feed(m);
     constexpr int kWorld = 12;
     DashboardInfo info;
-    FrameBuilder b;
+    FrameBuilder b(kEveryTick);
     Viewer early, late;
     std::map<int, int64_t> steps;
     std::set<int> joined;
