@@ -231,8 +231,7 @@ void bench_ingest(int64_t events, int viewers, int ranks) {
             content.live = &model->model();
             net::WebOptions o;
             web = std::make_unique<net::WebServer>(collector.io_context(), o, content);
-            net::WebServer* raw = web.get();
-            collector.on_stop([raw] { raw->close(); });
+            collector.on_stop(web->closer());
             web->start();
             if (v == 0) return;
             clients = std::make_unique<Viewers>(web->port(), v);

@@ -87,8 +87,7 @@ std::unique_ptr<net::WebServer> serve_live(const HttpAddress& where, net::Collec
   content.connections = [&collector] { return collector.stats().open; };
   auto web = std::make_unique<net::WebServer>(collector.io_context(), web_options(where, token),
                                               std::move(content));
-  net::WebServer* raw = web.get();
-  collector.on_stop([raw] { raw->close(); });
+  collector.on_stop(web->closer());
   web->start();
   fmt::print("web: dashboard at {}{}\n", web->url(),
              net::is_loopback(where.host)

@@ -467,6 +467,10 @@ void WebServer::close() {
   impl_->close_all();
 }
 
+std::function<void()> WebServer::closer() const {
+  return [d = impl_] { d->close_all(); };
+}
+
 WebStats WebServer::stats() const {
   const Impl& d = *impl_;
   WebStats s;

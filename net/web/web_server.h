@@ -81,6 +81,9 @@ class WebServer {
   // Closes the listener and every connection; run it on the io_context's thread (a Collector's
   // on_stop hook) or when that is not running. Idempotent.
   void close();
+  // close() as a function that stays valid after this object is gone (for Collector::on_stop:
+  // the collector may stop after the WebServer was destroyed, e.g. while unwinding).
+  std::function<void()> closer() const;
   // Safe from any thread.
   WebStats stats() const;
 
