@@ -2,8 +2,8 @@
 // with every section of the wire format (/tmp/web_schema.md, resources/web/README.md) holding
 // what the events said; a build with nothing new is no frame; a delta holds only what changed
 // (rank rows, appended loss points, new or filling heat-map columns); strings of any content
-// are escaped; a 1,024-rank frame is whole. Deltas are merged here by the format's rules, with
-// this suite's own code, and the result compared with full_state().
+// are escaped; a 1,024-rank frame is whole. Deltas are merged by the format's rules, as the page
+// merges them (tests/net/frame_merge.h), and the result compared with full_state().
 #include <QtTest>
 
 #include <algorithm>
@@ -19,11 +19,13 @@
 #include "net/run_model.h"
 #include "net/web/dashboard_frames.h"
 #include "tests/common/telemetry_events.h"
+#include "tests/net/frame_merge.h"
 
 using namespace shardlab;
 using namespace shardlab::net;
 namespace tl = shardlab::telemetry;
 using nlohmann::json;
+using test::apply_frame;
 using test::EventFeeder;
 
 namespace {
@@ -89,58 +91,6 @@ json parse(const std::shared_ptr<const std::string>& text) {
 
 bool near(double a, double b, double rel = 1e-5, double abs = 1e-9) {
   return std::abs(a - b) <= std::max(abs, rel * std::max(std::abs(a), std::abs(b)));
-}
-
-// ---- The page's merge, written from the format's description ----
-//
-// full: replaces everything. delta: a missing section is unchanged; job, replay, diagnosis,
-// comm, timeline replace; ranks is {"index": row} of the changed rows; loss and evals append
-// their points at index `from` (older points kept); heat replaces or adds the columns it carries
-// and drops those outside first..last. Returns "" or what was wrong with the frame.
-std::string apply_frame(json& state, const json& frame) {
-  if (!frame.is_object() || !frame.contains("type") || !frame["type"].is_string())
-    return "not a frame";
-  const std::string type = frame["type"];
-  if (type == "full") {
-    state = frame;
-    return "";
-  }
-  if (type != "delta") return "unknown type " + type;
-  if (!state.is_object()) return "a delta before any full frame";
-  for (const auto& [key, value] : frame.items()) {
-    if (key == "ranks") {
-      if (!value.is_object()) return "delta ranks is not an object";
-      json& ranks = state["ranks"];
-      for (const auto& [index, row] : value.items()) {
-        if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos)
-          return "bad rank index " + index;
-        const size_t i = std::stoul(index);
-        while (ranks.size() <= i) ranks.push_back(nullptr);
-        ranks[i] = row;
-      }
-    } else if (key == "loss" || key == "evals") {
-      if (!value.contains("from") || !value["points"].is_array()) return key + " malformed";
-      const size_t from = value["from"].get<size_t>();
-      const json& old = state[key]["points"];
-      if (from > old.size()) return key + ": from past the points held";
-      json points = json::array();
-      for (size_t i = 0; i < from; ++i) points.push_back(old[i]);
-      for (const json& p : value["points"]) points.push_back(p);
-      state[key] = json{{"from", 0}, {"points", points}};
-    } else if (key == "heat") {
-      const int64_t first = value["first"], last = value["last"];
-      std::map<int64_t, json> cols;
-      for (const json& c : state["heat"]["cols"]) cols[c[0].get<int64_t>()] = c;
-      for (const json& c : value["cols"]) cols[c[0].get<int64_t>()] = c;
-      json out = json::array();
-      for (const auto& [step, c] : cols)
-        if (step >= first && step <= last) out.push_back(c);
-      state["heat"] = json{{"first", first}, {"last", last}, {"cols", out}};
-    } else {
-      state[key] = value;  // type, frame, now and the replaced sections
-    }
-  }
-  return "";
 }
 
 // Where the merged state differs from a full frame ("" when nowhere).
@@ -291,7 +241,8 @@ class TestDashboardFrames : public QObject {
   Q_OBJECT
 
  private slots:
-  // The merge above does what the format says (so comparisons through it mean something).
+  // The merge (tests/net/frame_merge.h) does what the format says (so comparisons through it
+  // mean something).
   void mergeRules() {
     json s;
     QVERIFY(!apply_frame(s, json{{"type", "delta"}}).empty());  // nothing to apply to
@@ -309,6 +260,8 @@ class TestDashboardFrames : public QObject {
     QCOMPARE(s["heat"]["cols"], json::parse("[[2,[1]],[3,[2]]]"));
     QVERIFY(
         !apply_frame(s, json::parse(R"({"type":"delta","loss":{"from":9,"points":[]}})")).empty());
+    QVERIFY(!apply_frame(s, json::parse(R"({"type":"delta","loss":{"from":0}})")).empty());
+    QVERIFY(!apply_frame(s, json::parse(R"({"type":"delta","heat":{"first":1}})")).empty());
   }
 
   // A full frame: JSON with every section, each holding what the events said.
