@@ -33,11 +33,14 @@ namespace {
 constexpr auto kStopGrace = std::chrono::seconds(5);
 // How long call() waits for the collector thread to run the function.
 constexpr auto kCallTimeout = std::chrono::seconds(10);
-// Bytes asked for per read; a frame larger than this simply takes several reads.
+// Bytes asked for per read once a connection streams; a frame larger than this simply takes
+// several reads.
 constexpr size_t kReadChunk = 16 * 1024;
-// Before authentication a frame can be at most a HELLO (two strings and a few numbers), so an
-// unauthenticated peer cannot make the collector buffer a full max_payload.
-constexpr uint32_t kMaxHandshakePayload = 2 * kMaxString + 1024;
+// Before authentication a frame can be at most a HELLO or an AUTH: a HELLO's job id and host name
+// fit in this (kMaxHelloString each), so an unauthenticated peer costs the collector at most this
+// much buffered input, and reads go into a buffer of this size until the peer has authenticated.
+constexpr uint32_t kMaxHandshakePayload = 2 * kMaxHelloString + 256;
+constexpr size_t kHandshakeChunk = kMaxHandshakePayload + kHeaderSize;
 
 std::string endpoint_text(const tcp::endpoint& ep) {
   const auto addr = ep.address();
@@ -58,6 +61,24 @@ const char* message_name(const Message& m) {
     default:
       return "an event";
   }
+}
+
+// What is wrong with a HELLO's coordinates ("" nothing): rank within [0, world), world within
+// [1, kMaxWorld], each of pp, tp, dp within [1, world] and each coordinate within its dimension.
+std::string hello_problem(const Hello& h) {
+  if (h.world < 1 || h.world > kMaxWorld)
+    return fmt::format("world size {} is outside [1, {}]", h.world, kMaxWorld);
+  if (h.rank < 0 || h.rank >= h.world)
+    return fmt::format("rank {} is outside [0, {})", h.rank, h.world);
+  if (h.pp < 1 || h.tp < 1 || h.dp < 1 || h.pp > h.world || h.tp > h.world || h.dp > h.world)
+    return fmt::format("pp {} x tp {} x dp {} does not fit the world size {}", h.pp, h.tp, h.dp,
+                       h.world);
+  if (h.pp_i < 0 || h.pp_i >= h.pp || h.tp_i < 0 || h.tp_i >= h.tp || h.dp_i < 0 || h.dp_i >= h.dp)
+    return fmt::format("coordinates pp{} tp{} dp{} are outside pp {} x tp {} x dp {}", h.pp_i,
+                       h.tp_i, h.dp_i, h.pp, h.tp, h.dp);
+  if (h.job_id.size() > kMaxHelloString || h.host.size() > kMaxHelloString)
+    return fmt::format("job id or host longer than {} bytes", kMaxHelloString);
+  return {};
 }
 
 }  // namespace
@@ -81,6 +102,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // the reason ("": one made from `reason`).
   void close(const std::string& reason, bool rejected, const std::string& lost = {});
   uint64_t id() const { return id_; }
+  bool authenticated() const { return state_ == State::streaming; }
 
  private:
   enum class State { await_hello, await_auth, streaming };
@@ -100,7 +122,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool closed_ = false;
   Hello hello_;
   std::array<uint8_t, kChallengeSize> nonce_{};
-  std::unique_ptr<uint8_t[]> chunk_{new uint8_t[kReadChunk]};  // what one read fills
+  std::vector<uint8_t> chunk_ = std::vector<uint8_t>(kHandshakeChunk);  // what one read fills:
+                                                                        // small until it streams
   std::vector<uint8_t> rbuf_;  // the start of a frame whose rest has not arrived yet
   std::deque<std::vector<uint8_t>> wqueue_;
   bool writing_ = false;
@@ -129,8 +152,10 @@ struct Core {
   uint64_t next_id = 1;                                         // collector thread only
   std::map<uint64_t, std::shared_ptr<Connection>> connections;  // collector thread only
   std::atomic<uint64_t> open_connections{0};
+  size_t handshaking = 0;  // connections not yet authenticated (collector thread only)
   std::vector<std::function<void()>> stop_hooks;  // collector thread, or before start()
-  std::atomic<uint64_t> accepted{0}, authenticated{0}, rejected{0}, messages{0}, lost{0};
+  std::atomic<uint64_t> accepted{0}, authenticated{0}, rejected{0}, messages{0}, lost{0},
+      dropped_handshakes{0};
 
   // What the collector knows of a rank across its connections (collector thread only): its latest
   // authenticated connection, the HELLO that opened it, and whether its latest JOB_STATE was final.
@@ -202,6 +227,20 @@ struct Core {
     }
   }
 
+  void drop_oldest_handshake() {
+    for (auto& [id, conn] : connections)
+      if (!conn->authenticated()) {
+        if (dropped_handshakes.fetch_add(1, std::memory_order_relaxed) == 0)
+          log(
+              fmt::format("collector on {}: over {} connections in their handshake; dropping the "
+                          "oldest as new ones come (a flood of peers that do not authenticate?)",
+                          where, options.max_unauthenticated));
+        auto victim = conn;  // close() erases it from the map; no line per connection
+        victim->close("", true);
+        return;
+      }
+  }
+
   void accept() {
     acceptor.async_accept([this](const error_code& ec, tcp::socket socket) {
       if (stopping || ec == asio::error::operation_aborted) return;
@@ -219,9 +258,25 @@ struct Core {
         socket.set_option(tcp::no_delay(true), ignored);
         const auto remote = socket.remote_endpoint(ignored);
         const std::string peer = ignored ? std::string("?") : endpoint_text(remote);
+        if (connections.size() >= options.max_connections) {
+          // Every slot taken (by workers, since unauthenticated ones are capped lower): refuse.
+          rejected.fetch_add(1, std::memory_order_relaxed);
+          log(
+              fmt::format("collector on {}: refused a connection from {}: {} connections open "
+                          "(the limit)",
+                          where, peer, connections.size()));
+          socket.close(ignored);
+          accept();
+          return;
+        }
+        // Unauthenticated connections are capped: the oldest one still in its handshake goes,
+        // so a flood of peers that never authenticate cannot keep a worker out (a worker's
+        // handshake takes one round trip; the flood's connections wait out their deadline).
+        if (handshaking >= options.max_unauthenticated) drop_oldest_handshake();
         const uint64_t id = next_id++;
         auto conn = std::make_shared<Connection>(*this, id, std::move(socket), peer);
         connections.emplace(id, conn);
+        ++handshaking;
         open_connections.store(connections.size(), std::memory_order_relaxed);
         conn->start();
       }
@@ -280,6 +335,7 @@ void Connection::close(const std::string& reason, bool rejected, const std::stri
   error_code ignored;
   socket_.shutdown(tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
+  if (state_ != State::streaming && owner_.handshaking > 0) --owner_.handshaking;
   owner_.connections.erase(id_);  // pending handlers keep the object alive until they run
   owner_.open_connections.store(owner_.connections.size(), std::memory_order_relaxed);
   if (lost_rank)
@@ -292,7 +348,7 @@ void Connection::close(const std::string& reason, bool rejected, const std::stri
 
 void Connection::read_more() {
   socket_.async_read_some(
-      asio::buffer(chunk_.get(), kReadChunk),
+      asio::buffer(chunk_.data(), chunk_.size()),
       [self = shared_from_this()](const error_code& ec, size_t n) { self->on_read(ec, n); });
 }
 
@@ -314,9 +370,9 @@ void Connection::on_read(const error_code& ec, size_t n) {
   }
   // Decode straight from the chunk when nothing is pending (the common case); keep only the
   // incomplete tail of a frame in rbuf_.
-  std::span<const uint8_t> bytes(chunk_.get(), n);
+  std::span<const uint8_t> bytes(chunk_.data(), n);
   if (!rbuf_.empty()) {
-    rbuf_.insert(rbuf_.end(), chunk_.get(), chunk_.get() + n);
+    rbuf_.insert(rbuf_.end(), chunk_.data(), chunk_.data() + n);
     bytes = std::span<const uint8_t>(rbuf_.data(), rbuf_.size());
   }
   size_t begin = 0;
@@ -339,6 +395,7 @@ void Connection::on_read(const error_code& ec, size_t n) {
   } else {
     rbuf_.erase(rbuf_.begin(), rbuf_.begin() + static_cast<std::ptrdiff_t>(begin));
   }
+  if (state_ == State::streaming && chunk_.size() < kReadChunk) chunk_.resize(kReadChunk);
   read_more();
 }
 
@@ -354,6 +411,10 @@ void Connection::handle(Message&& message) {
         close(fmt::format("protocol version {} in HELLO, this collector speaks {}", hello->version,
                           kProtocolVersion),
               true);
+        return;
+      }
+      if (const std::string bad = hello_problem(*hello); !bad.empty()) {
+        close("HELLO " + bad, true);
         return;
       }
       hello_ = std::move(*hello);
@@ -382,6 +443,7 @@ void Connection::handle(Message&& message) {
       }
       timer_.cancel();
       state_ = State::streaming;
+      if (owner_.handshaking > 0) --owner_.handshaking;
       send(AuthOk{});
       owner_.authenticated.fetch_add(1, std::memory_order_relaxed);
       owner_.streaming(id_, hello_);
@@ -546,6 +608,7 @@ CollectorStats Collector::stats() const {
   s.messages = d.messages.load();
   s.lost = d.lost.load();
   s.open = d.open_connections.load();
+  s.dropped_handshakes = d.dropped_handshakes.load();
   return s;
 }
 

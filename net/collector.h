@@ -62,19 +62,27 @@ struct CollectorOptions {
   std::string token;
   uint32_t max_payload = kDefaultMaxPayload;
   std::chrono::milliseconds handshake_timeout{5000};
+  // At most this many connections at once (workers included: a job of more ranks needs more);
+  // more are refused at accept.
+  size_t max_connections = 8192;
+  // At most this many connections still in their handshake: a new one beyond it closes the oldest
+  // of them, so peers that never authenticate cannot hold the collector's memory (each costs at
+  // most a HELLO's bytes, see collector.cpp) nor keep a worker out.
+  size_t max_unauthenticated = 64;
   // Called (on the collector thread) with one line per closed or refused connection (a clean
   // close by the worker included: "...: closed by the peer after 812 messages").
   std::function<void(const std::string&)> log;
 };
 
 struct CollectorStats {
-  uint64_t accepted = 0;       // connections accepted
-  uint64_t authenticated = 0;  // passed the handshake
-  uint64_t rejected = 0;       // closed for a protocol or auth error
-  uint64_t messages = 0;       // messages handed to consumers
-  uint64_t lost = 0;           // connections that ended before their rank finished
-                               // (on_connection_lost calls)
-  uint64_t open = 0;           // connections open now (handshaking or streaming)
+  uint64_t accepted = 0;            // connections accepted
+  uint64_t authenticated = 0;       // passed the handshake
+  uint64_t rejected = 0;            // closed for a protocol or auth error
+  uint64_t messages = 0;            // messages handed to consumers
+  uint64_t lost = 0;                // connections that ended before their rank finished
+                                    // (on_connection_lost calls)
+  uint64_t open = 0;                // connections open now (handshaking or streaming)
+  uint64_t dropped_handshakes = 0;  // closed to make room (max_unauthenticated; in rejected too)
 };
 
 class Collector {

@@ -1,5 +1,7 @@
 #include "net/comm_stats.h"
 
+#include "net/display_text.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -75,7 +77,16 @@ void CommStats::add(const telemetry::Event& event) {
 
   const double seconds = seconds_or_zero(c->duration);
   const double busbw = std::isfinite(c->busbw) ? c->busbw : 0.0;
-  CommAggregate& a = by_key_[CommKey{c->op, c->group}];
+  auto it = by_key_.find(CommKey{c->op, c->group});
+  if (it == by_key_.end()) {
+    // A new (op, group): printable and short, and past kMaxKeys lumped into one row, so a peer
+    // inventing names cannot grow the table without bound.
+    const CommKey key = by_key_.size() >= kMaxKeys ? CommKey{"(other)", "(other)"}
+                                                   : CommKey{printable(c->op, kMaxLabelBytes),
+                                                             printable(c->group, kMaxLabelBytes)};
+    it = by_key_.try_emplace(key).first;
+  }
+  CommAggregate& a = it->second;
   ++a.count;
   if (!c->ok) ++a.failed;
   a.bytes += c->bytes;

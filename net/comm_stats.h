@@ -59,6 +59,8 @@ class CommStats {
   // Events of ranks outside [0, kMaxRanks) are ignored (a corrupt rank must not allocate
   // gigabytes).
   static constexpr int kMaxRanks = 1 << 16;
+  // At most this many (op, group) rows; later new ones all count in one ("(other)", "(other)").
+  static constexpr size_t kMaxKeys = 4096;
 
   // Takes COLLECTIVE events (aggregated, and added to the rank's current step: one more than the
   // last STEP the rank reported), PHASE events (compute of the current step) and STEP events

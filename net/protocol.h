@@ -56,6 +56,10 @@ inline constexpr size_t kMaxString = 64 * 1024;
 // ConnectionLost). Workers number their events from 0 and never reach it; a recording keeps it, so
 // a replay tells such a failure from one the rank reported.
 inline constexpr uint64_t kCollectorSeq = ~uint64_t{0};
+// Limits a collector holds a HELLO to: the world size (ranks are [0, world)), and the length of its
+// job id and host name.
+inline constexpr int32_t kMaxWorld = 1 << 16;
+inline constexpr size_t kMaxHelloString = 512;
 
 enum class MessageType : uint16_t {
   hello = 1,

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "net/display_text.h"
+
 #include <algorithm>
 #include <numeric>
 #include <string_view>
@@ -46,9 +48,11 @@ void RunModel::add(const Message& message, double received) {
     diagnosis_.reset();
     pp_ = std::max(pp_, hello->pp);
     const bool new_process =
-        r.hello && (r.hello->job_id != hello->job_id || r.hello->host != hello->host ||
-                    r.hello->pid != hello->pid);
+        r.hello && (r.hello->job_id != printable(hello->job_id) ||
+                    r.hello->host != printable(hello->host) || r.hello->pid != hello->pid);
     r.hello = *hello;
+    r.hello->job_id = printable(hello->job_id);
+    r.hello->host = printable(hello->host);
     if (new_process && done(r.state)) {
       // Another process for a rank that had ended (a rerun into the same collector): what the
       // old one reported is over.
@@ -74,7 +78,7 @@ void RunModel::add(const Message& message, double received) {
     if (done(r.state)) return;
     before_lost_[event->rank] = r.state;
     r.state = telemetry::JobState::failed;
-    r.reason = s->reason;
+    r.reason = printable(s->reason);
     r.connection_lost = true;
     return;
   }
@@ -127,7 +131,7 @@ void RunModel::add(const Message& message, double received) {
                  [&](const telemetry::LogLineEvent&) {},
                  [&](const telemetry::JobStateEvent& e) {
                    r.state = e.state;
-                   r.reason = e.reason;
+                   r.reason = printable(e.reason);
                    r.connection_lost = false;
                  },
              },

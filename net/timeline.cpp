@@ -1,5 +1,7 @@
 #include "net/timeline.h"
 
+#include "net/display_text.h"
+
 #include <algorithm>
 #include <cmath>
 #include <iterator>
@@ -40,9 +42,13 @@ Timeline::Lane& Timeline::lane(int rank) {
 uint32_t Timeline::label_of(const std::string& text) {
   auto it = label_index_.find(text);
   if (it != label_index_.end()) return it->second;
+  // Bounded like CommStats' rows: past kMaxLabels every new label is "(other)".
+  const std::string label =
+      labels_.size() >= kMaxLabels ? std::string("(other)") : printable(text, 2 * kMaxLabelBytes);
+  if (auto same = label_index_.find(label); same != label_index_.end()) return same->second;
   const auto index = static_cast<uint32_t>(labels_.size());
-  labels_.push_back(text);
-  label_index_.emplace(text, index);
+  labels_.push_back(label);
+  label_index_.emplace(label, index);
   return index;
 }
 

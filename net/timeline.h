@@ -40,6 +40,8 @@ class Timeline {
   static constexpr size_t kMaxSteps = 256;   // per rank
   // Events of ranks outside [0, kMaxRanks) are ignored.
   static constexpr int kMaxRanks = 1 << 16;
+  // At most this many distinct collective labels ("all_reduce dp[1]"); later new ones "(other)".
+  static constexpr size_t kMaxLabels = 4096;
 
   // Takes PHASE, COLLECTIVE and STEP events; ignores the rest. A span whose end is before its
   // start (clock trouble) is kept with zero length; one with a non-finite time is dropped. Step

@@ -80,6 +80,27 @@ class TestCommStats : public QObject {
   Q_OBJECT
 
  private slots:
+  // A peer inventing (op, group) names cannot grow the table without bound: past kMaxKeys new
+  // names count in one "(other)" row, every operation still counted; names are kept printable
+  // and short.
+  void namesAreBounded() {
+    CommStats s;
+    constexpr int kNames = 10000;
+    for (int i = 0; i < kNames; ++i)
+      s.add(coll(0, "all_reduce", "dp[" + std::to_string(i) + "]", 0.001));
+    s.add(coll(0, "op\x1b[2J", std::string(1000, 'g'), 0.001));
+    QVERIFY2(s.by_key().size() <= CommStats::kMaxKeys + 1,
+             qPrintable(QString::number(s.by_key().size())));
+    int64_t count = 0;
+    for (const auto& [key, a] : s.by_key()) {
+      count += a.count;
+      QVERIFY(key.group.size() <= 70);
+      for (const char c : key.op + key.group) QVERIFY(static_cast<unsigned char>(c) >= 0x20);
+    }
+    QCOMPARE(count, int64_t{kNames + 1});
+    QVERIFY(s.by_key().count(CommKey{"(other)", "(other)"}) == 1);
+  }
+
   void empty() {
     CommStats c;
     QCOMPARE(c.ranks(), 0);

@@ -103,6 +103,26 @@ class TestRunModel : public QObject {
   Q_OBJECT
 
  private slots:
+  // What a peer sends reaches the terminal without control characters: a host name or failure
+  // reason carrying escape sequences (clear the screen, retitle the terminal) is shown with '?'
+  // in their place, and capped in length.
+  void wireTextIsPrintable() {
+    RunModel m;
+    Hello h = hello(0);
+    h.host = "evil\x1b[2J\x1b[H";
+    m.add(Message(h));
+    m.add(Message(make_event(
+        0, 1.0,
+        tl::JobStateEvent{tl::JobState::failed, "oom\x1b]0;pwned\x07" + std::string(5000, 'r')})));
+    const std::string table = m.table(2.0);
+    for (const char c : table)
+      QVERIFY2(static_cast<unsigned char>(c) >= 0x20 || c == '\n',
+               qPrintable(QString::fromStdString(table)));
+    QCOMPARE(m.ranks().at(0).hello->host, std::string("evil?[2J?[H"));
+    QVERIFY(m.ranks().at(0).reason.rfind("oom?]0;pwned?", 0) == 0);
+    QVERIFY(m.ranks().at(0).reason.size() < 600);
+  }
+
   void latestStatePerRank() {
     auto msgs = run(5);
     tl::MemoryEvent mem;

@@ -58,6 +58,18 @@ class TestTimeline : public QObject {
   Q_OBJECT
 
  private slots:
+  // Collective labels are bounded like CommStats' rows, and printable.
+  void labelsAreBounded() {
+    Timeline t;
+    for (int i = 0; i < 10000; ++i)
+      t.add(coll(0, "all_reduce", "dp[" + std::to_string(i) + "]", 1.0 + i, 0.5));
+    t.add(coll(0, "x\x1b]0;title\x07", "g", 20000.0, 0.5));
+    QVERIFY2(t.labels().size() <= Timeline::kMaxLabels + 1,
+             qPrintable(QString::number(t.labels().size())));
+    for (const std::string& l : t.labels())
+      for (const char c : l) QVERIFY(static_cast<unsigned char>(c) >= 0x20);
+  }
+
   void empty() {
     Timeline t;
     QCOMPARE(t.ranks(), 0);
