@@ -29,6 +29,7 @@ constexpr const char* kUsage =
     "                                                (its noise floor) unless --tolerance T\n"
     "      [--telemetry HOST:PORT] [--token-file F]  stream to a collector; records to\n"
     "      [--record RUN.slrec | --no-record]        runs/<time>-<job>.slrec unless --no-record\n"
+    "      [--force]                                 let --record replace an existing file\n"
     "      [--resume DIR]                            continue from a checkpoint directory\n"
     "                                                (its latest step) or one step-* of it\n"
     "      [--max-restarts N]                        when it fails (a rank killed, a lost peer,\n"

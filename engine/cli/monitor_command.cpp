@@ -24,6 +24,7 @@
 
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
+#include "engine/cli/telemetry_setup.h"
 #include "engine/cli/web_setup.h"
 #include "engine/telemetry/events.h"
 #include "net/auth.h"
@@ -46,7 +47,7 @@ extern "C" void on_signal(int) {
 int monitor_command(const std::vector<std::string>& argv) {
   Args args(argv, {{"--listen", "--record", "--token-file", "--duration", "--interval", "--http",
                     "--job"},
-                   {"--until-done"}});
+                   {"--until-done", "--force"}});
   if (!args.positional().empty())
     SL_THROW(UsageError, "monitor takes no positional arguments (got '{}')", args.positional()[0]);
   if (!args.has("--listen"))
@@ -73,6 +74,7 @@ int monitor_command(const std::vector<std::string>& argv) {
   std::unique_ptr<net::RecordingConsumer> recording;
   std::vector<net::MessageConsumer*> consumers{&model};
   if (args.has("--record")) {
+    check_record_path(args);
     recording = std::make_unique<net::RecordingConsumer>(args.get("--record"));
     consumers.push_back(recording.get());
   }

@@ -146,6 +146,7 @@ int run_mpi(const JobSpec& job, std::optional<launch::PreparedJob>& prepared,
     run.worker.telemetry = args.get("--telemetry");
     run.worker.token_file = args.get("--token-file");
   } else if (!args.has("--no-record")) {
+    check_record_path(args);
     run.record_path = args.get("--record", launch::default_recording_path(job));
     run.log = [](const std::string& line) { fmt::print(stderr, "telemetry: {}\n", line); };
   }
@@ -210,7 +211,7 @@ std::vector<std::string> attempt_argv(std::vector<std::string> argv, int n) {
 
 const ArgSpec kRunArgs{{"--set", "--tolerance", "--telemetry", "--token-file", "--record",
                         "--resume", "--max-restarts", "--save-model", "--http"},
-                       {"--quiet", "--verify", "--no-record"}};
+                       {"--quiet", "--verify", "--no-record", "--force"}};
 
 }  // namespace
 

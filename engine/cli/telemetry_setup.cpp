@@ -1,6 +1,7 @@
 #include "engine/cli/telemetry_setup.h"
 
 #include <cstdio>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -14,6 +15,7 @@ namespace {
 
 launch::SinkOptions sink_options(const Args& args, const JobSpec& job, bool record_by_default,
                                  const RunDashboard* dashboard) {
+  check_record_path(args);
   if (args.has("--record") && args.has("--no-record"))
     SL_THROW(UsageError, "--record and --no-record contradict each other");
   launch::SinkOptions o;
@@ -52,6 +54,14 @@ std::unique_ptr<RunDashboard> make_dashboard(const Args& args, const JobSpec& jo
 }
 
 }  // namespace
+
+void check_record_path(const Args& args) {
+  if (!args.has("--record") || args.has("--force")) return;
+  const std::string path = args.get("--record");
+  std::error_code ec;
+  if (std::filesystem::symlink_status(path, ec).type() != std::filesystem::file_type::not_found)
+    SL_THROW(UsageError, "--record: {} already exists (give --force to replace it)", path);
+}
 
 RunTelemetry::RunTelemetry(const Args& args, const launch::PreparedJob& job,
                            const std::vector<int>& ranks, bool record_by_default)

@@ -5,7 +5,8 @@
 //                           from SHARDLAB_TELEMETRY_TOKEN or --token-file FILE
 //   --record PATH           record to PATH; `run` records to runs/<time>-<job>.slrec by default
 //                           ($SHARDLAB_RUNS_DIR instead of runs/ when set),
-//   --no-record             which this turns off
+//   --no-record             which this turns off; --record never replaces an existing file
+//                           unless --force is given
 //   --http ADDR:PORT        (run only) the web dashboard of this run: the ranks also stream to a
 //                           collector in this process, which serves it (web_setup.h)
 #pragma once
@@ -46,6 +47,10 @@ class RunTelemetry {
   launch::RunSinks sinks_;
   bool closed_ = false;
 };
+
+// --record PATH names a file that exists and --force is not given: UsageError (a recording is
+// never overwritten by accident). Nothing without --record.
+void check_record_path(const Args& args);
 
 // The ArgSpec entries `run` and `worker` accept for telemetry.
 inline const char* const kTelemetryOptions[] = {"--telemetry", "--token-file", "--record"};

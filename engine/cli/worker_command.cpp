@@ -26,7 +26,7 @@ namespace shardlab::cli {
 
 int worker_command(const std::vector<std::string>& argv) {
   Args args(argv, {{"--set", "--save-model", "--telemetry", "--token-file", "--record", "--resume"},
-                   {"--quiet"}});
+                   {"--quiet", "--force"}});
   if (args.positional().size() != 1)
     SL_THROW(UsageError,
              "worker needs exactly one job file, e.g. mpirun -np 4 shardlab worker "
