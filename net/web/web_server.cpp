@@ -65,6 +65,7 @@ struct WebServer::Impl : std::enable_shared_from_this<WebServer::Impl> {
   std::atomic<uint64_t> accepted{0}, refused{0}, requests{0}, viewer_count{0}, dropped{0},
       frames{0}, bytes{0};
   std::atomic<uint64_t> viewer_micros{0};  // closed viewers' connected time
+  std::atomic<uint64_t> dropped_pending{0};
 
   void log(const std::string& line) {
     if (options.log) options.log(line);
@@ -96,6 +97,18 @@ struct WebServer::Impl : std::enable_shared_from_this<WebServer::Impl> {
 
   void accept();
   void tick();
+  void drop_oldest_pending() {
+    for (auto& [id, weak] : sockets) {
+      if (viewers.count(id)) continue;
+      if (auto socket = weak.lock()) {
+        error_code ignored;
+        socket->close(ignored);  // its session sees the error and forgets it
+      }
+      sockets.erase(id);
+      dropped_pending.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
   void close_all();
   void forget(uint64_t id) { sockets.erase(id); }
 };
@@ -342,6 +355,11 @@ void WebServer::Impl::accept() {
       self->accepted.fetch_add(1, std::memory_order_relaxed);
       error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);
+      // Connections that are not (yet) viewers are capped lower: the oldest of them goes, so
+      // idle or slow clients cannot keep a viewer, or Prometheus, out (as the collector does with
+      // peers in their handshake).
+      if (self->sockets.size() >= self->viewers.size() + self->options.max_pending)
+        self->drop_oldest_pending();
       const uint64_t id = self->next_id++;
       auto session = std::make_shared<HttpSession>(self, id, std::move(socket));
       self->sockets[id] = session->socket_ref();
@@ -479,6 +497,7 @@ WebStats WebServer::stats() const {
   s.requests = d.requests.load();
   s.viewers_open = d.viewer_count.load();
   s.dropped = d.dropped.load();
+  s.dropped_pending = d.dropped_pending.load();
   s.frames = d.frames.load();
   s.bytes = d.bytes.load();
   // Closed viewers' time is summed as they close; open ones are counted up to now when read on the

@@ -12,7 +12,8 @@
 //
 // Limits: request headers max_header_bytes (431), bodies max_body_bytes (413), a request must
 // arrive within request_timeout, at most max_connections sockets at once (more are closed at
-// accept), WebSocket messages from the page at most 4 KiB. Binds to loopback unless told
+// accept; of those at most max_pending not viewers: a new one closes the oldest), WebSocket
+// messages from the page at most 4 KiB. Binds to loopback unless told
 // otherwise; with require_token every request needs the token (web_routes.h).
 #pragma once
 
@@ -39,6 +40,9 @@ struct WebOptions {
   std::string token;  // the job's token
   bool require_token = false;
   size_t max_connections = 256;
+  // At most this many of them not viewers (requests being read or answered): a new connection
+  // beyond it closes the oldest of those.
+  size_t max_pending = 64;
   size_t max_header_bytes = 8 * 1024;
   size_t max_body_bytes = 4 * 1024;
   std::chrono::milliseconds request_timeout{10000};
@@ -56,14 +60,15 @@ struct WebContent {
 };
 
 struct WebStats {
-  uint64_t accepted = 0;      // connections taken
-  uint64_t refused = 0;       // closed at accept: max_connections reached
-  uint64_t requests = 0;      // HTTP requests read
-  uint64_t viewers_open = 0;  // WebSocket viewers connected now
-  uint64_t dropped = 0;       // viewers dropped for not reading
-  uint64_t frames = 0;        // frames sent, all viewers
-  uint64_t bytes = 0;         // frame bytes sent, all viewers
-  double viewer_seconds = 0;  // summed time viewers were connected (for bytes per viewer-second)
+  uint64_t accepted = 0;         // connections taken
+  uint64_t refused = 0;          // closed at accept: max_connections reached
+  uint64_t requests = 0;         // HTTP requests read
+  uint64_t viewers_open = 0;     // WebSocket viewers connected now
+  uint64_t dropped = 0;          // viewers dropped for not reading
+  uint64_t dropped_pending = 0;  // non-viewer connections closed to make room (max_pending)
+  uint64_t frames = 0;           // frames sent, all viewers
+  uint64_t bytes = 0;            // frame bytes sent, all viewers
+  double viewer_seconds = 0;     // summed time viewers were connected (for bytes per viewer-second)
 };
 
 bool is_loopback(const std::string& address);

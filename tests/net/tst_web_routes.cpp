@@ -409,6 +409,36 @@ class TestWebRoutes : public QObject {
   }
 
   // max_connections: the fifth connection is closed at once; once the four go, new ones work.
+  // Connections that are not viewers are capped lower than all (max_pending): idle clients
+  // holding every such slot cannot keep a new client out; the oldest idle one is closed instead,
+  // and a viewer already watching is never the one to go.
+  void idleClientsCannotKeepOthersOut() {
+    RunModel model;
+    feed_small_run(model);
+    WebContent content;
+    content.live = &model;
+    WebOptions o;
+    o.max_connections = 16;
+    o.max_pending = 3;
+    WebHost host(o, content);
+    const uint16_t port = host.port();
+    WsClient viewer(port);
+    QCOMPARE(viewer.connect(), error_code());
+    std::vector<std::unique_ptr<HttpConn>> idle;
+    for (int i = 0; i < 3; ++i) {
+      idle.push_back(std::make_unique<HttpConn>(port));
+      QCOMPARE(idle.back()->connect(), error_code());
+    }
+    QVERIFY(wait_for([&] { return host.web().stats().accepted == 4; }, 5000ms));
+    // A new client is served at once; the oldest idle connection was closed for it.
+    QCOMPARE(get(port, "/api/run").status(), 200u);
+    size_t bytes = 0;
+    QVERIFY2(idle[0]->closed_within(3000ms, &bytes), "the oldest idle connection is still open");
+    QVERIFY(host.web().stats().dropped_pending >= 1);
+    QVERIFY(!viewer.closed());
+    QCOMPARE(host.web().stats().viewers_open, uint64_t{1});
+  }
+
   void connectionCap() {
     RunModel model;
     feed_small_run(model);
