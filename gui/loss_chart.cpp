@@ -67,8 +67,9 @@ void LossChart::update(const net::RunModel& run) {
   if (it != run.ranks().end()) {
     const std::vector<double>& loss = it->second.loss_series;
     points.reserve(static_cast<qsizetype>(loss.size()));
+    const auto stride = static_cast<double>(it->second.series_stride);
     for (size_t i = 0; i < loss.size(); ++i)
-      points.append(QPointF(static_cast<double>(i + 1), loss[i]));
+      points.append(QPointF(static_cast<double>(i) * stride + 1, loss[i]));
     const std::vector<telemetry::EvalEvent>& evals = it->second.evals;
     eval_loss.reserve(static_cast<qsizetype>(evals.size()));
     eval_acc.reserve(static_cast<qsizetype>(evals.size()));

@@ -29,8 +29,8 @@ class LossChart : public QWidget {
 
   using QWidget::update;  // repaint, still reachable beside the model overload
 
-  // Redraws from rank 0's loss series (step i+1 -> loss_series[i]) and evaluations (step -> loss,
-  // step -> accuracy); empty series when rank 0 has none.
+  // Redraws from rank 0's loss series (step i * series_stride + 1 -> loss_series[i]) and
+  // evaluations (step -> loss, step -> accuracy); empty series when rank 0 has none.
   void update(const net::RunModel& run);
   QLineSeries* series() const { return series_; }
   QScatterSeries* evalLossSeries() const { return eval_loss_; }

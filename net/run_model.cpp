@@ -33,6 +33,16 @@ bool done(telemetry::JobState s) {
   return s == telemetry::JobState::finished || s == telemetry::JobState::failed;
 }
 
+// Keeps every other point of a rank's series and doubles its stride (RankState::step_times).
+void thin_series(RankState& r) {
+  for (std::vector<double>* v : {&r.step_times, &r.loss_series}) {
+    size_t k = 0;
+    for (size_t i = 0; i < v->size(); i += 2) (*v)[k++] = (*v)[i];
+    v->resize(k);
+  }
+  r.series_stride *= 2;
+}
+
 }  // namespace
 
 int comm_kind(const std::string& group) {
@@ -105,8 +115,11 @@ void RunModel::add(const Message& message, double received) {
                    r.step_seconds = e.step_seconds;
                    r.throughput = e.throughput;
                    r.tokens = e.tokens;
-                   r.step_times.push_back(e.step_seconds);
-                   r.loss_series.push_back(e.loss);
+                   if (r.series_steps++ % r.series_stride == 0) {
+                     r.step_times.push_back(e.step_seconds);
+                     r.loss_series.push_back(e.loss);
+                     if (r.loss_series.size() >= kMaxSeriesPoints) thin_series(r);
+                   }
                    // A rank that reports steps is running even if its JOB_STATE was lost.
                    if (r.state == telemetry::JobState::starting)
                      r.state = telemetry::JobState::running;

@@ -38,8 +38,14 @@ struct RankState {
   // seq kCollectorSeq, see ConnectionLost in collector.h): killed or crashed, or a network failure.
   // Its next HELLO (the publisher reconnecting) puts it back in the state it had, reason cleared.
   bool connection_lost = false;
-  std::vector<double> step_times;           // every step's seconds, in order
-  std::vector<double> loss_series;          // every step's loss, in order
+  // The step seconds and loss of the rank's STEP events, in order: every series_stride-th one
+  // (point i is the (i * series_stride + 1)-th STEP). Bounded: when they reach kMaxSeriesPoints
+  // every other point goes and the stride doubles, so a long run (or a peer sending millions of
+  // steps) keeps at most that many per rank, evenly spread over the whole run.
+  std::vector<double> step_times;
+  std::vector<double> loss_series;
+  int64_t series_stride = 1;
+  int64_t series_steps = 0;                 // STEP events seen
   std::vector<telemetry::EvalEvent> evals;  // every evaluation, in order
 };
 
@@ -48,6 +54,9 @@ struct RankState {
 inline constexpr std::array<const char*, 4> kCommKinds{"tp", "pp", "dp", "world"};
 // kCommKinds' index of `group`'s kind; -1 for another name.
 int comm_kind(const std::string& group);
+
+// The most points RankState keeps per series (see step_times).
+inline constexpr size_t kMaxSeriesPoints = size_t{1} << 16;
 
 class RunModel {
  public:

@@ -265,13 +265,15 @@ std::string loss_section(const RunModel& model, size_t from) {
     stride = (n + kMaxLossPoints - 1) / kMaxLossPoints;
   }
   std::string o = fmt::format("{{\"from\":{},\"points\":[", from);
+  // Point i of the model's series is its (i * series_stride + 1)-th step (RankState).
+  const auto step_of = [&](size_t i) { return static_cast<int64_t>(i) * r->series_stride + 1; };
   for (size_t i = from; i < n; i += stride) {
     if (i > from) o += ',';
-    fmt::format_to(Out(o), "[{},", i + 1);
+    fmt::format_to(Out(o), "[{},", step_of(i));
     put_number(o, r->loss_series[i]);
     o += ']';
     if (stride > 1 && i + stride >= n && i + 1 < n) {  // the newest point, always
-      fmt::format_to(Out(o), ",[{},", n);
+      fmt::format_to(Out(o), ",[{},", step_of(n - 1));
       put_number(o, r->loss_series[n - 1]);
       o += ']';
     }
@@ -450,7 +452,10 @@ FrameBuilder::Frame FrameBuilder::build(const FrameInput& in, bool want_full) {
     }
 
   // A loss series that shrank (a restarted rank 0 starting afresh) is sent whole in the delta.
-  const size_t loss_from = losses < loss_sent_ ? 0 : loss_sent_;
+  // (or thinned: RankState::series_stride changed)
+  const int64_t loss_stride = r0 ? r0->series_stride : 1;
+  const bool loss_restart = losses < loss_sent_ || loss_stride != loss_stride_;
+  const size_t loss_from = loss_restart ? 0 : loss_sent_;
   const size_t evals_from = evals < evals_sent_ ? 0 : evals_sent_;
 
   Frame frame;
@@ -480,7 +485,7 @@ FrameBuilder::Frame FrameBuilder::build(const FrameInput& in, bool want_full) {
       d += ",\"ranks\":{" + changed_rows + "}";
     }
     section("diagnosis", diagnosis, diagnosis_);
-    if (losses != loss_sent_) {
+    if (losses != loss_sent_ || loss_restart) {
       changed = true;
       d += ",\"loss\":" + loss_section(in.model, loss_from);
     }
@@ -548,6 +553,7 @@ FrameBuilder::Frame FrameBuilder::build(const FrameInput& in, bool want_full) {
   final_step_ = final_step;
   world_ = s.world;
   loss_sent_ = losses;
+  loss_stride_ = loss_stride;
   evals_sent_ = evals;
   return frame;
 }

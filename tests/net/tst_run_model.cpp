@@ -103,6 +103,28 @@ class TestRunModel : public QObject {
   Q_OBJECT
 
  private slots:
+  // A long run (or a peer sending millions of STEPs) keeps a bounded series per rank, evenly
+  // spread: point i is the (i * stride + 1)-th step, with its own loss.
+  void seriesAreBounded() {
+    RunModel m;
+    m.add(Message(hello(0)));
+    constexpr int64_t kSteps = 300000;
+    for (int64_t n = 1; n <= kSteps; ++n)
+      m.add(Message(make_event(0, 1.0 + 1e-3 * static_cast<double>(n),
+                               step(n, 1.0 / static_cast<double>(n), 0.01))));
+    const RankState& r = m.ranks().at(0);
+    QVERIFY2(r.loss_series.size() <= kMaxSeriesPoints,
+             qPrintable(QString::number(r.loss_series.size())));
+    QVERIFY(r.loss_series.size() >= kMaxSeriesPoints / 4);
+    QCOMPARE(r.step_times.size(), r.loss_series.size());
+    QVERIFY(r.series_stride > 1 && (r.series_stride & (r.series_stride - 1)) == 0);
+    QCOMPARE(r.series_steps, kSteps);
+    for (size_t i = 0; i < r.loss_series.size(); i += 997)
+      QCOMPARE(r.loss_series[i],
+               1.0 / static_cast<double>(static_cast<int64_t>(i) * r.series_stride + 1));
+    QCOMPARE(r.step, kSteps);  // the latest state is exact
+  }
+
   // What a peer sends reaches the terminal without control characters: a host name or failure
   // reason carrying escape sequences (clear the screen, retitle the terminal) is shown with '?'
   // in their place, and capped in length.
