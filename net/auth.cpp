@@ -1,14 +1,19 @@
 #include "net/auth.h"
 
 #include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <random>
+#include <filesystem>
 
 #include "engine/core/error.h"
 
@@ -16,104 +21,38 @@ namespace shardlab::net {
 
 namespace {
 
-// ---------------------------------------------------------------------------------------------
-// SHA-256, FIPS 180-4 section 6.2. Incremental, so HMAC hashes key pad and message without
-// concatenating them.
-
-constexpr std::array<uint32_t, 64> kK = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-};
-
-constexpr uint32_t rotr(uint32_t x, int n) {
-  return (x >> n) | (x << (32 - n));
+// OpenSSL's oldest queued error for this thread, as text (the queue is cleared).
+std::string openssl_error() {
+  const unsigned long code = ERR_get_error();
+  ERR_clear_error();
+  if (code == 0) return "no error reported";
+  char buf[256];
+  ERR_error_string_n(code, buf, sizeof buf);
+  return buf;
 }
 
-class Sha256 {
- public:
-  static constexpr size_t kBlock = 64;
+// OpenSSL wants a valid pointer even for zero bytes (a null HMAC key means "no key" to it).
+const uint8_t* data_or_empty(std::span<const uint8_t> s) {
+  static const uint8_t kEmpty = 0;
+  return s.empty() ? &kEmpty : s.data();
+}
 
-  void update(std::span<const uint8_t> data) {
-    for (uint8_t byte : data) {
-      block_[fill_++] = byte;
-      if (fill_ == kBlock) {
-        compress();
-        fill_ = 0;
-      }
-    }
-    bits_ += static_cast<uint64_t>(data.size()) * 8;
+void random_bytes(std::span<uint8_t> out) {
+  if (out.size() > static_cast<size_t>(INT_MAX) ||
+      RAND_bytes(out.data(), static_cast<int>(out.size())) != 1)
+    SL_THROW(IoError, "cannot get random bytes from OpenSSL: {}", openssl_error());
+}
+
+std::string hex(std::span<const uint8_t> bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * bytes.size());
+  for (uint8_t b : bytes) {
+    out.push_back(kHex[b >> 4]);
+    out.push_back(kHex[b & 0xf]);
   }
-
-  Digest finish() {
-    // Padding (5.1.1): a 1 bit, zeros up to 56 mod 64 bytes, then the message length in bits as
-    // a big-endian u64.
-    const uint64_t bits = bits_;
-    block_[fill_++] = 0x80;
-    if (fill_ > 56) {
-      while (fill_ < kBlock) block_[fill_++] = 0;
-      compress();
-      fill_ = 0;
-    }
-    while (fill_ < 56) block_[fill_++] = 0;
-    for (int i = 7; i >= 0; --i) block_[fill_++] = static_cast<uint8_t>(bits >> (8 * i));
-    compress();
-    Digest out{};
-    for (size_t i = 0; i < 8; ++i)
-      for (size_t j = 0; j < 4; ++j) out[4 * i + j] = static_cast<uint8_t>(h_[i] >> (24 - 8 * j));
-    return out;
-  }
-
- private:
-  void compress() {
-    std::array<uint32_t, 64> w;
-    for (size_t t = 0; t < 16; ++t)
-      w[t] = (uint32_t{block_[4 * t]} << 24) | (uint32_t{block_[4 * t + 1]} << 16) |
-             (uint32_t{block_[4 * t + 2]} << 8) | uint32_t{block_[4 * t + 3]};
-    for (size_t t = 16; t < 64; ++t) {
-      const uint32_t s0 = rotr(w[t - 15], 7) ^ rotr(w[t - 15], 18) ^ (w[t - 15] >> 3);
-      const uint32_t s1 = rotr(w[t - 2], 17) ^ rotr(w[t - 2], 19) ^ (w[t - 2] >> 10);
-      w[t] = w[t - 16] + s0 + w[t - 7] + s1;
-    }
-    uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6], h = h_[7];
-    for (size_t t = 0; t < 64; ++t) {
-      const uint32_t S1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25);
-      const uint32_t ch = (e & f) ^ (~e & g);
-      const uint32_t t1 = h + S1 + ch + kK[t] + w[t];
-      const uint32_t S0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22);
-      const uint32_t maj = (a & b) ^ (a & c) ^ (b & c);
-      const uint32_t t2 = S0 + maj;
-      h = g;
-      g = f;
-      f = e;
-      e = d + t1;
-      d = c;
-      c = b;
-      b = a;
-      a = t1 + t2;
-    }
-    h_[0] += a;
-    h_[1] += b;
-    h_[2] += c;
-    h_[3] += d;
-    h_[4] += e;
-    h_[5] += f;
-    h_[6] += g;
-    h_[7] += h;
-  }
-
-  // Initial hash value (5.3.3).
-  std::array<uint32_t, 8> h_ = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  std::array<uint8_t, kBlock> block_{};
-  size_t fill_ = 0;
-  uint64_t bits_ = 0;
-};
+  return out;
+}
 
 std::string trim(const std::string& s) {
   const char* ws = " \t\r\n\v\f";
@@ -123,101 +62,195 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
-}  // namespace
+// Why short tokens are refused, for the messages.
+constexpr const char* kShortTokenWhy =
+    "a short token can be guessed offline from one captured handshake, an HMAC over nonces sent "
+    "in the clear; make one with `openssl rand -hex 32`";
 
-Digest sha256(std::span<const uint8_t> data) {
-  Sha256 h;
-  h.update(data);
-  return h.finish();
+// What a path that is not a regular file is, for the messages.
+const char* kind_of(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "of an unknown kind";
 }
 
-Digest hmac_sha256(std::span<const uint8_t> key, std::span<const uint8_t> message) {
-  // RFC 2104: keys longer than the block are hashed first; shorter ones are zero-padded.
-  std::array<uint8_t, Sha256::kBlock> k{};
-  if (key.size() > Sha256::kBlock) {
-    const Digest kd = sha256(key);
-    std::copy(kd.begin(), kd.end(), k.begin());
-  } else {
-    std::copy(key.begin(), key.end(), k.begin());
+// Closes the descriptor on every path out.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
   }
-  std::array<uint8_t, Sha256::kBlock> pad;
-  for (size_t i = 0; i < pad.size(); ++i) pad[i] = k[i] ^ 0x36;
-  Sha256 inner;
-  inner.update(pad);
-  inner.update(message);
-  const Digest inner_digest = inner.finish();
-  for (size_t i = 0; i < pad.size(); ++i) pad[i] = k[i] ^ 0x5c;
-  Sha256 outer;
-  outer.update(pad);
-  outer.update(inner_digest);
-  return outer.finish();
-}
-
-bool digest_equal(const Digest& a, const Digest& b) {
-  // No early exit: the time taken must not tell an attacker how many leading bytes matched.
-  volatile uint8_t diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff = static_cast<uint8_t>(diff | (a[i] ^ b[i]));
-  return diff == 0;
-}
-
-std::array<uint8_t, 32> random_nonce() {
-  std::random_device rd;
-  std::array<uint8_t, 32> out{};
-  for (size_t i = 0; i < out.size(); i += 4) {
-    const uint32_t v = rd();
-    for (size_t j = 0; j < 4; ++j) out[i + j] = static_cast<uint8_t>(v >> (8 * j));
+  int get() const { return fd_; }
+  // Closes now, returning close()'s errno (0 when it succeeded).
+  int close() {
+    const int fd = fd_;
+    fd_ = -1;
+    return ::close(fd) == 0 ? 0 : errno;
   }
-  return out;
-}
 
-std::string make_token() {
-  static constexpr char kHex[] = "0123456789abcdef";
-  const auto bytes = random_nonce();
-  std::string token;
-  token.reserve(2 * bytes.size());
-  for (uint8_t b : bytes) {
-    token.push_back(kHex[b >> 4]);
-    token.push_back(kHex[b & 0xf]);
-  }
-  return token;
-}
+ private:
+  int fd_;
+};
 
-void write_token_file(const std::string& path, const std::string& token) {
-  SL_ENFORCE(!trim(token).empty(), "refusing to write an empty telemetry token to {}", path);
-  // open() with the mode, not an ofstream: the file must never exist with looser permissions,
-  // not even for a moment.
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) SL_THROW(IoError, "cannot create token file {}: {}", path, std::strerror(errno));
-  // An existing file keeps its old mode under O_CREAT; tighten it.
-  if (::fchmod(fd, 0600) != 0) {
-    const int err = errno;
-    ::close(fd);
-    SL_THROW(IoError, "cannot set permissions 0600 on token file {}: {}", path, std::strerror(err));
-  }
-  const std::string content = token + "\n";
+// Writes all of `content`; returns 0 or the errno of the failed write.
+int write_all(int fd, const std::string& content) {
   size_t done = 0;
   while (done < content.size()) {
     const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      SL_THROW(IoError, "cannot write token file {}: {}", path, std::strerror(err));
+      return errno;
     }
     done += static_cast<size_t>(n);
   }
-  if (::close(fd) != 0)
-    SL_THROW(IoError, "cannot write token file {}: {}", path, std::strerror(errno));
+  return 0;
+}
+
+}  // namespace
+
+Digest sha256(std::span<const uint8_t> data) {
+  Digest out{};
+  unsigned int len = 0;
+  if (EVP_Digest(data_or_empty(data), data.size(), out.data(), &len, EVP_sha256(), nullptr) != 1 ||
+      len != out.size())
+    SL_THROW(InternalError, "OpenSSL's SHA-256 failed: {}", openssl_error());
+  return out;
+}
+
+Digest hmac_sha256(std::span<const uint8_t> key, std::span<const uint8_t> message) {
+  SL_ENFORCE(key.size() <= static_cast<size_t>(INT_MAX), "HMAC key of {} bytes is too long",
+             key.size());
+  Digest out{};
+  unsigned int len = 0;
+  if (HMAC(EVP_sha256(), data_or_empty(key), static_cast<int>(key.size()), data_or_empty(message),
+           message.size(), out.data(), &len) == nullptr ||
+      len != out.size())
+    SL_THROW(InternalError, "OpenSSL's HMAC-SHA256 failed: {}", openssl_error());
+  return out;
+}
+
+bool digest_equal(const Digest& a, const Digest& b) {
+  // Constant time: how long it takes must not tell an attacker how many leading bytes matched.
+  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+std::array<uint8_t, 32> random_nonce() {
+  std::array<uint8_t, 32> out{};
+  random_bytes(out);
+  return out;
+}
+
+std::string make_token() {
+  std::array<uint8_t, 32> bytes{};
+  random_bytes(bytes);
+  return hex(bytes);
+}
+
+void write_token_file(const std::string& path, const std::string& token) {
+  const std::string trimmed = trim(token);
+  SL_ENFORCE(!trimmed.empty(), "refusing to write an empty telemetry token to {}", path);
+  SL_ENFORCE(trimmed.size() >= kMinTokenLength,
+             "refusing to write a telemetry token of {} characters to {}: at least {} are required "
+             "({})",
+             trimmed.size(), path, kMinTokenLength, kShortTokenWhy);
+
+  // A new file beside the target, then rename() over it: whatever is at `path` (a symlink someone
+  // planted, a FIFO, a file with other hard links) is replaced, never written through, and a
+  // reader sees the old token or the new one, never half of one. O_EXCL|O_NOFOLLOW: the temporary
+  // name is ours alone, even if someone guessed it; mode 0600 from the first moment.
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
+    std::array<uint8_t, 8> suffix{};
+    random_bytes(suffix);
+    tmp = path + ".tmp-" + hex(suffix);
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) SL_THROW(IoError, "cannot create token file {}: {}", path, std::strerror(errno));
+  Fd file(fd);
+  auto fail = [&](const char* what, int err) {
+    file.close();
+    ::unlink(tmp.c_str());
+    SL_THROW(IoError, "cannot {} token file {}: {}", what, path, std::strerror(err));
+  };
+  // The umask may have taken bits away (0400): exactly 0600.
+  if (::fchmod(file.get(), 0600) != 0) fail("set permissions 0600 on", errno);
+  if (const int err = write_all(file.get(), token + "\n")) fail("write", err);
+  if (::fsync(file.get()) != 0) fail("write", errno);
+  if (const int err = file.close()) fail("write", err);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("replace", errno);
+
+  // The rename itself made durable (best effort: some file systems refuse fsync on a directory).
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  Fd d(::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (d.get() >= 0) (void)::fsync(d.get());
 }
 
 std::string read_token_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) SL_THROW(IoError, "cannot read token file {}: {}", path, std::strerror(errno));
-  std::string line;
-  std::getline(in, line);
-  if (in.bad()) SL_THROW(IoError, "cannot read token file {}", path);
-  std::string token = trim(line);
+  // O_NOFOLLOW: the token is the file named, not what a link planted there points to.
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below).
+  Fd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (fd.get() < 0) {
+    const int err = errno;
+    // A symlink (ELOOP under O_NOFOLLOW) and a socket (ENXIO) fail to open: say what is there.
+    struct stat st {};
+    if ((err == ELOOP || err == ENXIO) && ::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+      SL_THROW(IoError, "token file {} is {}, not a regular file{}", path, kind_of(st.st_mode),
+               S_ISLNK(st.st_mode) ? " (token files are not read through links)" : "");
+    SL_THROW(IoError, "cannot read token file {}: {}", path, std::strerror(err));
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0)
+    SL_THROW(IoError, "cannot read token file {}: {}", path, std::strerror(errno));
+  // A FIFO or a device (/dev/zero) could block or never end; a directory has no token.
+  if (!S_ISREG(st.st_mode))
+    SL_THROW(IoError, "token file {} is {}, not a regular file", path, kind_of(st.st_mode));
+  // Another user's file could have been planted to make our workers talk to someone else.
+  if (st.st_uid != ::geteuid())
+    SL_THROW(IoError, "token file {} is owned by uid {}, not by this user (uid {}); refusing it",
+             path, st.st_uid, ::geteuid());
+  // The token proves a worker: anyone who can read it can feed the run's collector false
+  // telemetry or, posing as the collector, read the run's telemetry; anyone who can write it
+  // chooses the token. Only the owner may have access.
+  if ((st.st_mode & (S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH)) != 0)
+    SL_THROW(IoError,
+             "token file {} can be read or written by group or others (mode {:04o}); run chmod "
+             "600 {}",
+             path, static_cast<unsigned>(st.st_mode & 07777), path);
+  if (st.st_size > static_cast<off_t>(kMaxTokenFileSize))
+    SL_THROW(IoError,
+             "token file {} is {} bytes; a token file is at most 4 KiB (a token is 64 hex "
+             "characters)",
+             path, static_cast<long long>(st.st_size));
+
+  // At most one byte more than allowed, in case the file grew since fstat.
+  std::array<char, kMaxTokenFileSize + 1> buf{};
+  size_t got = 0;
+  while (got < buf.size()) {
+    const ssize_t n = ::read(fd.get(), buf.data() + got, buf.size() - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      SL_THROW(IoError, "cannot read token file {}: {}", path, std::strerror(errno));
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (got > kMaxTokenFileSize)
+    SL_THROW(IoError, "token file {} is over 4 KiB; a token file is at most 4 KiB", path);
+  const std::string content(buf.data(), got);
+  const std::string token = trim(content.substr(0, content.find('\n')));
   SL_ENFORCE(!token.empty(), "token file {} is empty (expected the token on its first line)", path);
+  SL_ENFORCE(token.size() >= kMinTokenLength,
+             "token file {} holds a token of {} characters; at least {} are required ({})", path,
+             token.size(), kMinTokenLength, kShortTokenWhy);
   return token;
 }
 
@@ -226,7 +259,12 @@ std::string find_token(const std::string& path) {
   if (!path.empty()) return read_token_file(path);
   if (const char* env = std::getenv(kTokenEnv)) {
     std::string token = trim(env);
-    if (!token.empty()) return token;
+    if (!token.empty()) {
+      SL_ENFORCE(token.size() >= kMinTokenLength,
+                 "{} holds a token of {} characters; at least {} are required ({})", kTokenEnv,
+                 token.size(), kMinTokenLength, kShortTokenWhy);
+      return token;
+    }
   }
   SL_THROW(InvalidArgument, "no telemetry token: pass --token-file PATH or set {}", kTokenEnv);
 }

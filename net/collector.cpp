@@ -418,7 +418,12 @@ void Connection::handle(Message&& message) {
         return;
       }
       hello_ = std::move(*hello);
-      nonce_ = random_nonce();
+      try {
+        nonce_ = random_nonce();
+      } catch (const std::exception& e) {  // the OS's random source failed: no challenge
+        close(fmt::format("cannot make a challenge: {}", e.what()), true);
+        return;
+      }
       Challenge challenge;
       challenge.nonce = nonce_;
       send(challenge);

@@ -48,6 +48,14 @@ bool is_file(const std::string& path) {
   return fs::is_regular_file(path, ec);
 }
 
+// A symbolic link (not followed). The store never follows one it finds inside a checkpoint
+// directory: a step-* link or a shard link could point anywhere, and pruning would then delete
+// files outside the directory, loading read them.
+bool is_symlink(const std::string& path) {
+  std::error_code ec;
+  return fs::is_symlink(fs::symlink_status(path, ec));
+}
+
 struct StepDir {
   int64_t step;
   std::string path;
@@ -60,7 +68,7 @@ std::vector<StepDir> list_steps(const std::string& dir) {
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code ec2;
-    if (!it->is_directory(ec2)) continue;
+    if (it->is_symlink(ec2) || !it->is_directory(ec2)) continue;  // links are not followed
     if (auto step = parse_step_name(it->path().filename().string())) {
       const std::string path = it->path().string();
       steps.push_back({*step, path, is_file(join(path, kManifest))});
@@ -83,6 +91,7 @@ std::string read_text(const std::string& path) {
 // Removes a checkpoint directory, its manifest first: a crash half-way leaves an incomplete
 // directory, never a "complete" one with shards missing.
 void remove_step(const std::string& path) {
+  if (is_symlink(path)) return;  // (list_steps skips them; never delete through one)
   std::error_code ec;
   fs::remove(join(path, kManifest), ec);
   if (!ec) fs::remove_all(path, ec);
@@ -197,7 +206,9 @@ std::string find_checkpoint(const std::string& step_or_dir) {
     std::string name = read_text(join(p, kLatest));
     name.erase(name.find_last_not_of(" \t\r\n") + 1);
     // A latest that names no complete checkpoint (a hand edit, a removed directory) is ignored.
-    if (parse_step_name(name) && is_file(join(join(p, name), kManifest))) return join(p, name);
+    if (parse_step_name(name) && !is_symlink(join(p, name)) &&
+        is_file(join(join(p, name), kManifest)))
+      return join(p, name);
   }
   const auto steps = list_steps(p);
   for (auto it = steps.rbegin(); it != steps.rend(); ++it)
@@ -220,7 +231,15 @@ CheckpointManifest read_manifest(const std::string& step_or_dir) {
 std::vector<uint8_t> read_shard(const std::string& step_dir, const CheckpointManifest& m,
                                 int rank) {
   const ShardEntry& e = entry_for(step_dir, m, rank);
+  SL_ENFORCE_T(
+      FormatError,
+      !e.file.empty() && e.file.find('/') == std::string::npos && e.file != "." && e.file != "..",
+      "{}: the manifest names shard '{}' for rank {}, which is not a file name in the "
+      "checkpoint directory",
+      step_dir, e.file, rank);
   const std::string path = join(step_dir, e.file);
+  SL_ENFORCE_T(IoError, !is_symlink(path),
+               "{}: the shard for rank {} is a symbolic link (not followed)", path, rank);
   std::error_code ec;
   const auto size = fs::file_size(path, ec);
   SL_ENFORCE_T(IoError, !ec, "{}: missing shard for rank {} ({})", path, rank, ec.message());
