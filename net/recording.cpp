@@ -41,6 +41,9 @@ RecordingWriter::RecordingWriter(const std::string& path, size_t block_messages)
   file_ = std::fopen(path.c_str(), "wb");
   if (file_ == nullptr)
     SL_THROW(IoError, "cannot create recording {}: {}", path, std::strerror(errno));
+  // Unbuffered: a block goes out in one fwrite of its own, and when a write fails nothing of it
+  // stays in a stdio buffer to be written later after the cut (see flush()).
+  std::setvbuf(file_, nullptr, _IONBF, 0);
   uint8_t header[kFileHeaderSize];
   std::memcpy(header, kFileMagic, sizeof kFileMagic);
   put_u32(header + sizeof kFileMagic, kFormatVersion);
@@ -78,6 +81,11 @@ void RecordingWriter::append(const Message& message) {
 
 void RecordingWriter::flush() {
   if (pending_count_ == 0) return;
+  if (stopped_) {
+    pending_.clear();
+    pending_count_ = 0;
+    SL_THROW(IoError, "recording {} stopped after a failed write", path_);
+  }
   const size_t payload = pending_.size() - kBlockHeaderSize;
   SL_ENFORCE_T(IoError, payload <= kMaxBlockPayload,
                "recording {}: block of {} bytes exceeds the {}-byte limit", path_, payload,
@@ -96,9 +104,13 @@ void RecordingWriter::flush() {
   pending_count_ = 0;
   last_write_ = std::chrono::steady_clock::now();
   if (!ok) {
-    // Cut a partly written block off, so the blocks written later stay readable.
-    if (before >= 0 && ftruncate(fileno(file_), before) == 0) std::fseek(file_, before, SEEK_SET);
-    SL_THROW(IoError, "cannot write recording {}: {}", path_, std::strerror(err));
+    // Cut a partly written block off, so the blocks written later stay readable. When that is
+    // impossible the recording stops here, whole up to its last good block, and says so.
+    if (before < 0 || ftruncate(fileno(file_), before) != 0 ||
+        std::fseek(file_, before, SEEK_SET) != 0)
+      stopped_ = true;
+    SL_THROW(IoError, "cannot write recording {}: {}{}", path_, std::strerror(err),
+             stopped_ ? "; recording stopped (it ends at the last whole block)" : "");
   }
 }
 

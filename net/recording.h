@@ -32,7 +32,9 @@ class RecordingWriter {
   // Buffers a message; a full block, or the first message a second after the last write, is
   // written at once. Not thread-safe (one collector thread).
   void append(const Message& message);
-  // Writes the buffered messages as a block (nothing when empty) and flushes the file.
+  // Writes the buffered messages as a block (nothing when empty) and flushes the file. A failed
+  // write throws IoError; the block is dropped and cut off the file, so later blocks stay
+  // readable (when it cannot be cut, the recording stops there and every later flush throws).
   void flush();
   const std::string& path() const { return path_; }
   uint64_t messages() const { return messages_; }
@@ -40,6 +42,7 @@ class RecordingWriter {
  private:
   std::string path_;
   std::FILE* file_ = nullptr;
+  bool stopped_ = false;  // a failed write could not be cut off: nothing more is written
   size_t block_messages_;
   std::vector<uint8_t> pending_;
   std::chrono::steady_clock::time_point last_write_ = std::chrono::steady_clock::now();

@@ -2,6 +2,11 @@
 // corrupt blocks (checksum, block magic, frames), bad files, and reading while the writer appends.
 #include <QtTest>
 
+#include <QTemporaryDir>
+
+#include <sys/resource.h>
+
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -129,6 +134,51 @@ class TestRecording : public QObject {
   std::string path(const char* name) const { return dir_.filePath(name).toStdString(); }
 
  private slots:
+  // A write that fails part-way (here: the file-size limit, RLIMIT_FSIZE, hit in the middle of a
+  // block) costs that block only: the blocks written before and after it read back whole, and
+  // the recording is complete (before, the unwritten rest of the block stayed in stdio's buffer
+  // and went out later, after the cut, corrupting every block that followed).
+  void failedWriteLeavesLaterBlocksReadable() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const std::string path = dir.filePath("fsize.slrec").toStdString();
+    std::signal(SIGXFSZ, SIG_IGN);  // a write past the limit then fails with EFBIG instead
+    rlimit saved{};
+    QVERIFY(getrlimit(RLIMIT_FSIZE, &saved) == 0);
+    auto log_event = [](int i, size_t len) {
+      tl::Event e;
+      e.rank = 0;
+      e.seq = static_cast<uint64_t>(i);
+      e.time = 1.0 + i;
+      e.payload = tl::LogLineEvent{std::string(len, static_cast<char>('a' + i % 26))};
+      return Message(e);
+    };
+    bool threw = false;
+    {
+      RecordingWriter w(path, 1);  // one message per block
+      for (int i = 0; i < 5; ++i) w.append(log_event(i, 100));
+      const auto size = std::filesystem::file_size(path);
+      rlimit small = saved;
+      small.rlim_cur = size + 200;
+      QVERIFY(setrlimit(RLIMIT_FSIZE, &small) == 0);
+      try {
+        w.append(log_event(5, 3000));  // its block cannot fit: written in part, then fails
+      } catch (const IoError&) {
+        threw = true;
+      }
+      QVERIFY(setrlimit(RLIMIT_FSIZE, &saved) == 0);
+      for (int i = 6; i < 11; ++i) w.append(log_event(i, 100));
+    }
+    std::signal(SIGXFSZ, SIG_DFL);
+    QVERIFY2(threw, "the failed write was not reported");
+    const RecordingContents rec = read_recording(path);
+    QVERIFY2(rec.complete, rec.note.c_str());
+    QCOMPARE(rec.messages.size(), size_t{10});
+    std::vector<uint64_t> seqs;
+    for (const Message& m : rec.messages) seqs.push_back(std::get<tl::Event>(m).seq);
+    QCOMPARE(seqs, (std::vector<uint64_t>{0, 1, 2, 3, 4, 6, 7, 8, 9, 10}));
+  }
+
   void roundTripAcrossBlocks() {
     const auto msgs = make_messages(75);
     const std::string p = path("round.slrec");
