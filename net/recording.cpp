@@ -155,7 +155,9 @@ RecordingContents read_recording(const std::string& path) {
       stop(fmt::format("corrupt block at byte {}: bad block magic {:#010x}", off, magic));
       break;
     }
-    if (payload > kMaxBlockPayload || count == 0 || payload == 0) {
+    // Every frame has at least a header: a count the payload cannot hold is corrupt, and is
+    // caught here, before it sizes an allocation.
+    if (payload > kMaxBlockPayload || count == 0 || payload == 0 || count > payload / kHeaderSize) {
       stop(fmt::format("corrupt block at byte {}: implausible header ({} bytes, {} messages)", off,
                        payload, count));
       break;

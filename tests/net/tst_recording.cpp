@@ -277,6 +277,29 @@ class TestRecording : public QObject {
     compare(c.messages, msgs, 10);
   }
 
+  // A block whose message count is absurd but whose checksum is right (anyone can compute a
+  // CRC) is refused from its header: the count never sizes an allocation (before, 4 billion
+  // messages were reserved).
+  void absurdMessageCountIsRefused() {
+    const auto msgs = make_messages(3);
+    std::vector<uint8_t> payload;
+    for (const auto& m : msgs) encode_into(m, payload);
+    std::vector<uint8_t> file = file_header();
+    append_block(file, payload, 3);
+    append_block(file, payload, 0xFFFFFFFFu);
+    const std::string p = path("count.slrec");
+    write_bytes(p, file, file.size());
+    RecordingContents c;
+    try {
+      c = read_recording(p);
+    } catch (const std::exception& e) {
+      QFAIL(qPrintable(QString("read_recording threw: ") + e.what()));
+    }
+    QVERIFY(!c.complete);
+    QCOMPARE(c.messages.size(), size_t{3});
+    QVERIFY2(c.note.find("implausible header") != std::string::npos, c.note.c_str());
+  }
+
   void corruptBlockMagic() {
     const auto msgs = make_messages(20);
     const std::string p = path("blockmagic.slrec");
