@@ -5,6 +5,7 @@
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QVBoxLayout>
+#include <exception>
 
 #include "engine/core/error.h"
 #include "engine/job/job_spec.h"
@@ -97,6 +98,11 @@ bool JobEditor::validateNow() {
   } catch (const Error& e) {
     problem_ = QString::fromUtf8(e.what());
     valid_ = false;
+  } catch (const std::exception& e) {
+    // Not expected (the engine reports bad input as an Error), but an exception leaving a Qt slot
+    // aborts the app: whatever the text holds, the editor shows it as the job's problem instead.
+    problem_ = tr("cannot read the job: %1").arg(QString::fromUtf8(e.what()));
+    valid_ = false;
   }
 
   // Text -> form (a form edit's text is the form's document already). Text that is not JSON
@@ -105,12 +111,14 @@ bool JobEditor::validateNow() {
     if (!parsed) {
       form_->setParseError(problem_);
     } else {
-      // The text's key order is kept for the form's later rewrites of it.
+      // The text's key order is kept for the form's later rewrites of it. parse_job_json took the
+      // text, so its nesting and numbers are within the limits (engine/core/json_limits.h) that
+      // make the copies and comparisons below safe.
       try {
         const auto ordered = nlohmann::ordered_json::parse(text);
         if (ordered != form_->orderedDocument() || form_->hasParseError())
           form_->setOrderedDocument(ordered);
-      } catch (const nlohmann::json::exception& e) {  // parse_job_json took it: not expected
+      } catch (const std::exception& e) {  // parse_job_json took it: not expected
         form_->setParseError(QString::fromUtf8(e.what()));
       }
     }

@@ -14,6 +14,8 @@
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "engine/job/job_fields.h"
 #include "engine/job/job_spec.h"
@@ -24,10 +26,12 @@ using nlohmann::ordered_json;
 
 namespace {
 
-// "model.mlp.hidden[1]" -> "model.mlp.hidden" -> "model.mlp" -> "model" -> "".
+// "model.mlp.hidden[1]" -> "model.mlp.hidden" -> "model.mlp" -> "model" -> "". Always shorter, so
+// a walk up ends, whatever the keys hold (an unknown key "a]" has no '[' to cut at).
 QString parentPath(const QString& path) {
-  if (path.endsWith(']')) return path.left(path.lastIndexOf('['));
-  const int dot = path.lastIndexOf('.');
+  const int bracket = path.endsWith(']') ? static_cast<int>(path.lastIndexOf('[')) : -1;
+  if (bracket >= 0) return path.left(bracket);
+  const int dot = static_cast<int>(path.lastIndexOf('.'));
   return dot < 0 ? QString() : path.left(dot);
 }
 
@@ -45,6 +49,15 @@ const ordered_json* valueAt(const ordered_json& root, const QString& path) {
 
 QString dumpValue(const ordered_json& v) {
   return QString::fromStdString(v.is_string() ? v.get<std::string>() : v.dump());
+}
+
+// a x b, clamped to int64's range instead of overflowing: a document may hold any integers
+// (parallel.pp = parallel.tp = 2^32 made pp x tp wrap to 0 and the division by it trap).
+int64_t mulClamped(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (!__builtin_mul_overflow(a, b, &r)) return r;
+  return (a < 0) != (b < 0) ? std::numeric_limits<int64_t>::min()
+                            : std::numeric_limits<int64_t>::max();
 }
 
 bool isModelParallel(ParallelLayout l) {
@@ -74,7 +87,14 @@ std::string JobForm::str(const QString& path) const {
 int64_t JobForm::num(const QString& path) const {
   const ordered_json* v = find(path);
   if (!v || !v->is_number()) v = defaultAt(path);
-  return v && v->is_number() ? static_cast<int64_t>(v->get<double>()) : 0;
+  if (!v || !v->is_number()) return 0;
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  if (v->is_number_unsigned())
+    return static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), kMax));
+  if (v->is_number_integer()) return v->get<int64_t>();
+  // Clamped first: a double beyond int64's range has no int64 value (converting it is undefined).
+  const double x = v->get<double>();
+  return std::isfinite(x) ? static_cast<int64_t>(std::clamp(x, -9.2e18, 9.2e18)) : 0;
 }
 
 void JobForm::put(const QString& path, const ordered_json& value, bool force) {
@@ -263,7 +283,8 @@ void JobForm::onEdited(size_t index) {
 void JobForm::followWorld() {
   if (!isModelParallel(layout_)) return;
   const int64_t dp = layout_ == ParallelLayout::hybrid ? num("parallel.dp") : 1;
-  if (dp >= 1) put("parallel.world_size", num("parallel.pp") * num("parallel.tp") * dp);
+  if (dp >= 1)
+    put("parallel.world_size", mulClamped(mulClamped(num("parallel.pp"), num("parallel.tp")), dp));
 }
 
 void JobForm::applyLayout(ParallelLayout layout) {
@@ -281,7 +302,7 @@ void JobForm::applyLayout(ParallelLayout layout) {
     put("parallel.pp", pp_);
     put("parallel.tp", tp_);
     put("parallel.dp", dp_);
-    put("parallel.world_size", pp_ * tp_ * dp_);
+    put("parallel.world_size", mulClamped(mulClamped(pp_, tp_), dp_));
     if (!dp_strategy) put("parallel.strategy", "ddp");
   };
   switch (layout) {
@@ -312,7 +333,7 @@ void JobForm::applyLayout(ParallelLayout layout) {
       break;
     case ParallelLayout::hybrid:
       if (pp == 1 && tp == 1) pp = 2;
-      if (dp < 1) dp = std::max<int64_t>(1, world / (pp * tp));
+      if (dp < 1) dp = std::max<int64_t>(1, world / mulClamped(pp, tp));  // pp, tp >= 1
       model_parallel(pp, tp, dp);
       break;
   }
@@ -321,7 +342,7 @@ void JobForm::applyLayout(ParallelLayout layout) {
 ParallelLayout JobForm::deriveLayout() const {
   const int64_t pp = num("parallel.pp"), tp = num("parallel.tp"), dp = num("parallel.dp");
   const int64_t world = num("parallel.world_size");
-  const int64_t dp_eff = dp >= 1 ? dp : (pp >= 1 && tp >= 1 ? world / (pp * tp) : 1);
+  const int64_t dp_eff = dp >= 1 ? dp : (pp >= 1 && tp >= 1 ? world / mulClamped(pp, tp) : 1);
   if ((pp > 1 && tp > 1) || ((pp > 1 || tp > 1) && dp_eff > 1)) return ParallelLayout::hybrid;
   if (tp > 1) return ParallelLayout::tensor;
   if (pp > 1) return ParallelLayout::pipeline;

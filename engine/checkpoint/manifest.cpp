@@ -6,6 +6,7 @@
 #include <set>
 
 #include "engine/core/error.h"
+#include "engine/core/json_limits.h"
 
 namespace shardlab {
 
@@ -186,10 +187,15 @@ CheckpointManifest manifest_from_json(const nlohmann::json& j, const std::string
 }
 
 CheckpointManifest parse_manifest(std::string_view text, const std::string& source) {
+  // Checked on the text before parsing (engine/core/json_limits.h): a layout nested 100,000 deep
+  // would exhaust the stack of the first copy of it, and a number beyond double's range would
+  // surface as the JSON library's exception.
+  if (const auto problem = json_text_problem(text))
+    SL_THROW(FormatError, "{}: {}", source, problem->to_string());
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     // e.what() starts with "[json.exception.parse_error.101] "; the rest says where and why.
     std::string why = e.what();
     if (auto pos = why.find("] "); pos != std::string::npos) why = why.substr(pos + 2);

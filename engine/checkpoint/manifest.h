@@ -52,7 +52,9 @@ nlohmann::json to_json(const CheckpointManifest& m);
 // "ckpt/step-00000100/manifest.json: format_version 7 is not supported (this build reads 1)".
 CheckpointManifest manifest_from_json(const nlohmann::json& j, const std::string& source);
 
-// Parses manifest text (FormatError naming `source` when it is not JSON), then manifest_from_json.
+// Parses manifest text (FormatError naming `source` when it is not JSON, nests deeper than
+// kMaxJsonDepth or holds a number beyond double's range: "SOURCE: nested deeper than 64 levels"),
+// then manifest_from_json.
 CheckpointManifest parse_manifest(std::string_view text, const std::string& source);
 
 }  // namespace shardlab

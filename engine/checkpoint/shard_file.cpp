@@ -7,6 +7,7 @@
 
 #include "engine/core/bytes.h"
 #include "engine/core/error.h"
+#include "engine/core/json_limits.h"
 
 namespace shardlab {
 
@@ -140,6 +141,10 @@ ShardHeader read_shard_header(const std::string& path, uint64_t file_bytes) {
   ShardHeader h;
   h.data_start = 16ull + len;
   try {
+    // Bounded before parsing (engine/core/json_limits.h): "progress" is copied (recursively) into
+    // the header, so its nesting must be too.
+    if (const auto problem = json_text_problem(text))
+      SL_THROW(FormatError, "{}", problem->to_string());
     const nlohmann::json j = nlohmann::json::parse(text);
     SL_ENFORCE_T(FormatError, j.is_object(), "not a JSON object");
     h.rank = static_cast<int>(integer(j.at("rank"), "rank", 0, INT32_MAX));

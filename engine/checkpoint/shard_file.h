@@ -60,8 +60,9 @@ std::vector<uint8_t> encode_shard(
     const std::vector<std::pair<std::string, std::span<const float>>>& tensors);
 
 // Reads and checks the header of the shard file `path` (FormatError naming the file for a bad
-// magic, an unsupported format, a header CRC mismatch, malformed JSON or runs, tensors that do not
-// fit in `file_bytes`; IoError when it cannot be read).
+// magic, an unsupported format, a header CRC mismatch, malformed JSON or runs, JSON nested deeper
+// than kMaxJsonDepth or holding a number beyond double's range (engine/core/json_limits.h),
+// tensors that do not fit in `file_bytes`; IoError when it cannot be read).
 ShardHeader read_shard_header(const std::string& path, uint64_t file_bytes);
 
 // Reads tensor `name` of the shard at `path` (FormatError naming the file and the tensor when it

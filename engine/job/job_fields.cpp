@@ -3,6 +3,7 @@
 #include "engine/job/job_fields.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "engine/core/error.h"
@@ -142,7 +143,9 @@ bool passes(const FieldTest& t, const Json& doc) {
   const Json fallback(decider->default_value);
   if (t.op == Op::above) {
     if (!v || !v->is_number()) v = &fallback;
-    return static_cast<int64_t>(v->template get<double>()) > t.threshold;
+    // The integer part, compared as a double: the document may hold any number (the app asks about
+    // whatever is typed), and converting one beyond int64's range to int64 is undefined.
+    return std::trunc(v->template get<double>()) > static_cast<double>(t.threshold);
   }
   if (!v || !v->is_string()) v = &fallback;
   const std::string s = v->template get<std::string>();

@@ -5,11 +5,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <set>
 #include <utility>
 
 #include "engine/core/error.h"
+#include "engine/core/json_limits.h"
 #include "engine/job/job_schema.h"
 #include "engine/job/overrides.h"
 
@@ -89,7 +89,16 @@ json read_job_json(const std::string& path) {
     SL_THROW(IoError, "cannot read job file {}: is a directory", path);
   std::ifstream in(path, std::ios::binary);
   if (!in) SL_THROW(IoError, "cannot open job file {}: {}", path, std::strerror(errno));
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Bounded before it is held: a job is a few KiB, and a path such as /dev/zero never ends (a pipe
+  // or process substitution still works).
+  constexpr size_t kMaxJobFileBytes = size_t{16} << 20;
+  std::string text;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxJobFileBytes)
+      SL_THROW(FormatError, "{}: larger than 16 MiB, not a job file", path);
+  }
   if (in.bad()) SL_THROW(IoError, "cannot read job file {}", path);
   return parse_job_json(text, path);
 }
@@ -121,6 +130,12 @@ json parse_job_json(const std::string& text, const std::string& source) {
     return true;
   };
 
+  // Nesting and numbers beyond double's range first, on the text: one line naming the field
+  // ("job.json: optimizer.lr: 1e400 is out of range (not a finite number)") before any document
+  // exists that something could recurse over.
+  if (const auto problem = json_text_problem(text))
+    SL_THROW(FormatError, "{}: {}", source, problem->to_string());
+
   json doc;
   try {
     doc = json::parse(text, on_event);
@@ -131,6 +146,13 @@ json parse_job_json(const std::string& text, const std::string& source) {
     const size_t at = detail.find(": ", detail.find("parse error"));
     if (at != std::string::npos) detail = detail.substr(at + 2);
     SL_THROW(FormatError, "{}:{}:{}: invalid JSON: {}", source, line, col, detail);
+  } catch (const json::exception& e) {
+    // Anything else the parser refuses (a number out of range where the text is not JSON before
+    // it): still one line naming the file, never the library's exception.
+    std::string detail = e.what();
+    if (const size_t at = detail.find("] "); at != std::string::npos)
+      detail = detail.substr(at + 2);
+    SL_THROW(FormatError, "{}: invalid JSON: {}", source, detail);
   }
   if (!duplicate.empty())
     SL_THROW(FormatError, "{}: {}: key appears more than once", source, duplicate);

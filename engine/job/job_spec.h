@@ -72,8 +72,10 @@ JobSpec job_from_json(const nlohmann::json& doc);
 nlohmann::json job_to_json(const JobSpec& job);
 
 // Parses job text as JSON, without validating it. Throws FormatError "SOURCE:LINE:COL: invalid
-// JSON: ..." when it is not well-formed and "SOURCE: a.b: key appears more than once" when an
-// object repeats a key (plain nlohmann would keep the last one silently).
+// JSON: ..." when it is not well-formed, "SOURCE: a.b: key appears more than once" when an
+// object repeats a key (plain nlohmann would keep the last one silently), and, checked on the text
+// before parsing (engine/core/json_limits.h), "SOURCE: nested deeper than 64 levels" and
+// "SOURCE: optimizer.lr: 1e400 is out of range (not a finite number)".
 nlohmann::json parse_job_json(const std::string& text, const std::string& source = "job");
 
 // Reads a job file and parses it with parse_job_json (SOURCE is the path). Throws IoError naming

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -34,6 +35,36 @@ constexpr bool kHaveMpi = false;
 constexpr int64_t kMaxAccumulationSteps = 1024;
 constexpr double kMaxBucketMb = 4096;
 constexpr double kMaxTimeoutSeconds = 86400;  // one day
+
+// Model sizes: limits that no real job on these machines comes near, so that validation refuses an
+// absurd size with one line naming the field before anything allocates, and every product of the
+// layout math below fits in int64 (its factors are bounded first; sums and the few products that
+// could still overflow saturate at INT64_MAX):
+//  - each dimension at most 2^24 = 16,777,216: an MLP width, input_dim and num_classes; the GPT
+//    vocabulary, context, width and MLP width (mlp_ratio x width). (GPT-3's widest is 49,152.)
+//  - at most 4096 layers: model.mlp.hidden entries, model.gpt.layers. (GPT-3 has 96.)
+//  - at most 2^31 parameters in all: 8 GiB of float32 parameters, 32 GiB with gradients and Adam's
+//    two moments, which this engine may hold whole on every rank (ddp): a quarter of the largest
+//    machine here (128 GiB of memory; an H200 has 139 GiB).
+//  - at most 2^40 bytes (1 TiB) of activations for one batch, all ranks together and counted
+//    generously (every layer's outputs, the attention scores and probabilities, the logits):
+//    8 times the memory of the largest machine here.
+constexpr int64_t kMaxModelDim = int64_t{1} << 24;
+constexpr int64_t kMaxModelLayers = 4096;
+constexpr int64_t kMaxModelParams = int64_t{1} << 31;
+constexpr double kMaxActivationBytes = double(int64_t{1} << 40);
+// model.gpt.vocab_size 0 is taken from the corpus: bytes, at most 256 symbols.
+constexpr int64_t kCorpusVocab = 256;
+
+// a + b and a x b of non-negative values, INT64_MAX when the result would not fit.
+int64_t sat_add(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
+}
+int64_t sat_mul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
+}
 
 std::string quoted_list(const std::vector<std::string>& items) {
   std::string s;
@@ -113,6 +144,130 @@ class Checker {
   std::vector<FieldError> errors_;
 };
 
+// A dimension above kMaxModelDim is reported under its field; false then (and for one below 1,
+// which check_model reports).
+bool dimension_ok(Checker& c, const std::string& field, int64_t value) {
+  if (value > kMaxModelDim)
+    c.fail(field, fmt::format("must be at most {} (2^24), got {}", kMaxModelDim, value));
+  return value >= 1 && value <= kMaxModelDim;
+}
+
+bool layers_ok(Checker& c, const std::string& field, int64_t layers) {
+  if (layers > kMaxModelLayers)
+    c.fail(field, fmt::format("must be at most {}, got {}", kMaxModelLayers, layers));
+  return layers >= 1 && layers <= kMaxModelLayers;
+}
+
+// The model's parameter count (under `params_field`, the dimension that contributes most) and the
+// activations of one batch (`sample_floats` per sample; under `sample_field` when one sample alone
+// is too much, else under train.batch_size).
+void check_model_totals(Checker& c, int64_t params, const std::string& params_field,
+                        double sample_floats, const std::string& sample_field, int64_t batch_size) {
+  if (params > kMaxModelParams) {
+    c.fail(params_field,
+           fmt::format("the model would have {} parameters, more than {} (2^31), the most this "
+                       "engine holds",
+                       params, kMaxModelParams));
+    return;
+  }
+  if (batch_size < 1) return;  // check_train reports it
+  const double sample_bytes = sample_floats * sizeof(float);
+  const double bytes = sample_bytes * static_cast<double>(batch_size);
+  if (bytes <= kMaxActivationBytes) return;
+  c.fail(sample_bytes > kMaxActivationBytes ? sample_field : "train.batch_size",
+         fmt::format("a batch of {} would hold {:.0f} GiB of activations, more than {:.0f} GiB "
+                     "(2^40 bytes)",
+                     batch_size, bytes / double(1 << 30), kMaxActivationBytes / double(1 << 30)));
+}
+
+// Layer by layer: input_dim -> hidden[0] -> ... -> num_classes, each Linear with a bias.
+void check_mlp_size(Checker& c, const MlpConfig& m, int64_t batch_size) {
+  if (m.hidden.size() > static_cast<size_t>(kMaxModelLayers)) {
+    c.fail("model.mlp.hidden",
+           fmt::format("must hold at most {} layers, got {}", kMaxModelLayers, m.hidden.size()));
+    return;
+  }
+  std::vector<std::pair<std::string, int64_t>> dims = {{"model.mlp.input_dim", m.input_dim}};
+  for (size_t i = 0; i < m.hidden.size(); ++i)
+    dims.emplace_back(fmt::format("model.mlp.hidden[{}]", i), m.hidden[i]);
+  dims.emplace_back("model.mlp.num_classes", m.num_classes);
+  bool ok = true;
+  for (const auto& [field, value] : dims) ok = dimension_ok(c, field, value) && ok;
+  if (!ok) return;
+
+  int64_t params = 0, largest = -1;
+  std::string params_field, widest_field = dims.front().first;
+  int64_t widest = dims.front().second;
+  // Per sample: the input and each layer's output before and after its activation (the logits and
+  // their softmax for the last).
+  double sample_floats = static_cast<double>(dims.front().second);
+  for (size_t l = 0; l + 1 < dims.size(); ++l) {
+    const auto& [in_field, in] = dims[l];
+    const auto& [out_field, out] = dims[l + 1];
+    const int64_t layer = in * out + out;  // <= 2^48 + 2^24
+    params = sat_add(params, layer);
+    if (layer > largest) largest = layer, params_field = in > out ? in_field : out_field;
+    if (out > widest) widest = out, widest_field = out_field;
+    sample_floats += 2.0 * static_cast<double>(out);
+  }
+  check_model_totals(c, params, params_field, sample_floats, widest_field, batch_size);
+}
+
+// Token and position embeddings, `layers` pre-LayerNorm transformer blocks (attention qkv and
+// projection, an MLP of mlp_ratio x width), a final LayerNorm and the head (engine/model/gpt.cpp).
+void check_gpt_size(Checker& c, const GptConfig& g, int64_t batch_size) {
+  bool ok = g.vocab_size >= 0 && g.heads >= 1;  // below that check_model reports them
+  if (g.vocab_size > kMaxModelDim) {
+    c.fail("model.gpt.vocab_size",
+           fmt::format("must be at most {} (2^24), got {}", kMaxModelDim, g.vocab_size));
+    ok = false;
+  }
+  ok = dimension_ok(c, "model.gpt.context", g.context) && ok;
+  const bool width_ok = dimension_ok(c, "model.gpt.width", g.width);
+  ok = layers_ok(c, "model.gpt.layers", g.layers) && width_ok && ok;
+  if (width_ok && g.mlp_ratio > kMaxModelDim / g.width) {
+    c.fail("model.gpt.mlp_ratio",
+           fmt::format("mlp_ratio x model.gpt.width = {} x {} must be at most {} (2^24)",
+                       g.mlp_ratio, g.width, kMaxModelDim));
+    ok = false;
+  }
+  if (!ok || g.mlp_ratio < 1) return;
+
+  // Every factor is <= 2^24 and mlp_ratio x width <= 2^24, so each term fits before the layers
+  // multiply it.
+  const int64_t v = g.vocab_size > 0 ? g.vocab_size : kCorpusVocab, t = g.context, w = g.width;
+  const int64_t r = g.mlp_ratio, layers = g.layers;
+  const int64_t embed = 2 * v * w;  // token embedding and head
+  const int64_t positions = t * w;
+  const int64_t block = 4 * w * w + 2 * (r * w) * w + (9 + r) * w;
+  const int64_t blocks = sat_mul(layers, block);
+  const int64_t params = sat_add(sat_add(embed, positions), sat_add(blocks, 4 * w));
+  std::string params_field = "model.gpt.width";
+  if (embed >= positions && embed >= blocks && g.vocab_size > w)
+    params_field = "model.gpt.vocab_size";
+  else if (positions > embed && positions >= blocks && t > w)
+    params_field = "model.gpt.context";
+  else if (blocks > embed && blocks > positions && layers > w && layers > r)
+    params_field = "model.gpt.layers";
+  else if (blocks > embed && blocks > positions && r > w)
+    params_field = "model.gpt.mlp_ratio";
+
+  // Per sample: the embeddings and final LayerNorm, the logits and their softmax, and per block
+  // its layer outputs (LayerNorms, qkv, attention, projections, MLP, residuals) and the
+  // attention scores and probabilities of every head.
+  const double td = double(t), wd = double(w), vd = double(v);
+  const double per_block_width = td * wd * double(10 + 2 * r);
+  const double per_block_scores = 2.0 * double(g.heads) * td * td;
+  const double sample_floats =
+      2 * td * wd + 2 * td * vd + double(layers) * (per_block_width + per_block_scores);
+  std::string sample_field = "model.gpt.width";
+  if (per_block_scores >= per_block_width && per_block_scores * double(layers) >= td * vd)
+    sample_field = "model.gpt.context";
+  else if (td * vd > double(layers) * per_block_width)
+    sample_field = g.vocab_size > 0 ? "model.gpt.vocab_size" : "model.gpt.context";
+  check_model_totals(c, params, params_field, sample_floats, sample_field, batch_size);
+}
+
 void check_model(Checker& c, const JobSpec& job) {
   const ModelConfig& m = job.model;
   if (!c.one_of("model.kind", m.kind, field_choices("model.kind"))) return;
@@ -133,6 +288,7 @@ void check_model(Checker& c, const JobSpec& job) {
                fmt::format("must be 10 for fashion-mnist, got {}", m.mlp.num_classes));
     }
     c.unused_section("model.gpt", "not used by model kind mlp");
+    check_mlp_size(c, m.mlp, job.train.batch_size);
   } else {
     const GptConfig& g = m.gpt;
     c.at_least<int64_t>("model.gpt.vocab_size", g.vocab_size, 0);
@@ -145,6 +301,7 @@ void check_model(Checker& c, const JobSpec& job) {
       c.fail("model.gpt.heads",
              fmt::format("must divide model.gpt.width ({}), got {}", g.width, g.heads));
     c.unused_section("model.mlp", "not used by model kind gpt");
+    check_gpt_size(c, g, job.train.batch_size);
   }
 }
 
@@ -298,8 +455,8 @@ void check_model_parallel(Checker& c, const JobSpec& job, bool world_ok) {
                        t.accumulation_steps));
 
   const GptConfig& g = job.model.gpt;
-  if (topo && gpt && micro_ok && g.layers >= 1 && g.heads >= 1 && g.width >= 1 &&
-      t.batch_size >= 1) {
+  if (topo && gpt && micro_ok && g.layers >= 1 && g.layers <= kMaxModelLayers && g.heads >= 1 &&
+      g.width >= 1 && t.batch_size >= 1) {
     // Blocks are the pipeline's unit: the embedding, each transformer layer, the head.
     try {
       check_model_fits(*topo, g.layers + 2, g.heads, g.width, p.micro_batches, t.batch_size);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "engine/core/json_limits.h"
 
 namespace shardlab {
 
@@ -33,6 +34,15 @@ void apply_override(nlohmann::json& doc, std::string_view assignment) {
                key);
     if (dot == std::string_view::npos) break;
     start = dot + 1;
+  }
+
+  // Checked on the text first, like a job file's (engine/core/json_limits.h): the key's segments
+  // are the levels that hold the value, and a number beyond double's range is named by its field
+  // instead of becoming the string "1e400".
+  if (const auto problem = json_text_problem(text, static_cast<int>(segments.size()))) {
+    const std::string& inner = problem->field;
+    SL_THROW(InvalidArgument, "{}{}{}: {}", key, inner.empty() || inner[0] == '[' ? "" : ".", inner,
+             problem->message);
   }
 
   // JSON when it parses (0.01, true, [128,64], "quoted"), the raw text otherwise (sgd).

@@ -160,6 +160,30 @@ class TestCheckpointStore : public QObject {
     QCOMPARE(entries(all).size(), size_t(5));
   }
 
+  // Pruning and loading never follow a symbolic link inside the checkpoint directory: a step-*
+  // link to a checkpoint elsewhere is neither pruned through (its files stay) nor loaded, even
+  // when `latest` names it, and a shard that is a link is refused.
+  void symlinksAreNotFollowed() {
+    QTemporaryDir tmp, outside;
+    const std::string dir = tmp.path().toStdString();
+    const std::string victim = outside.path().toStdString();
+    save(victim, 1, 1, 0);
+    const std::string victim_step = step_dir(victim, 1);
+    fs::create_directory_symlink(victim_step, dir + "/step-00000001");
+    for (int64_t step = 2; step <= 4; ++step) save(dir, step, 1, 1);  // keep 1: prunes older
+    QVERIFY(fs::exists(victim_step + "/manifest.json"));
+    QVERIFY(fs::is_symlink(fs::symlink_status(dir + "/step-00000001")));
+    QCOMPARE(read_manifest(dir).step, int64_t(4));
+    { std::ofstream(dir + "/latest") << "step-00000001\n"; }
+    QCOMPARE(read_manifest(dir).step, int64_t(4));
+    const std::string sd = step_dir(dir, 4);
+    const CheckpointManifest m = read_manifest(dir);
+    const std::string shard = sd + "/" + m.shards[0].file;
+    fs::rename(shard, shard + ".real");
+    fs::create_symlink(shard + ".real", shard);
+    VERIFY_CONTAINS(error_of<IoError>([&] { read_shard(sd, m, 0); }), "symbolic link");
+  }
+
   void resumedRunKeepsTheCommittedStep() {
     QTemporaryDir tmp;
     const std::string dir = tmp.path().toStdString();
@@ -356,6 +380,40 @@ class TestCheckpointStore : public QObject {
              path + ": the manifest must be a JSON object, got an array");
     // Unknown keys are ignored.
     QCOMPARE(with([](auto& j) { j["note"] = "hello"; }), std::string("(no exception)"));
+  }
+
+  // Values in a manifest are checked before use (issue 21): nesting deep enough to exhaust the
+  // stack of a recursive copy is refused before parsing, a number beyond double's range names its
+  // field; both as one FormatError line naming the file.
+  void manifestNestingAndNumbersAreBounded() {
+    const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+    const auto manifest = [](const std::string& step, const std::string& layout) {
+      return R"({"format_version": 2, "step": )" + step +
+             R"(, "strategy": "ddp", "world_size": 1, "pp": 1, "tp": 1, "dp": 1, "layout": )" +
+             layout + R"(, "checksum": "crc32", "shards": []})";
+    };
+    QCOMPARE(
+        error_of<FormatError>([&] { parse_manifest(manifest("0", deep), "ck/manifest.json"); }),
+        std::string("ck/manifest.json: nested deeper than 64 levels"));
+    QCOMPARE(error_of<FormatError>([&] { parse_manifest(std::string(100000, '{'), "m.json"); }),
+             std::string("m.json: nested deeper than 64 levels"));
+    QCOMPARE(error_of<FormatError>([&] { parse_manifest(manifest("1e400", "{}"), "m.json"); }),
+             std::string("m.json: step: 1e400 is out of range (not a finite number)"));
+    QCOMPARE(error_of<FormatError>(
+                 [&] { parse_manifest(manifest("0", R"({"a": [0, -1e999]})"), "m.json"); }),
+             std::string("m.json: layout.a[1]: -1e999 is out of range (not a finite number)"));
+    // A layout nested as deep as allowed still reads (the manifest object is level 1).
+    const std::string ok = std::string(63, '[') + std::string(63, ']');
+    QCOMPARE(parse_manifest(manifest("0", ok), "m.json").step, int64_t(0));
+
+    // The same through the store: read_manifest of a step directory holding such a file.
+    QTemporaryDir tmp;
+    const std::string dir = tmp.path().toStdString();
+    save(dir, 100, 2, 0);
+    const std::string path = dir + "/step-00000100/manifest.json";
+    write_text(path, manifest("100", deep));
+    QCOMPARE(error_of<FormatError>([&] { read_manifest(dir); }),
+             path + ": nested deeper than 64 levels");
   }
 
   void atomicWriteFailures() {

@@ -326,6 +326,26 @@ class TestShardFile : public QObject {
                         "rank 4294967297 is too large");
   }
 
+  // Values in the header are checked before use (issue 21): "progress" nested deep enough to
+  // exhaust the stack of a recursive copy is refused before parsing; a number beyond double's
+  // range names its field.
+  void headerNestingAndNumbersAreBounded() {
+    const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+    const std::string header =
+        R"({"rank": 1, "step": 5, "progress": )" + deep + R"(, "runs": [], "tensors": []})";
+    expect_header_error(craft(header), "malformed header: nested deeper than 64 levels");
+    expect_header_error(craft(R"({"rank": 1, "step": 5, "progress": {"loss": 1e400}, "runs": [],
+                                  "tensors": []})"),
+                        "malformed header: progress.loss: 1e400 is out of range (not a finite "
+                        "number)");
+    // Progress nested as deep as allowed still reads.
+    const std::string ok = std::string(63, '[') + std::string(63, ']');
+    const auto b =
+        craft(R"({"rank": 1, "step": 5, "progress": )" + ok + R"(, "runs": [], "tensors": []})");
+    const std::string path = write(b);
+    QCOMPARE(read_shard_header(path, uint64_t(b.size())).step, int64_t(5));
+  }
+
   // Bytes after the last tensor are under no CRC: refused.
   void trailingBytesAreRefused() {
     const std::vector<float> v{1.0f, 2.0f};

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include <QDir>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -142,6 +143,44 @@ class TestCli : public QObject {
     QTest::newRow("monitor job without http")
         << QStringList{"monitor", "--listen", "127.0.0.1:0", "--job", kMlpJob} << 2
         << "--job only applies with --http";
+
+    // Values from files and the command line are checked before use (issue 21): a number out of
+    // double's range, nesting deep enough to exhaust the stack of anything recursive, and model
+    // sizes that cannot be allocated or overflow the layout math each give one line naming the
+    // field, never an internal error or a crash.
+    QTest::newRow("job number out of range")
+        << QStringList{"run", write("huge_lr.json", R"({"name": "x", "optimizer": {"lr": 1e400}})")}
+        << 1 << "huge_lr.json: optimizer.lr: 1e400 is out of range (not a finite number)";
+    QTest::newRow("override number out of range")
+        << QStringList{"run", kMlpJob, "--set", "optimizer.lr=-1e400"} << 1
+        << "optimizer.lr: -1e400 is out of range (not a finite number)";
+    const QByteArray deep = QByteArray(100000, '[') + QByteArray(100000, ']');
+    QTest::newRow("job nested deeply")
+        << QStringList{"run", write("deep.json", "{\"name\": " + deep + "}")} << 1
+        << "deep.json: nested deeper than 64 levels";
+    QTest::newRow("override nested deeply")
+        << QStringList{"run", kMlpJob, "--set",
+                       "model.mlp.hidden=" + QString(10000, '[') + QString(10000, ']')}
+        << 1 << "model.mlp.hidden: nested deeper than 64 levels";
+    QTest::newRow("absurd hidden width")
+        << QStringList{"run", kMlpJob, "--set", "model.mlp.hidden=[4611686018427387904]"} << 1
+        << "model.mlp.hidden[0]: must be at most 16777216 (2^24), got 4611686018427387904";
+    QTest::newRow("too many parameters")
+        << QStringList{"run", kMlpJob, "--set", "model.mlp.hidden=[3000000]"} << 1
+        << "model.mlp.hidden[0]: the model would have 2385000010 parameters";
+    const QString manifest =
+        R"({"format_version": 2, "step": %1, "strategy": "ddp", "world_size": 1, "pp": 1,
+            "tp": 1, "dp": 1, "layout": %2, "checksum": "crc32", "shards": []})";
+    QDir(tmp_.path()).mkpath("deep_ckpt");
+    write("deep_ckpt/manifest.json", manifest.arg("0", QString::fromLatin1(deep)).toUtf8());
+    QTest::newRow("manifest nested deeply")
+        << QStringList{"checkpoint", "inspect", tmp_.filePath("deep_ckpt")} << 1
+        << "deep_ckpt/manifest.json: nested deeper than 64 levels";
+    QDir(tmp_.path()).mkpath("huge_ckpt");
+    write("huge_ckpt/manifest.json", manifest.arg("1e400", "{}").toUtf8());
+    QTest::newRow("manifest number out of range")
+        << QStringList{"checkpoint", "inspect", tmp_.filePath("huge_ckpt")} << 1
+        << "huge_ckpt/manifest.json: step: 1e400 is out of range (not a finite number)";
   }
 
   void badInputGivesOneClearLine() {
@@ -154,6 +193,31 @@ class TestCli : public QObject {
     const QString first = o.err.section('\n', 0, 0);
     QVERIFY2(first.contains(message), qPrintable(o.err));
     QVERIFY2(!o.err.contains("terminate called") && !o.err.contains("Aborted"), qPrintable(o.err));
+  }
+
+  // --record never replaces an existing file unless --force: the run is refused with one line
+  // and the file keeps its bytes (before, it was truncated and overwritten).
+  void recordRefusesToOverwrite() {
+    const QString existing = write("precious.slrec", "not to be lost");
+    Outcome o = run_cli({"run", kMlpJob, "--record", existing, "--set", "train.steps=2"});
+    QCOMPARE(o.exit_code, 2);
+    QVERIFY2(o.err.contains("--record: " + existing + " already exists (give --force"),
+             qPrintable(o.err));
+    QFile f(existing);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QCOMPARE(f.readAll(), QByteArray("not to be lost"));
+    f.close();
+    o = run_cli({"monitor", "--listen", "127.0.0.1:0", "--record", existing, "--duration", "1"});
+    QCOMPARE(o.exit_code, 2);
+    QVERIFY2(o.err.contains("already exists"), qPrintable(o.err));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QCOMPARE(f.readAll(), QByteArray("not to be lost"));
+    f.close();
+    o = run_cli({"run", kMlpJob, "--record", existing, "--force", "--quiet", "--set",
+                 "train.steps=2", "--set", "train.eval_every=0"});
+    QVERIFY2(o.exit_code == 0, qPrintable(o.err));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QVERIFY(f.readAll().startsWith("SLREC"));  // a recording now
   }
 
   void malformedJobFilesNameFileAndPlace() {

@@ -7,10 +7,15 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
+#include <QElapsedTimer>
 #include <QLabel>
 #include <QLineEdit>
+#include <QPlainTextEdit>
 #include <QSpinBox>
 #include <QTemporaryDir>
+#include <cctype>
+#include <cstring>
+#include <random>
 #include <set>
 
 #include "engine/job/job_fields.h"
@@ -414,6 +419,54 @@ class TestJobEditor : public QObject {
 
   void formIsBuiltFromTheEngineTable();
 
+  // Values the engine refuses before use (issue 21) are shown as the job's problem, whether the
+  // user opens a file holding them or types them: a number beyond double's range, nesting deep
+  // enough to exhaust the stack, model sizes that cannot be allocated.
+  void hostileValuesAreShownNotFatal_data() {
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<QString>("problem");
+    const QString job = readJob("fashion_mlp.json");
+    QTest::newRow("lr 1e400") << QString(job).replace("\"lr\": 0.001", "\"lr\": 1e400")
+                              << "optimizer.lr: 1e400 is out of range (not a finite number)";
+    QTest::newRow("deep nesting") << QString(job).replace(
+                                         "\"relu\"", QString(100000, '[') + QString(100000, ']'))
+                                  << "nested deeper than 64 levels";
+    QTest::newRow("absurd hidden width")
+        << QString(job).replace("[256, 128]", "[4611686018427387904]")
+        << "model.mlp.hidden[0]: must be at most 16777216 (2^24)";
+    QTest::newRow("absurd pp x tp")
+        << QString(job).replace("\"world_size\": 4",
+                                "\"world_size\": 4, \"pp\": 4294967296, \"tp\": 4294967296")
+        << "parallel.";
+  }
+
+  void hostileValuesAreShownNotFatal() {
+    QFETCH(QString, text);
+    QFETCH(QString, problem);
+    QTemporaryDir dir;
+    const QString path = dir.filePath("hostile.json");
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(text.toUtf8());
+    f.close();
+    // Opening the file, as `shardlab-gui hostile.json` or File > Open does.
+    MainWindow w;
+    QVERIFY(w.openFile(path));
+    QVERIFY(!w.editor()->isValid());
+    QVERIFY2(w.editor()->problem().contains(problem), qPrintable(w.editor()->problem()));
+    auto* status = w.findChild<QLabel*>("jobStatus");
+    QVERIFY(status && status->text().contains(problem));
+    // Typing it into the JSON tab.
+    JobEditor e;
+    e.setText(readJob("fashion_mlp.json"));
+    QVERIFY(e.isValid());
+    e.findChild<QPlainTextEdit*>("jobText")->setPlainText(text);
+    QTRY_VERIFY_WITH_TIMEOUT(!e.isValid(), 3000);
+    QVERIFY2(e.problem().contains(problem), qPrintable(e.problem()));
+  }
+
+  void randomAndMutatedJsonNeverAborts();
+
   void remoteWorkersRunMpiRanks() {
     JobEditor e;
     e.setText(readJob("fashion_mlp.json"));
@@ -529,6 +582,154 @@ void TestJobEditor::formIsBuiltFromTheEngineTable() {
     check_job_json(doc, &job);
     QCOMPARE(shardlab::job_to_json(job).at(at), value);
   }
+}
+
+// The editor fed a few thousand deterministic variants of the example jobs (bytes flipped, numbers
+// replaced with 1e400, -1, 1e18 and other extremes, values of the wrong type, huge strings, deep
+// nesting, truncations, random bytes), through the paths a user's text takes: opening a file
+// (MainWindow::openFile, which also draws the grid and the memory plan of a valid job) and typing
+// in the JSON tab. It must stay alive and either accept the job or show a problem.
+void TestJobEditor::randomAndMutatedJsonNeverAborts() {
+  std::vector<std::string> seeds;
+  for (const QString& name : QDir(jobPath("")).entryList({"*.json"}, QDir::Files, QDir::Name))
+    seeds.push_back(readJob(name).toStdString());
+  QVERIFY(seeds.size() >= 3);
+
+  std::mt19937_64 rng(21);  // fixed: every run feeds the same variants
+  auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  const std::vector<std::string> numbers = {"1e400",
+                                            "-1e400",
+                                            "-1",
+                                            "1e18",
+                                            "-1e18",
+                                            "0",
+                                            "1e308",
+                                            "-1e308",
+                                            "4294967296",
+                                            "4611686018427387904",
+                                            "3.5",
+                                            "2147483648",
+                                            "1e-400",
+                                            "18446744073709551616",
+                                            "9223372036854775807",
+                                            "-9223372036854775808",
+                                            "16777217",
+                                            "1" + std::string(400, '0')};
+  const std::vector<std::string> values = {"[]",      "{}",         "\"x\"",      "true", "null",
+                                           "[1, -1]", "{\"a\": 1}", "[\"a\", 2]", "\"\"", "[[[]]]"};
+  // Spans of number tokens and string tokens in `t`.
+  auto tokens = [](const std::string& t, bool strings) {
+    std::vector<std::pair<size_t, size_t>> spans;
+    for (size_t i = 0; i < t.size();) {
+      if (t[i] == '"') {
+        size_t j = i + 1;
+        while (j < t.size() && t[j] != '"') j += t[j] == '\\' ? 2 : 1;
+        if (strings && j < t.size()) spans.push_back({i, j + 1 - i});
+        i = j + 1;
+      } else if (!strings && (std::isdigit(static_cast<unsigned char>(t[i])) || t[i] == '-')) {
+        size_t j = i;
+        while (j < t.size() && t[j] != '\0' && std::strchr("0123456789+-.eE", t[j])) ++j;
+        spans.push_back({i, j - i});
+        i = j;
+      } else {
+        ++i;
+      }
+    }
+    return spans;
+  };
+  auto replace_token = [&](std::string& t, bool strings, const std::string& with) {
+    const auto spans = tokens(t, strings);
+    if (spans.empty()) return;
+    const auto [at, n] = spans[pick(spans.size())];
+    t.replace(at, n, with);
+  };
+  auto mutate = [&](std::string t) {
+    const int rounds = 1 + static_cast<int>(pick(3));
+    for (int r = 0; r < rounds; ++r) {
+      switch (pick(9)) {
+        case 0:  // flip bytes
+          for (size_t k = 1 + pick(4); k > 0 && !t.empty(); --k)
+            t[pick(t.size())] = static_cast<char>(rng() & 0xff);
+          break;
+        case 1:
+        case 2:  // a number replaced by an extreme one
+          replace_token(t, false, numbers[pick(numbers.size())]);
+          break;
+        case 3:  // a value of the wrong type
+          replace_token(t, pick(2) == 0, values[pick(values.size())]);
+          break;
+        case 4: {  // a huge string
+          std::string huge(20002 + pick(20000), 'x');
+          huge.front() = huge.back() = '"';
+          replace_token(t, true, huge);
+          break;
+        }
+        case 5: {  // deep nesting in place of a value, within or far beyond the limit
+          const size_t depth = pick(2) == 0 ? 60 + pick(10) : 100000;
+          replace_token(t, pick(2) == 0,
+                        std::string(depth, pick(2) == 0 ? '[' : '{') +
+                            (pick(2) == 0 ? std::string(depth, ']') : std::string()));
+          break;
+        }
+        case 6:  // truncated
+          t.resize(pick(t.size() + 1));
+          break;
+        case 7: {  // a chunk duplicated elsewhere
+          if (t.empty()) break;
+          const size_t from = pick(t.size()), n = pick(std::min<size_t>(64, t.size() - from) + 1);
+          t.insert(pick(t.size() + 1), t.substr(from, n));
+          break;
+        }
+        default:  // a key or number replaced by a structural character
+          if (!t.empty()) t[pick(t.size())] = "{}[]\",:"[pick(7)];
+          break;
+      }
+    }
+    return t;
+  };
+
+  QTemporaryDir dir;
+  const QString path = dir.filePath("fuzz.json");
+  MainWindow w;
+  JobEditor typed;
+  auto* edit = typed.findChild<QPlainTextEdit*>("jobText");
+  QElapsedTimer clock;
+  clock.start();
+  constexpr int kVariants = 4000;
+  int valid = 0, invalid = 0;
+  for (int i = 0; i < kVariants; ++i) {
+    std::string text;
+    if (i % 10 == 9) {  // random bytes
+      text.resize(pick(200));
+      for (char& c : text) c = static_cast<char>(rng() & 0xff);
+    } else {
+      text = mutate(seeds[pick(seeds.size())]);
+    }
+    const QString qtext = QString::fromUtf8(text.data(), static_cast<qsizetype>(text.size()));
+    JobEditor* e = nullptr;
+    if (i % 4 == 0) {  // opened as a file
+      QFile f(path);
+      QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+      f.write(text.data(), static_cast<qint64>(text.size()));
+      f.close();
+      QVERIFY(w.openFile(path));
+      e = w.editor();
+    } else {  // typed into the JSON tab
+      edit->setPlainText(qtext);
+      typed.validateNow();
+      e = &typed;
+    }
+    if (e->isValid()) {
+      ++valid;
+    } else {
+      ++invalid;
+      QVERIFY2(!e->problem().isEmpty(), text.substr(0, 200).c_str());
+    }
+  }
+  qInfo("%d variants: %d valid, %d with a problem shown, in %lld ms", kVariants, valid, invalid,
+        static_cast<long long>(clock.elapsed()));
+  QVERIFY(invalid > kVariants / 2);
+  QVERIFY2(clock.elapsed() < 20000, "the fuzz pass must stay under 20 s");
 }
 
 QTEST_MAIN(TestJobEditor)

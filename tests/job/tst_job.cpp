@@ -54,6 +54,24 @@ QString rejection(const json& doc) {
   return doc;
 }
 
+// (type, message) of what `f` threw: "FormatError", "InvalidArgument", another ShardLab "Error",
+// "std::exception" (e.g. the JSON library's own) or "" when it threw nothing.
+template <class F>
+std::pair<QString, QString> caught_error(F&& f) {
+  try {
+    f();
+  } catch (const FormatError& e) {
+    return {"FormatError", e.what()};
+  } catch (const InvalidArgument& e) {
+    return {"InvalidArgument", e.what()};
+  } catch (const Error& e) {
+    return {"Error", e.what()};
+  } catch (const std::exception& e) {
+    return {"std::exception", e.what()};
+  }
+  return {};
+}
+
 void write_file(const QString& path, const std::string& text) {
   std::ofstream out(path.toStdString(), std::ios::binary);
   out << text;
@@ -161,6 +179,39 @@ class TestJob : public QObject {
     row("mlp field with gpt",
         R"({"model": {"kind": "gpt", "mlp": {"hidden": [64]}}, "data": {"dataset": "chars"}})",
         "model.mlp.hidden", "not used by model kind gpt");
+
+    // Model sizes that cannot be allocated, or that would overflow the layout math, are refused
+    // by validation, naming the field, before anything allocates (issue 21).
+    row("hidden absurd", R"({"model": {"mlp": {"hidden": [4611686018427387904]}}})",
+        "model.mlp.hidden[0]", "must be at most 16777216 (2^24), got 4611686018427387904");
+    row("hidden parameters", R"({"model": {"mlp": {"hidden": [256, 9000000]}}})",
+        "model.mlp.hidden[1]", "the model would have 2403200970 parameters");
+    row("hidden parameters one layer", R"({"model": {"mlp": {"hidden": [3000000]}}})",
+        "model.mlp.hidden[0]",
+        "the model would have 2385000010 parameters, more than 2147483648 (2^31)");
+    {
+      QString many = "1";
+      for (int i = 1; i < 5000; ++i) many += ", 1";
+      QTest::newRow("hidden layers")
+          << QString(R"({"model": {"mlp": {"hidden": [%1]}}})").arg(many)
+          << QString("model.mlp.hidden") << QString("must hold at most 4096 layers, got 5000");
+    }
+    row("batch activations", R"({"train": {"batch_size": 1073741824}})", "train.batch_size",
+        "of activations, more than");
+    gpt_row("gpt width absurd", R"({"width": 33554432, "heads": 1})", "model.gpt.width",
+            "must be at most 16777216 (2^24), got 33554432");
+    gpt_row("gpt context absurd", R"({"context": 4611686018427387904})", "model.gpt.context",
+            "must be at most 16777216 (2^24)");
+    gpt_row("gpt vocab absurd", R"({"vocab_size": 100000000})", "model.gpt.vocab_size",
+            "must be at most 16777216 (2^24)");
+    gpt_row("gpt layers absurd", R"({"layers": 1000000})", "model.gpt.layers",
+            "must be at most 4096, got 1000000");
+    gpt_row("gpt mlp_ratio absurd", R"({"mlp_ratio": 1000000})", "model.gpt.mlp_ratio",
+            "x model.gpt.width");
+    gpt_row("gpt parameters", R"({"width": 16384, "heads": 4})", "model.gpt.width",
+            "parameters, more than 2147483648 (2^31)");
+    gpt_row("gpt attention activations", R"({"context": 1048576})", "model.gpt.context",
+            "of activations, more than");
 
     // data
     row("dataset", R"({"data": {"dataset": "mnist"}})", "data.dataset", "must be one of");
@@ -501,6 +552,10 @@ class TestJob : public QObject {
         "fsdp_keep_params": true, "overlap": false, "timeout_s": 0.5}})");
     row("max world size", R"({"parallel": {"strategy": "ddp", "world_size": 1024},
         "train": {"batch_size": 1024}})");
+    // Large but real models stay below the size limits.
+    row("hidden near the parameter limit", R"({"model": {"mlp": {"hidden": [2000000]}}})");
+    row("gpt-2 medium sized", R"({"model": {"kind": "gpt", "gpt": {"width": 1024, "heads": 16,
+        "layers": 24, "context": 1024}}, "data": {"dataset": "chars"}})");
 #ifdef SHARDLAB_HAVE_MPI
     row("mpi", R"({"parallel": {"strategy": "ddp", "world_size": 2, "backend": "mpi"}})");
 #endif
@@ -1162,6 +1217,102 @@ class TestJob : public QObject {
              size_t(3));
   }
 
+  // A number beyond double's range (1e400) is refused naming its field, in a file and in a --set
+  // value, as a FormatError / InvalidArgument (not the JSON library's own exception).
+  void numbersOutOfRangeNameTheirField_data() {
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("object")
+        << R"({"optimizer": {"lr": 1e400}})"
+        << "job.json: optimizer.lr: 1e400 is out of range (not a finite number)";
+    QTest::newRow("negative") << R"({"name": "x", "optimizer": {"name": "adam", "lr": -1E+999}})"
+                              << "job.json: optimizer.lr: -1E+999 is out of range (not a finite "
+                                 "number)";
+    QTest::newRow("array element")
+        << R"({"model": {"mlp": {"hidden": [256, 1e400]}}})"
+        << "job.json: model.mlp.hidden[1]: 1e400 is out of range (not a finite number)";
+    QTest::newRow("inside arrays of objects")
+        << "{\"x\": [{\"a\": [1, 2]}, {\"b\": \"[1e400, {\", \"c\": [[0], 3, 2.5e308]}]}"
+        << "job.json: x[1].c[2]: 2.5e308 is out of range (not a finite number)";
+    QTest::newRow("many digits") << "{\"train\": {\"steps\": 1" + QString(400, '0') + "}}"
+                                 << "job.json: train.steps: 1000000000000000000000000000000000000"
+                                    "... is out of range (not a finite number)";
+    QTest::newRow("top level") << "1e400"
+                               << "job.json: 1e400 is out of range (not a finite number)";
+  }
+
+  void numbersOutOfRangeNameTheirField() {
+    QFETCH(QString, text);
+    QFETCH(QString, message);
+    QTemporaryDir dir;
+    const QString path = dir.filePath("job.json");
+    write_file(path, text.toStdString());
+    const auto [type, what] = caught_error([&] { parse_job_json(text.toStdString(), "job.json"); });
+    QCOMPARE(type, QString("FormatError"));
+    QCOMPARE(what, message);
+    const auto [load_type, load_what] = caught_error([&] { load_job(path.toStdString()); });
+    QCOMPARE(load_type, QString("FormatError"));
+    QCOMPARE(load_what, QString(message).replace("job.json", path));
+  }
+
+  void overrideNumbersOutOfRange() {
+    json doc = json::parse(kBase);
+    const auto [type, what] = caught_error([&] { apply_override(doc, "optimizer.lr=1e400"); });
+    QCOMPARE(type, QString("InvalidArgument"));
+    QCOMPARE(what, QString("optimizer.lr: 1e400 is out of range (not a finite number)"));
+    const auto [list_type, list_what] =
+        caught_error([&] { apply_override(doc, "model.mlp.hidden=[64, -1e999]"); });
+    QCOMPARE(list_type, QString("InvalidArgument"));
+    QCOMPARE(list_what,
+             QString("model.mlp.hidden[1]: -1e999 is out of range (not a finite number)"));
+    QCOMPARE(doc, json::parse(kBase));  // unchanged
+    // Tiny numbers read as 0 (as JSON parsers do), huge finite ones go on to validation.
+    apply_override(doc, "optimizer.weight_decay=1e-400");
+    QCOMPARE(doc["optimizer"]["weight_decay"].get<double>(), 0.0);
+    apply_override(doc, "train.steps=1e18");
+    QCOMPARE(doc["train"]["steps"].get<double>(), 1e18);
+    // A string that merely starts like a number stays a string.
+    apply_override(doc, "name=1e400x");
+    QCOMPARE(doc["name"], json("1e400x"));
+  }
+
+  // JSON nested deeper than 64 levels is refused before it is parsed (anything recursive over such
+  // a document could exhaust the stack); brackets inside strings do not count.
+  void deepNestingIsRefused() {
+    const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+    auto [type, what] = caught_error([&] { parse_job_json("{\"name\": " + deep + "}", "d.json"); });
+    QCOMPARE(type, QString("FormatError"));
+    QCOMPARE(what, QString("d.json: nested deeper than 64 levels"));
+    std::tie(type, what) =
+        caught_error([&] { parse_job_json(std::string(100000, '{'), "d.json"); });
+    QCOMPARE(what, QString("d.json: nested deeper than 64 levels"));
+
+    const auto nested = [](int levels) {
+      return std::string(size_t(levels), '[') + std::string(size_t(levels), ']');
+    };
+    QCOMPARE(parse_job_json(nested(64)).size(), size_t(1));
+    std::tie(type, what) = caught_error([&] { parse_job_json(nested(65), "j"); });
+    QCOMPARE(what, QString("j: nested deeper than 64 levels"));
+    const std::string in_string = "{\"name\": \"" + std::string(1000, '[') + "\\\"{{{\"}";
+    QCOMPARE(parse_job_json(in_string)["name"].get<std::string>().size(), size_t(1000 + 4));
+
+    // --set values: the key's segments count as levels too.
+    json doc = json::parse(kBase);
+    std::tie(type, what) = caught_error([&] { apply_override(doc, "model.mlp.hidden=" + deep); });
+    QCOMPARE(type, QString("InvalidArgument"));
+    QCOMPARE(what, QString("model.mlp.hidden: nested deeper than 64 levels"));
+    std::string long_key = "a";
+    for (int i = 0; i < 70; ++i) long_key += ".a";
+    std::tie(type, what) = caught_error([&] { apply_override(doc, long_key + "=1"); });
+    QCOMPARE(type, QString("InvalidArgument"));
+    QVERIFY2(what.endsWith(": nested deeper than 64 levels"), qPrintable(what));
+    QCOMPARE(doc, json::parse(kBase));
+    apply_override(doc, "model.mlp.hidden=" + nested(61));  // 3 + 61 levels
+    std::tie(type, what) =
+        caught_error([&] { apply_override(doc, "model.mlp.hidden=" + nested(62)); });
+    QCOMPARE(type, QString("InvalidArgument"));
+  }
+
   void missingFile() {
     QTemporaryDir dir;
     const QString path = dir.filePath("nope.json");
@@ -1172,6 +1323,13 @@ class TestJob : public QObject {
       QVERIFY2(QString(e.what()).contains(path), e.what());
     }
     QVERIFY_THROWS_EXCEPTION(IoError, load_job(dir.path().toStdString()));  // a directory
+  }
+
+  // A file that never ends (or is far larger than any job) is refused once 16 MiB are read.
+  void endlessFileIsRefused() {
+    const auto [type, what] = caught_error([] { load_job("/dev/zero"); });
+    QCOMPARE(type, QString("FormatError"));
+    QCOMPARE(what, QString("/dev/zero: larger than 16 MiB, not a job file"));
   }
 
   // ---- the example jobs ----
