@@ -58,6 +58,7 @@ struct WebServer::Impl : std::enable_shared_from_this<WebServer::Impl> {
   uint64_t next_id = 0;
   std::map<uint64_t, std::weak_ptr<beast::tcp_stream::socket_type>> sockets;  // every connection
   std::map<uint64_t, std::shared_ptr<Viewer>> viewers;
+  std::map<uint64_t, Clock::time_point> opened_at;  // when each connection was accepted
   FrameBuilder live_frames;
   std::unique_ptr<ReplayCursor> replay_end;  // the whole recording, for /api/run and /metrics
   Clock::time_point last_tick = Clock::now();
@@ -98,19 +99,29 @@ struct WebServer::Impl : std::enable_shared_from_this<WebServer::Impl> {
   void accept();
   void tick();
   void drop_oldest_pending() {
+    const auto now = Clock::now();
     for (auto& [id, weak] : sockets) {
       if (viewers.count(id)) continue;
+      // Only one that has had its time (a burst of new viewers is not a flood): none such, and
+      // the new one is taken anyway, within max_connections.
+      const auto opened = opened_at.find(id);
+      if (opened == opened_at.end()) continue;
+      if (now - opened->second < options.pending_grace) return;  // later ones are younger
       if (auto socket = weak.lock()) {
         error_code ignored;
         socket->close(ignored);  // its session sees the error and forgets it
       }
+      opened_at.erase(id);
       sockets.erase(id);
       dropped_pending.fetch_add(1, std::memory_order_relaxed);
       return;
     }
   }
   void close_all();
-  void forget(uint64_t id) { sockets.erase(id); }
+  void forget(uint64_t id) {
+    sockets.erase(id);
+    if (!viewers.count(id)) opened_at.erase(id);
+  }
 };
 
 namespace {
@@ -292,6 +303,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       server_->forget(id_);
       auto viewer = std::make_shared<Viewer>(server_, id_, std::move(stream_));
       server_->sockets[id_] = viewer->socket_ref();
+      server_->opened_at[id_] = Clock::now();  // in its WebSocket handshake: not yet a viewer
       viewer->start(std::move(req));
       return;
     }
@@ -363,6 +375,7 @@ void WebServer::Impl::accept() {
       const uint64_t id = self->next_id++;
       auto session = std::make_shared<HttpSession>(self, id, std::move(socket));
       self->sockets[id] = session->socket_ref();
+      self->opened_at[id] = Clock::now();
       session->start();
     }
     if (ec) {

@@ -43,6 +43,9 @@ struct WebOptions {
   // At most this many of them not viewers (requests being read or answered): a new connection
   // beyond it closes the oldest of those.
   size_t max_pending = 64;
+  // Only a non-viewer connection open at least this long is closed for a new one (a burst of
+  // viewers connecting at once is not a flood).
+  std::chrono::milliseconds pending_grace{2000};
   size_t max_header_bytes = 8 * 1024;
   size_t max_body_bytes = 4 * 1024;
   std::chrono::milliseconds request_timeout{10000};

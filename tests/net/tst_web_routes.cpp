@@ -420,6 +420,7 @@ class TestWebRoutes : public QObject {
     WebOptions o;
     o.max_connections = 16;
     o.max_pending = 3;
+    o.pending_grace = std::chrono::milliseconds(0);
     WebHost host(o, content);
     const uint16_t port = host.port();
     WsClient viewer(port);
