@@ -8,8 +8,8 @@
 // std::length_error, std::bad_alloc...), a shardlab::InternalError (the library's own word for "a
 // bug, not a user mistake"; `shardlab` reports it as an internal error, exit 70), a shardlab::Error
 // whose message is not one printable line (check_message()), or a broken contract a target checks
-// (check()). Each is reported on stderr with "FINDING" and aborts, so
-// libFuzzer keeps the input (-artifact_prefix).
+// (check()). Each is reported on stderr with "FINDING" and aborts, so libFuzzer keeps the input
+// (-artifact_prefix).
 #pragma once
 
 #include <cxxabi.h>
@@ -17,10 +17,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <condition_variable>
 #include <cstdlib>
 #include <exception>
 #include <memory>
@@ -90,8 +90,8 @@ bool value_or_error(F&& f) {
     f();
     return true;
   } catch (const shardlab::InternalError& e) {
-    finding("shardlab::InternalError (a bug, not a user mistake): " + std::string(e.what()) +
-            " [" + e.where() + "]");
+    finding("shardlab::InternalError (a bug, not a user mistake): " + std::string(e.what()) + " [" +
+            e.where() + "]");
   } catch (const shardlab::Error& e) {
     check_message(e);
     return false;

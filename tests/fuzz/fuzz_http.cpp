@@ -92,8 +92,8 @@ void handle(std::string_view input) {
       http::status status = http::status::bad_request;
       if (ec == http::error::header_limit) status = http::status::request_header_fields_too_large;
       if (ec == http::error::body_limit) status = http::status::payload_too_large;
-      (void)serialize(net::web_error(status, std::to_string(static_cast<unsigned>(status)) +
-                                                 ": " + ec.message()));
+      (void)serialize(net::web_error(
+          status, std::to_string(static_cast<unsigned>(status)) + ": " + ec.message()));
       return;
     }
     net::WebRequest req = parser.release();

@@ -5,15 +5,17 @@
 // shows beside the fields.
 //
 // A finding (fuzz_common.h): a crash, an ASan/UBSan report, an exception that is not a
-// shardlab::Error (or an InternalError), a timeout or an allocation over the limit; and these
-// contracts: job_from_json accepts the document exactly when check_job_json finds no problem, and
-// a job that reads back writes a document that reads back to the same job
-// (job_from_json(job_to_json(j)) == j, job_spec.h), also after a trip through its text.
+// shardlab::Error (or an InternalError), an error message that is not one printable line, a
+// timeout or an allocation over the limit; and these contracts: job_from_json accepts the document
+// exactly when check_job_json finds no problem, and a job that reads back writes a document that
+// reads back to the same job (job_from_json(job_to_json(j)) == j, job_spec.h), also after a trip
+// through its text.
 // Each input runs on a 256 KiB stack (fuzz::on_small_stack), so that recursion driven by nesting
 // the reader failed to bound overflows within -max_len.
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/job/job_spec.h"
 #include "tests/fuzz/fuzz_common.h"

@@ -1,12 +1,14 @@
 // Writes the generated seeds: those of fuzz_shard_header and fuzz_recording with the writers
 // ShardLab uses for real (encode_shard, RecordingWriter), since both formats carry CRC-32s that a
-// checked-in file would have to keep in step with the format by hand (each under 2 KiB), and two
-// requests of fuzz_http just past the server's limits (too big to check in).
+// checked-in file would have to keep in step with the format by hand (each under 2 KiB; as files
+// and in the targets' sealed forms), and two requests of fuzz_http just past the server's limits
+// (too big to check in).
 // Usage: fuzz_seeds DIR  (writes DIR/fuzz_shard_header/*, DIR/fuzz_recording/*, DIR/fuzz_http/*;
 // the directories exist)
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <span>
 #include <string>
 #include <utility>
@@ -23,11 +25,28 @@ namespace {
 
 void write(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
   if (!out) {
     std::fprintf(stderr, "fuzz_seeds: cannot write %s\n", path.c_str());
     std::exit(1);
   }
+}
+
+// A shard file as fuzz_shard_header's sealed form: the header's text, a NUL, the data section.
+std::vector<uint8_t> unsealed_shard(const std::vector<uint8_t>& file) {
+  const uint32_t len = uint32_t(file[8]) | uint32_t(file[9]) << 8 | uint32_t(file[10]) << 16 |
+                       uint32_t(file[11]) << 24;
+  std::vector<uint8_t> out(file.begin() + 12, file.begin() + 12 + len);
+  out.push_back(0);
+  out.insert(out.end(), file.begin() + 16 + len, file.end());
+  return out;
+}
+
+// Each shard seed as it is on disk and in the sealed form (fuzz_shard_header.cpp).
+void write_shard(const std::string& path, const std::vector<uint8_t>& file) {
+  write(path, file);
+  write(path + ".sealed", unsealed_shard(file));
 }
 
 void shard_seeds(const std::string& dir) {
@@ -38,23 +57,25 @@ void shard_seeds(const std::string& dir) {
   ShardHeader h;
   h.rank = 3;
   h.step = 100;
-  h.progress = {{"step", 100}, {"epoch", 1}, {"sampler", {{"seed", 7}, {"offset", 640}}},
+  h.progress = {{"step", 100},
+                {"epoch", 1},
+                {"sampler", {{"seed", 7}, {"offset", 640}}},
                 {"best_loss", 0.75}};
   h.runs = {{0, 2}, {10, 4}};
-  write(dir + "/two_runs_param_exp_avg",
-        encode_shard(h, {{"param", sa}, {"exp_avg", sb}, {"exp_avg_sq", sb}}));
-  write(dir + "/two_runs_param", encode_shard(h, {{"param", sa}}));
+  write_shard(dir + "/two_runs_param_exp_avg",
+              encode_shard(h, {{"param", sa}, {"exp_avg", sb}, {"exp_avg_sq", sb}}));
+  write_shard(dir + "/two_runs_param", encode_shard(h, {{"param", sa}}));
 
   ShardHeader one;
   one.rank = 0;
   one.step = 0;
   one.progress = nlohmann::json::object();
   one.runs = {{5, 1}};
-  write(dir + "/one_value", encode_shard(one, {{"param", sa.first(1)}}));
+  write_shard(dir + "/one_value", encode_shard(one, {{"param", sa.first(1)}}));
 
   ShardHeader empty;
   empty.progress = nullptr;
-  write(dir + "/no_runs_no_tensors", encode_shard(empty, {}));
+  write_shard(dir + "/no_runs_no_tensors", encode_shard(empty, {}));
 }
 
 void recording_seeds(const std::string& dir) {
@@ -108,6 +129,14 @@ void recording_seeds(const std::string& dir) {
   record("hello_only", 1, 4);
   record("three_blocks", messages.size(), 4);  // blocks of 4, 4, 1 messages
   record("one_block", messages.size(), 256);
+  // The blocks alone, as fuzz_recording's sealed form (it puts the file header before them and
+  // sets each block's CRC).
+  for (const char* name : {"hello_only", "three_blocks"}) {
+    std::ifstream in(dir + "/" + name, std::ios::binary);
+    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                               std::istreambuf_iterator<char>());
+    write(dir + "/" + name + ".blocks", std::vector<uint8_t>(bytes.begin() + 12, bytes.end()));
+  }
 }
 
 // Requests just past the web server's limits (8 KiB of headers, 4 KiB of body), which would make
@@ -115,8 +144,7 @@ void recording_seeds(const std::string& dir) {
 void http_seeds(const std::string& dir) {
   auto text = [](const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); };
   write(dir + "/header_over_limit",
-        text("GET /api/run HTTP/1.1\r\nHost: h\r\nX-Pad: " + std::string(8200, 'a') +
-             "\r\n\r\n"));
+        text("GET /api/run HTTP/1.1\r\nHost: h\r\nX-Pad: " + std::string(8200, 'a') + "\r\n\r\n"));
   write(dir + "/body_over_limit",
         text("POST /login HTTP/1.1\r\nHost: h\r\nContent-Length: 4100\r\n\r\ntoken=" +
              std::string(4094, 'b')));

@@ -18,7 +18,8 @@
 # it fails until the finding is fixed).
 include(${CMAKE_CURRENT_LIST_DIR}/libfuzzer_probe.cmake)
 
-option(SHARDLAB_BUILD_FUZZERS "Build and test the libFuzzer targets of tests/fuzz (needs clang++ with libFuzzer)" ON)
+option(SHARDLAB_BUILD_FUZZERS
+  "Build and test the libFuzzer targets of tests/fuzz (needs clang++ with libFuzzer)" ON)
 set(SHARDLAB_FUZZ_BUILD_JOBS 2 CACHE STRING "Parallel jobs of the fuzzers' clang sub-build")
 set(SHARDLAB_FUZZ_RUNS 100000 CACHE STRING "Inputs each fuzz test runs (libFuzzer -runs)")
 
@@ -43,7 +44,7 @@ set(_fuzz_manifest_seeds ${_fuzz_src}/seeds/fuzz_manifest)
 set(_fuzz_manifest_dict ${_fuzz_src}/json.dict)
 set(_fuzz_shard_header_max_len 4096)
 set(_fuzz_shard_header_seeds ${_fuzz_bin}/seeds/fuzz_shard_header)
-set(_fuzz_shard_header_dict "")
+set(_fuzz_shard_header_dict ${_fuzz_src}/json.dict)
 set(_fuzz_recording_max_len 8192)
 set(_fuzz_recording_seeds ${_fuzz_bin}/seeds/fuzz_recording)
 set(_fuzz_recording_dict "")
@@ -88,7 +89,7 @@ foreach(t IN LISTS _fuzz_targets)
   add_test(NAME ${t}
     COMMAND ${_fuzz_src}/run_fuzzer.sh ${work} ${_fuzz_bin}/${t} ${_fuzz_bin}/${t}- ${args} --
       ${_${t}_seeds})
-  set_tests_properties(${t} PROPERTIES TIMEOUT 300 LABELS fuzz)
+  set_tests_properties(${t} PROPERTIES TIMEOUT 180 LABELS fuzz)
 
   set(known ${_fuzz_known})
   list(FILTER known INCLUDE REGEX "/${t}-[^/]*$")
