@@ -20,6 +20,7 @@
 
 #include "engine/core/error.h"
 #include "net/auth.h"
+#include "net/listener.h"
 
 namespace shardlab::net {
 
@@ -530,28 +531,9 @@ Collector::Collector(CollectorOptions options, std::vector<MessageConsumer*> con
   SL_ENFORCE(d.options.handshake_timeout.count() > 0,
              "collector: handshake timeout must be > 0 ms, got {}",
              d.options.handshake_timeout.count());
-  const std::string where = fmt::format("{}:{}", d.options.address, d.options.port);
-  error_code ec;
-  const auto address = asio::ip::make_address(d.options.address, ec);
-  if (ec)
-    SL_THROW(IoError, "collector: cannot listen on {}: bad address ({})", where, ec.message());
-  const tcp::endpoint endpoint(address, d.options.port);
-  auto fail = [&](const char* what) {
-    SL_THROW(IoError, "collector: cannot listen on {}: {} failed: {}", where, what, ec.message());
-  };
-  d.acceptor.open(endpoint.protocol(), ec);
-  if (ec) fail("open");
-  // SO_REUSEADDR: a restarted collector gets its port back while old connections sit in
-  // TIME_WAIT (workers reconnect to the same address).
-  d.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (ec) fail("setsockopt");
-  d.acceptor.bind(endpoint, ec);
-  if (ec) fail("bind");
-  d.acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) fail("listen");
-  d.port = d.acceptor.local_endpoint(ec).port();
-  if (ec) fail("getsockname");
-  d.where = endpoint_text(tcp::endpoint(address, d.port));
+  const tcp::endpoint bound = listen_on(d.acceptor, d.options.address, d.options.port, "collector");
+  d.port = bound.port();
+  d.where = endpoint_text(bound);
 }
 
 Collector::~Collector() {

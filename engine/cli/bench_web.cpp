@@ -13,12 +13,7 @@
 //       reads the page's own render times).
 #include <fmt/format.h>
 
-#include <utility>  // before Boost.Asio: its awaitable.hpp uses std::exchange (Boost 1.74, GCC 12)
-
 #include <atomic>
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/websocket.hpp>
 #include <chrono>
 #include <csignal>
 #include <memory>
@@ -34,14 +29,11 @@
 #include "net/consumers.h"
 #include "net/ingest_bench.h"
 #include "net/protocol.h"
+#include "net/web/viewer_bench.h"
 
 namespace shardlab::cli {
 namespace {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace websocket = beast::websocket;
-using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
 constexpr int32_t kIngestRank = 0;
@@ -123,73 +115,6 @@ void populate(net::RunModel& model, int ranks) {
       add_step(model, r, ranks, step, now - 1.0 + 0.2 * static_cast<double>(step), 0.2);
 }
 
-// V WebSocket viewers on their own thread, each reading every frame until stopped.
-class Viewers {
- public:
-  Viewers(uint16_t port, int count) {
-    for (int i = 0; i < count; ++i) {
-      auto v = std::make_shared<Viewer>(io_);
-      viewers_.push_back(v);
-      v->ws.next_layer().connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
-      v->ws.handshake("127.0.0.1", "/ws");
-      read(v);
-    }
-    thread_ = std::thread([this] { io_.run(); });
-  }
-  ~Viewers() { stop(); }
-  // Waits until every viewer has its first frame (false after 30 s).
-  bool wait_first(std::chrono::seconds timeout = std::chrono::seconds(30)) {
-    const auto end = Clock::now() + timeout;
-    while (Clock::now() < end) {
-      bool all = true;
-      for (auto& v : viewers_) all &= v->frames.load() > 0;
-      if (all) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
-  }
-  uint64_t frames() const {
-    uint64_t n = 0;
-    for (auto& v : viewers_) n += v->frames.load();
-    return n;
-  }
-  uint64_t bytes() const {
-    uint64_t n = 0;
-    for (auto& v : viewers_) n += v->bytes.load();
-    return n;
-  }
-  void stop() {
-    if (!thread_.joinable()) return;
-    asio::post(io_, [this] {
-      for (auto& v : viewers_) {
-        boost::system::error_code ignored;
-        v->ws.next_layer().close(ignored);
-      }
-    });
-    thread_.join();
-  }
-
- private:
-  struct Viewer {
-    explicit Viewer(asio::io_context& io) : ws(io) {}
-    websocket::stream<tcp::socket> ws;
-    beast::flat_buffer buffer;
-    std::atomic<uint64_t> frames{0}, bytes{0};
-  };
-  void read(const std::shared_ptr<Viewer>& v) {
-    v->ws.async_read(v->buffer, [this, v](boost::system::error_code ec, size_t n) {
-      if (ec) return;
-      v->frames.fetch_add(1);
-      v->bytes.fetch_add(n);
-      v->buffer.consume(v->buffer.size());
-      read(v);
-    });
-  }
-  asio::io_context io_;
-  std::vector<std::shared_ptr<Viewer>> viewers_;
-  std::thread thread_;
-};
-
 // N STEP events of kIngestRank, seq 0..N-1, encoded back to back.
 std::vector<uint8_t> encode_steps(int64_t n) {
   std::vector<uint8_t> out;
@@ -223,7 +148,7 @@ void bench_ingest(int64_t events, int viewers, int ranks) {
       auto model = std::make_unique<net::RunModelConsumer>();
       populate(model->model(), ranks);
       std::unique_ptr<net::WebServer> web;
-      std::unique_ptr<Viewers> clients;
+      std::unique_ptr<net::BenchViewers> clients;
       const double s = net::measure_ingest(
           bytes, events, kIngestRank, {model.get()}, [&](net::Collector& collector) {
             net::WebContent content;
@@ -234,7 +159,7 @@ void bench_ingest(int64_t events, int viewers, int ranks) {
             collector.on_stop(web->closer());
             web->start();
             if (v == 0) return;
-            clients = std::make_unique<Viewers>(web->port(), v);
+            clients = std::make_unique<net::BenchViewers>(web->port(), v);
             SL_ENFORCE_T(IoError, clients->wait_first(),
                          "bench web: the viewers did not all get a first frame in 30 s");
           });

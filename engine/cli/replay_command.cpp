@@ -15,8 +15,6 @@
 #include <thread>
 
 #include <fmt/format.h>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
@@ -25,6 +23,7 @@
 #include "net/exporters.h"
 #include "net/recording.h"
 #include "net/run_model.h"
+#include "net/web/web_thread.h"
 
 namespace shardlab::cli {
 namespace {
@@ -48,16 +47,15 @@ int replay_on_the_web(const Args& args, const HttpAddress& http,
   // Off loopback the page asks for a token.
   const std::string token =
       net::is_loopback(http.host) ? std::string() : collector_token(args, "replay");
-  boost::asio::io_context io;
-  net::WebServer web(io, web_options(http, token), content);
-  web.start();
+  net::WebServerThread served(web_options(http, token), content);
+  net::WebServer& web = served.server();
+  served.start();
   fmt::print("web: replaying {} ({} messages) at {}\n", args.positional()[0], rec.messages.size(),
              web.url());
   std::fflush(stdout);
   g_stop = false;
   std::signal(SIGINT, on_replay_signal);
   std::signal(SIGTERM, on_replay_signal);
-  std::thread loop([&io] { io.run(); });
   const auto start = std::chrono::steady_clock::now();
   while (
       !g_stop &&
@@ -66,13 +64,7 @@ int replay_on_the_web(const Args& args, const HttpAddress& http,
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
-  boost::asio::post(io, [&web] { web.close(); });
-  // The sockets closed, their handlers finish and run() returns; a stuck one is cut off.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!io.stopped() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  io.stop();
-  loop.join();
+  served.stop();
   print_web_stats(web);
   return 0;
 }

@@ -13,6 +13,7 @@
 
 #include "engine/core/error.h"
 #include "engine/telemetry/events.h"
+#include "net/listener.h"
 #include "net/web/metrics.h"
 #include "net/web/replay_cursor.h"
 #include "net/web/web_routes.h"
@@ -448,27 +449,12 @@ WebServer::WebServer(asio::io_context& io, WebOptions options, WebContent conten
              "web server: nothing to show (neither a live run nor a recording)");
   impl_ = std::make_shared<Impl>(io, std::move(options), std::move(content));
   Impl& d = *impl_;
-  const std::string where = fmt::format("{}:{}", d.options.address, d.options.port);
-  error_code ec;
-  const auto address = asio::ip::make_address(
-      d.options.address == "localhost" ? "127.0.0.1" : d.options.address, ec);
-  if (ec) SL_THROW(IoError, "--http: cannot listen on {}: bad address ({})", where, ec.message());
   SL_ENFORCE(!d.options.require_token || !d.options.token.empty(),
-             "web server on {}: a token is required off loopback, and there is none", where);
-  const tcp::endpoint endpoint(address, d.options.port);
-  auto fail = [&](const char* what) {
-    SL_THROW(IoError, "--http: cannot listen on {}: {} failed: {}", where, what, ec.message());
-  };
-  d.acceptor.open(endpoint.protocol(), ec);
-  if (ec) fail("open");
-  d.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (ec) fail("setsockopt");
-  d.acceptor.bind(endpoint, ec);
-  if (ec) fail("bind");
-  d.acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) fail("listen");
-  d.port = d.acceptor.local_endpoint(ec).port();
-  if (ec) fail("getsockname");
+             "web server on {}:{}: a token is required off loopback, and there is none",
+             d.options.address, d.options.port);
+  d.port = listen_on(d.acceptor, d.options.address == "localhost" ? "127.0.0.1" : d.options.address,
+                     d.options.port, "--http")
+               .port();
   d.where = fmt::format("{}:{}", d.options.address, d.port);
 }
 
