@@ -5,6 +5,7 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/params.h>
 #include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,6 +15,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
+#include <utility>
 
 #include "engine/core/error.h"
 
@@ -139,6 +142,68 @@ Digest hmac_sha256(std::span<const uint8_t> key, std::span<const uint8_t> messag
 bool digest_equal(const Digest& a, const Digest& b) {
   // Constant time: how long it takes must not tell an attacker how many leading bytes matched.
   return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+// The key is kept in a template context, which restart() copies: a context whose MAC has been
+// finalised cannot take more input.
+struct HmacSha256::Ctx {
+  EVP_MAC* mac = nullptr;
+  EVP_MAC_CTX* keyed = nullptr;  // initialised with the key, never updated
+  EVP_MAC_CTX* running = nullptr;
+  ~Ctx() {
+    EVP_MAC_CTX_free(running);
+    EVP_MAC_CTX_free(keyed);
+    EVP_MAC_free(mac);
+  }
+};
+
+HmacSha256::HmacSha256(std::span<const uint8_t> key) {
+  auto ctx = std::make_unique<Ctx>();
+  ctx->mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  if (ctx->mac) ctx->keyed = EVP_MAC_CTX_new(ctx->mac);
+  char digest[] = "SHA256";
+  const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string("digest", digest, 0),
+                               OSSL_PARAM_construct_end()};
+  if (!ctx->keyed || EVP_MAC_init(ctx->keyed, data_or_empty(key), key.size(), params) != 1)
+    SL_THROW(InternalError, "OpenSSL's HMAC-SHA256 failed: {}", openssl_error());
+  ctx_ = ctx.release();
+  restart();
+}
+
+HmacSha256::~HmacSha256() {
+  delete ctx_;
+}
+
+HmacSha256::HmacSha256(HmacSha256&& other) noexcept : ctx_(std::exchange(other.ctx_, nullptr)) {}
+
+HmacSha256& HmacSha256::operator=(HmacSha256&& other) noexcept {
+  if (this != &other) {
+    delete ctx_;
+    ctx_ = std::exchange(other.ctx_, nullptr);
+  }
+  return *this;
+}
+
+void HmacSha256::restart() {
+  EVP_MAC_CTX_free(ctx_->running);
+  ctx_->running = EVP_MAC_CTX_dup(ctx_->keyed);
+  if (!ctx_->running) SL_THROW(InternalError, "OpenSSL's HMAC-SHA256 failed: {}", openssl_error());
+}
+
+void HmacSha256::update(std::span<const uint8_t> data) {
+  SL_ENFORCE_T(InternalError, ctx_ != nullptr, "HmacSha256 used after a move");
+  if (!data.empty() && EVP_MAC_update(ctx_->running, data.data(), data.size()) != 1)
+    SL_THROW(InternalError, "OpenSSL's HMAC-SHA256 failed: {}", openssl_error());
+}
+
+Digest HmacSha256::final() {
+  SL_ENFORCE_T(InternalError, ctx_ != nullptr, "HmacSha256 used after a move");
+  Digest out{};
+  size_t len = 0;
+  if (EVP_MAC_final(ctx_->running, out.data(), &len, out.size()) != 1 || len != out.size())
+    SL_THROW(InternalError, "OpenSSL's HMAC-SHA256 failed: {}", openssl_error());
+  restart();
+  return out;
 }
 
 std::array<uint8_t, 32> random_nonce() {

@@ -23,6 +23,28 @@ Digest hmac_sha256(std::span<const uint8_t> key, std::span<const uint8_t> messag
 // Constant-time comparison.
 bool digest_equal(const Digest& a, const Digest& b);
 
+// HMAC-SHA256 over a message given in pieces (OpenSSL's EVP_MAC): what a receiver uses to check
+// bytes as they arrive without keeping them. Movable, not copyable.
+class HmacSha256 {
+ public:
+  explicit HmacSha256(std::span<const uint8_t> key);
+  ~HmacSha256();
+  HmacSha256(HmacSha256&& other) noexcept;
+  HmacSha256& operator=(HmacSha256&& other) noexcept;
+  HmacSha256(const HmacSha256&) = delete;
+  HmacSha256& operator=(const HmacSha256&) = delete;
+
+  void update(std::span<const uint8_t> data);
+  // The MAC of everything since the last final() (or construction), and a fresh start under the
+  // same key.
+  Digest final();
+
+ private:
+  void restart();
+  struct Ctx;
+  Ctx* ctx_ = nullptr;
+};
+
 // 64 hex characters of fresh randomness (RAND_bytes); throws IoError when OpenSSL's generator
 // fails.
 std::string make_token();

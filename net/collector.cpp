@@ -11,6 +11,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 // Boost 1.74's awaitable.hpp uses std::exchange without including <utility> (GCC 12, C++20).
@@ -20,6 +21,7 @@
 
 #include "engine/core/error.h"
 #include "net/auth.h"
+#include "net/handshake.h"
 #include "net/listener.h"
 
 namespace shardlab::net {
@@ -59,6 +61,8 @@ const char* message_name(const Message& m) {
       return "AUTH";
     case 3:
       return "AUTH_OK";
+    case 4:
+      return "BATCH_MAC";
     default:
       return "an event";
   }
@@ -110,7 +114,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void read_more();
   void on_read(const error_code& ec, size_t n);
-  void handle(Message&& message);
+  // `frame`: the message's bytes as received (the handshake and the batch MACs cover them).
+  void handle(Message&& message, std::span<const uint8_t> frame);
+  void on_event(Message&& message, std::span<const uint8_t> frame);
+  void on_batch_mac(const BatchMac& mac);
   void send(const Message& message);
   void write_next();
 
@@ -122,7 +129,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   State state_ = State::await_hello;
   bool closed_ = false;
   Hello hello_;
-  std::array<uint8_t, kChallengeSize> nonce_{};
+  std::optional<CollectorHandshake> handshake_;
+  std::optional<BatchVerifier> verifier_;  // once streaming
+  std::vector<Message> unsealed_;          // events waiting for their BATCH_MAC
   std::vector<uint8_t> chunk_ = std::vector<uint8_t>(kHandshakeChunk);  // what one read fills:
                                                                         // small until it streams
   std::vector<uint8_t> rbuf_;  // the start of a frame whose rest has not arrived yet
@@ -356,7 +365,13 @@ void Connection::read_more() {
 void Connection::on_read(const error_code& ec, size_t n) {
   if (closed_) return;
   if (ec) {
-    if (ec == asio::error::eof) {
+    if (state_ == State::await_auth && ec != asio::error::operation_aborted) {
+      // A worker leaves here when this collector's proof did not check: it holds another token.
+      close(fmt::format("rank {} left instead of answering the CHALLENGE: it did not accept this "
+                        "collector's proof of the token (does it hold a different token?)",
+                        hello_.rank),
+            true);
+    } else if (ec == asio::error::eof) {
       // A clean end: a publisher closing after its last event, or the kernel closing the socket
       // of a process that was killed or crashed (which of the two, only its JOB_STATE tells).
       close(fmt::format("closed by the peer after {} messages", messages_), false,
@@ -387,8 +402,9 @@ void Connection::on_read(const error_code& ec, size_t n) {
       close(r.error, true);
       return;
     }
+    const auto frame = bytes.subspan(begin, r.consumed);
     begin += r.consumed;
-    handle(std::move(r.message));
+    handle(std::move(r.message), frame);
   }
   if (closed_) return;
   if (rbuf_.empty()) {
@@ -400,7 +416,7 @@ void Connection::on_read(const error_code& ec, size_t n) {
   read_more();
 }
 
-void Connection::handle(Message&& message) {
+void Connection::handle(Message&& message, std::span<const uint8_t> frame) {
   switch (state_) {
     case State::await_hello: {
       auto* hello = std::get_if<Hello>(&message);
@@ -408,25 +424,24 @@ void Connection::handle(Message&& message) {
         close(fmt::format("expected HELLO, got {}", message_name(message)), true);
         return;
       }
-      if (hello->version != kProtocolVersion) {
-        close(fmt::format("protocol version {} in HELLO, this collector speaks {}", hello->version,
-                          kProtocolVersion),
-              true);
-        return;
-      }
       if (const std::string bad = hello_problem(*hello); !bad.empty()) {
         close("HELLO " + bad, true);
         return;
       }
-      hello_ = std::move(*hello);
+      handshake_.emplace(owner_.options.token);
+      std::string problem;
+      Challenge challenge;
       try {
-        nonce_ = random_nonce();
+        challenge = handshake_->challenge(*hello, frame, problem);
       } catch (const std::exception& e) {  // the OS's random source failed: no challenge
         close(fmt::format("cannot make a challenge: {}", e.what()), true);
         return;
       }
-      Challenge challenge;
-      challenge.nonce = nonce_;
+      if (!problem.empty()) {
+        close(problem, true);
+        return;
+      }
+      hello_ = std::move(*hello);
       send(challenge);
       state_ = State::await_auth;
       return;
@@ -437,18 +452,17 @@ void Connection::handle(Message&& message) {
         close(fmt::format("expected AUTH, got {}", message_name(message)), true);
         return;
       }
-      const std::string& token = owner_.options.token;
-      const Digest expected = hmac_sha256(
-          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(token.data()), token.size()),
-          std::span<const uint8_t>(nonce_.data(), nonce_.size()));
-      Digest got;
-      std::copy(auth->mac.begin(), auth->mac.end(), got.begin());
-      if (!digest_equal(expected, got)) {
-        close(fmt::format("authentication failed for rank {} (wrong token)", hello_.rank), true);
+      if (!handshake_->check(*auth)) {
+        close(fmt::format("authentication failed for rank {} (wrong token, or an answer made for "
+                          "another connection)",
+                          hello_.rank),
+              true);
         return;
       }
       timer_.cancel();
       state_ = State::streaming;
+      verifier_.emplace(handshake_->session_key());
+      handshake_.reset();
       if (owner_.handshaking > 0) --owner_.handshaking;
       send(AuthOk{});
       owner_.authenticated.fetch_add(1, std::memory_order_relaxed);
@@ -458,28 +472,60 @@ void Connection::handle(Message&& message) {
       return;
     }
     case State::streaming: {
-      auto* event = std::get_if<telemetry::Event>(&message);
-      if (!event) {
-        close(fmt::format("unexpected {} after the handshake", message_name(message)), true);
+      if (const auto* mac = std::get_if<BatchMac>(&message)) {
+        on_batch_mac(*mac);
         return;
       }
-      if (event->rank != hello_.rank) {
-        close(
-            fmt::format("event for rank {} on the connection of rank {}", event->rank, hello_.rank),
-            true);
-        return;
-      }
-      if (event->seq == kCollectorSeq) {  // reserved for the collector's own lost-connection events
-        close(fmt::format("event with the reserved sequence number {}", kCollectorSeq), true);
-        return;
-      }
-      if (const auto* s = std::get_if<telemetry::JobStateEvent>(&event->payload))
-        owner_.job_state(hello_.rank, s->state);
-      ++messages_;
-      owner_.dispatch(message);
+      on_event(std::move(message), frame);
       return;
     }
   }
+}
+
+// An event is checked for what it claims at once, and held until its batch's MAC checks.
+void Connection::on_event(Message&& message, std::span<const uint8_t> frame) {
+  auto* event = std::get_if<telemetry::Event>(&message);
+  if (!event) {
+    close(fmt::format("unexpected {} after the handshake", message_name(message)), true);
+    return;
+  }
+  if (event->rank != hello_.rank) {
+    close(fmt::format("event for rank {} on the connection of rank {}", event->rank, hello_.rank),
+          true);
+    return;
+  }
+  if (event->seq == kCollectorSeq) {  // reserved for the collector's own lost-connection events
+    close(fmt::format("event with the reserved sequence number {}", kCollectorSeq), true);
+    return;
+  }
+  verifier_->add(frame);
+  if (verifier_->unsealed_bytes() > max_unsealed_bytes(owner_.options.max_payload)) {
+    close(fmt::format("{} bytes of events without a BATCH_MAC (a worker seals every {} bytes)",
+                      verifier_->unsealed_bytes(), kSealBytes),
+          true);
+    return;
+  }
+  unsealed_.push_back(std::move(message));
+}
+
+void Connection::on_batch_mac(const BatchMac& mac) {
+  const uint64_t batch = verifier_->batches();
+  if (!verifier_->check(mac)) {
+    close(fmt::format("batch {} of rank {} failed its integrity check ({} events discarded): the "
+                      "stream was altered on the way, or its sender does not hold the session key",
+                      batch, hello_.rank, unsealed_.size()),
+          true);
+    return;
+  }
+  for (Message& m : unsealed_) {
+    const auto& event = std::get<telemetry::Event>(m);
+    if (const auto* s = std::get_if<telemetry::JobStateEvent>(&event.payload))
+      owner_.job_state(hello_.rank, s->state);
+    ++messages_;
+    owner_.dispatch(m);
+    if (closed_) break;
+  }
+  unsealed_.clear();
 }
 
 void Connection::send(const Message& message) {

@@ -31,6 +31,8 @@ const char* to_string(MessageType type) {
       return "auth";
     case MessageType::auth_ok:
       return "auth_ok";
+    case MessageType::batch_mac:
+      return "batch_mac";
     case MessageType::step:
       return "step";
     case MessageType::memory:
@@ -54,7 +56,7 @@ const char* to_string(MessageType type) {
 namespace {
 
 bool known_type(uint16_t t) {
-  return (t >= 1 && t <= 4) || (t >= 16 && t <= 23);
+  return (t >= 1 && t <= 5) || (t >= 16 && t <= 23);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -117,6 +119,7 @@ MessageType type_of(const Message& message) {
                         [](const Challenge&) { return MessageType::challenge; },
                         [](const Auth&) { return MessageType::auth; },
                         [](const AuthOk&) { return MessageType::auth_ok; },
+                        [](const BatchMac&) { return MessageType::batch_mac; },
                         [](const telemetry::Event& e) { return type_of(e.payload); },
                     },
                     message);
@@ -194,10 +197,17 @@ void write_message(Writer& w, const Message& message) {
                    w.i32(h.dp_i);
                    w.str(h.host, "host");
                    w.i64(h.pid);
+                   w.u16(h.min_version);
+                   w.bytes(h.nonce);
                  },
-                 [&](const Challenge& c) { w.bytes(c.nonce); },
+                 [&](const Challenge& c) {
+                   w.u16(c.version);
+                   w.bytes(c.nonce);
+                   w.bytes(c.proof);
+                 },
                  [&](const Auth& a) { w.bytes(a.mac); },
                  [&](const AuthOk&) {},
+                 [&](const BatchMac& b) { w.bytes(b.mac); },
                  [&](const telemetry::Event& e) {
                    w.i32(e.rank);
                    w.u64(e.seq);
@@ -300,7 +310,7 @@ class Reader {
   std::string error_;
 };
 
-Hello read_hello(Reader& r) {
+Hello read_hello(Reader& r, uint16_t version) {
   Hello h;
   h.version = r.u16("version");
   h.job_id = r.str("job_id");
@@ -314,6 +324,12 @@ Hello read_hello(Reader& r) {
   h.dp_i = r.i32("dp_i");
   h.host = r.str("host");
   h.pid = r.i64("pid");
+  if (version >= 3) {
+    h.min_version = r.u16("min_version");
+    r.bytes(h.nonce, "nonce");
+  } else {  // a worker of version 1 or 2 spoke exactly one version and sent no nonce
+    h.min_version = h.version;
+  }
   return h;
 }
 
@@ -398,10 +414,13 @@ telemetry::Payload read_event_payload(Reader& r, MessageType type, uint16_t vers
 Message read_message(Reader& r, MessageType type, uint16_t version) {
   switch (type) {
     case MessageType::hello:
-      return read_hello(r);
+      return read_hello(r, version);
     case MessageType::challenge: {
       Challenge c;
+      c.version = version;
+      if (version >= 3) c.version = r.u16("version");
       r.bytes(c.nonce, "nonce");
+      if (version >= 3) r.bytes(c.proof, "proof");
       return c;
     }
     case MessageType::auth: {
@@ -411,6 +430,11 @@ Message read_message(Reader& r, MessageType type, uint16_t version) {
     }
     case MessageType::auth_ok:
       return AuthOk{};
+    case MessageType::batch_mac: {
+      BatchMac b;
+      r.bytes(b.mac, "mac");
+      return b;
+    }
     default: {
       telemetry::Event e;
       e.rank = r.i32("rank");
@@ -471,10 +495,10 @@ DecodeResult decode_frame(std::span<const uint8_t> bytes, uint32_t max_payload) 
   if (bytes.size() >= 6) {
     const auto version = static_cast<uint16_t>(load_le(bytes.data() + 4, 2));
     if (version < kOldestProtocolVersion || version > kProtocolVersion)
-      return error_result(fmt::format("unsupported protocol version {} (this build speaks {}, "
-                                      "and reads {} to {})",
-                                      version, kProtocolVersion, kOldestProtocolVersion,
-                                      kProtocolVersion));
+      return error_result(
+          fmt::format("unsupported protocol version {} (this build speaks {}, "
+                      "and reads {} to {})",
+                      version, kProtocolVersion, kOldestProtocolVersion, kProtocolVersion));
   }
   if (bytes.size() >= 8) {
     const auto type = static_cast<uint16_t>(load_le(bytes.data() + 6, 2));

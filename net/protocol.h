@@ -1,19 +1,30 @@
-// The telemetry wire protocol, version 2: length-prefixed binary frames over TCP, little-endian.
+// The telemetry wire protocol, version 3: length-prefixed binary frames over TCP, little-endian.
 //
 //   frame   = header (12 bytes) + payload (header.length bytes, at most the receiver's limit,
 //             1 MiB by default)
-//   header  = u32 magic 'SLTM' (0x4D544C53 read as little-endian bytes "SLTM"), u16 version (2),
+//   header  = u32 magic 'SLTM' (0x4D544C53 read as little-endian bytes "SLTM"), u16 version (3),
 //             u16 message type, u32 payload length
 //
-// Connection: the worker sends HELLO; the collector answers CHALLENGE (32 random bytes); the
-// worker answers AUTH = HMAC-SHA256(token, challenge) (net/auth.h); the collector answers
+// Connection (version 3; net/handshake.h has the cryptography and the reasons): the worker sends
+// HELLO with the versions it speaks and a fresh nonce; the collector picks the highest version
+// both speak and answers CHALLENGE (that version, its own nonce, and its proof that it holds the
+// job's token, an HMAC over the whole handshake so far); the worker checks the proof and answers
+// AUTH (its own proof, bound to the same transcript and to its direction); the collector answers
 // AUTH_OK, or closes the connection with a logged reason. Then the worker streams event frames
-// (one message type per event kind). Strings are u32 length + bytes (at most 64 KiB).
+// (one message type per event kind), each run of them followed by a BATCH_MAC: an HMAC under a
+// session key both sides derived from the handshake, so the stream cannot be altered, cut and
+// spliced, or added to on the way. The collector hands on a run's events only once its BATCH_MAC
+// checks. Strings are u32 length + bytes (at most 64 KiB).
 //
 // Payloads (after the header):
-//   HELLO       u16 protocol version, str job id, i32 rank, i32 world size, i32 pp, i32 tp,
-//               i32 dp, i32 pp_i, i32 tp_i, i32 dp_i, str host, i64 pid
-//   CHALLENGE   32 bytes;  AUTH  32 bytes;  AUTH_OK  nothing
+//   HELLO       u16 highest protocol version spoken, str job id, i32 rank, i32 world size, i32 pp,
+//               i32 tp, i32 dp, i32 pp_i, i32 tp_i, i32 dp_i, str host, i64 pid, then (version 3)
+//               u16 lowest protocol version spoken, 32 bytes worker nonce. Its frame header
+//               carries the lowest version the worker speaks, so any collector that speaks that
+//               one can read it.
+//   CHALLENGE   (version 3) u16 version chosen, 32 bytes collector nonce, 32 bytes collector proof;
+//               (versions 1, 2) 32 bytes nonce
+//   AUTH        32 bytes;  AUTH_OK  nothing;  BATCH_MAC  32 bytes (version 3)
 //   events      i32 rank, u64 seq, f64 time, then per kind:
 //     STEP        i64 step, f64 loss, f64 lr, f64 grad norm, f64 throughput, u8 tokens,
 //                 f64 step seconds
@@ -43,10 +54,14 @@
 namespace shardlab::net {
 
 inline constexpr uint32_t kMagic = 0x4D544C53;  // bytes "SLTM"
-inline constexpr uint16_t kProtocolVersion = 2;
+inline constexpr uint16_t kProtocolVersion = 3;
 // Frames of versions kOldestProtocolVersion..kProtocolVersion decode (recordings made by older
-// builds replay); a live collector still wants its own version in HELLO.
+// builds replay).
 inline constexpr uint16_t kOldestProtocolVersion = 1;
+// The oldest version a live connection may speak: version 3 brought mutual authentication and the
+// integrity of the stream, and a collector that fell back to version 2 for an old worker would
+// let anyone in the middle talk it down to a stream nobody can check.
+inline constexpr uint16_t kOldestLiveVersion = 3;
 inline constexpr size_t kHeaderSize = 12;
 inline constexpr uint32_t kDefaultMaxPayload = 1u << 20;
 inline constexpr size_t kChallengeSize = 32;
@@ -66,6 +81,7 @@ enum class MessageType : uint16_t {
   challenge = 2,
   auth = 3,
   auth_ok = 4,
+  batch_mac = 5,
   step = 16,
   memory = 17,
   collective = 18,
@@ -88,23 +104,32 @@ struct FrameHeader {
 static_assert(sizeof(FrameHeader) == kHeaderSize, "the frame header is 12 bytes on the wire");
 
 struct Hello {
-  uint16_t version = kProtocolVersion;
+  uint16_t version = kProtocolVersion;  // the highest version the worker speaks
   std::string job_id;
   int32_t rank = 0, world = 1;
   int32_t pp = 1, tp = 1, dp = 1;
   int32_t pp_i = 0, tp_i = 0, dp_i = 0;
   std::string host;
   int64_t pid = 0;
+  // Version 3 on (a HELLO of an older frame reads as min_version = version and a zero nonce).
+  uint16_t min_version = kOldestLiveVersion;  // the lowest version the worker speaks
+  std::array<uint8_t, kChallengeSize> nonce{};
 };
 struct Challenge {
+  uint16_t version = kProtocolVersion;  // the version the collector chose (version 3 on)
   std::array<uint8_t, kChallengeSize> nonce{};
+  std::array<uint8_t, 32> proof{};  // version 3 on
 };
 struct Auth {
   std::array<uint8_t, 32> mac{};
 };
 struct AuthOk {};
+// Closes a run of event frames: the HMAC of their bytes under the session key (net/handshake.h).
+struct BatchMac {
+  std::array<uint8_t, 32> mac{};
+};
 
-using Message = std::variant<Hello, Challenge, Auth, AuthOk, telemetry::Event>;
+using Message = std::variant<Hello, Challenge, Auth, AuthOk, BatchMac, telemetry::Event>;
 
 // The whole frame (header + payload) for a message. Throws InvalidArgument for a string longer
 // than kMaxString or a JobState outside its enumerators.

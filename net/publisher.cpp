@@ -7,7 +7,7 @@
 // after reconnecting; frames it took count as sent. Before every write the socket is polled: the
 // collector never speaks after AUTH_OK, so readability means it has closed, and nothing is
 // written into a dead connection. What remains possible is a collector dying with frames in
-// its receive buffer (protocol v1 has no acknowledgements): those are lost, never duplicated.
+// its receive buffer (the protocol has no acknowledgements): those are lost, never duplicated.
 #include "net/publisher.h"
 
 #include <fmt/format.h>
@@ -31,6 +31,7 @@
 
 #include "engine/core/error.h"
 #include "net/auth.h"
+#include "net/handshake.h"
 
 namespace shardlab::net {
 
@@ -130,6 +131,7 @@ struct Publisher::Impl {
   asio::io_context io;
   tcp::socket socket{io};
   tcp::resolver resolver{io};
+  std::optional<BatchSealer> sealer;  // the connection's, once authenticated
 
   std::thread thread;
   std::mutex close_mutex;
@@ -280,14 +282,21 @@ struct Publisher::Impl {
     const auto deadline = Clock::now() + kHandshakeTimeout;
     size_t written = 0;
     std::string why;
-    if (!write_all(encode(o.hello), deadline, written, why)) {
+    std::optional<WorkerHandshake> handshake;
+    try {
+      handshake.emplace(o.token, o.hello);
+    } catch (const std::exception& e) {  // the OS's random source failed
+      err = fmt::format("cannot start the handshake with {}: {}", where, e.what());
+      return false;
+    }
+    if (!write_all(handshake->hello_frame(), deadline, written, why)) {
       err = fmt::format("sending HELLO to {} failed: {}", where, why);
       return false;
     }
     auto challenge = read_frame(deadline, why);
     if (!challenge) {
-      err = fmt::format("collector {} refused the HELLO (protocol version {}?): {}", where,
-                        o.hello.version, why);
+      err = fmt::format("collector {} refused the HELLO (protocol versions {} to {}): {}", where,
+                        kOldestLiveVersion, kProtocolVersion, why);
       return false;
     }
     auto* c = std::get_if<Challenge>(&*challenge);
@@ -295,12 +304,14 @@ struct Publisher::Impl {
       err = fmt::format("collector {} sent something other than CHALLENGE", where);
       return false;
     }
-    Auth auth;
-    const Digest mac = hmac_sha256(
-        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(o.token.data()), o.token.size()),
-        std::span<const uint8_t>(c->nonce.data(), c->nonce.size()));
-    std::copy(mac.begin(), mac.end(), auth.mac.begin());
-    if (!write_all(encode(auth), deadline, written, why)) {
+    std::vector<uint8_t> auth;
+    try {
+      auth = handshake->answer(*c);
+    } catch (const std::exception& e) {
+      err = fmt::format("collector {}: {}", where, e.what());
+      return false;
+    }
+    if (!write_all(auth, deadline, written, why)) {
       err = fmt::format("sending AUTH to {} failed: {}", where, why);
       return false;
     }
@@ -311,6 +322,7 @@ struct Publisher::Impl {
                         ok ? std::string("unexpected reply") : why);
       return false;
     }
+    sealer.emplace(handshake->session_key());
     connected = true;
     return true;
   }
@@ -375,6 +387,15 @@ struct Publisher::Impl {
       }
       bytes.clear();
       ends.clear();
+      // Runs of at most kSealBytes, each closed by its BATCH_MAC; ends[i] is the end of the
+      // BATCH_MAC that seals event i (the collector takes an event only with its run).
+      size_t run_bytes = 0, run_events = 0;
+      auto seal_run = [&] {
+        sealer->seal(bytes, run_bytes);
+        for (size_t j = ends.size() - run_events; j < ends.size(); ++j) ends[j] = bytes.size();
+        run_bytes = bytes.size();
+        run_events = 0;
+      };
       for (size_t i = 0; i < batch.size(); ++i) {
         clamp_strings(batch[i]);
         const size_t before = bytes.size();
@@ -386,7 +407,10 @@ struct Publisher::Impl {
           set_error(fmt::format("event seq {} could not be encoded: {}", batch[i].seq, e.what()));
         }
         ends.push_back(bytes.size());
+        ++run_events;
+        if (bytes.size() - run_bytes >= kSealBytes) seal_run();
       }
+      if (run_events > 0) seal_run();
       size_t written = 0;
       std::string why;
       const bool ok = alive() && write_all(bytes, Clock::now() + kWriteTimeout, written, why);
@@ -395,7 +419,8 @@ struct Publisher::Impl {
         last_write = Clock::now();
         continue;
       }
-      // Frames the kernel took whole count as sent; the rest go back to the front, in order.
+      // Events whose run the kernel took whole, BATCH_MAC included, count as sent; the rest go
+      // back to the front, in order.
       size_t done = 0;
       while (done < batch.size() && ends[done] <= written) ++done;
       sent.fetch_add(done, std::memory_order_relaxed);

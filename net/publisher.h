@@ -4,20 +4,22 @@
 // publish() stamps the HELLO's rank and the per-rank sequence number (0, 1, 2, ... over the events
 // it accepts, heartbeats included, so what a collector receives has no gaps), pushes into a bounded
 // queue and returns; when the queue is full the event is dropped and counted (it gets no number).
-// The thread connects (HELLO, answers the challenge with the token's HMAC), then sends queued
-// events in batches (one write of many frames), a heartbeat after `heartbeat` without a write,
+// The thread connects (the mutual handshake of net/handshake.h: a collector that cannot prove it
+// holds the token gets no telemetry), then sends queued events in batches (one write of many
+// frames, sealed by BATCH_MACs), a heartbeat after `heartbeat` without a write,
 // and on a lost connection reconnects with exponential back-off (`backoff_min` doubling to
 // `backoff_max`, reset after a successful handshake); events queued meanwhile wait (up to the
 // queue's capacity). A collector that refuses the token or the version is retried with back-off
 // too, and the reason is kept (last_error()). Closing flushes what is queued for at most
 // `close_timeout`, then waits (within the same bound) for the collector to read the last byte.
 //
-// Delivery: a batch leaves the queue only while it is being written; frames a failed write did
-// not hand to the kernel whole go back to the front of the queue and are sent after reconnecting,
-// and nothing is written to a connection the collector has already closed (checked before each
-// write). So a collector that is stopped and restarted gets every event exactly once, in order.
-// Protocol v1 has no acknowledgements: frames still unread in a collector's socket buffer when it
-// stops or dies, or written in the instant it closes, are lost (never duplicated).
+// Delivery: a batch leaves the queue only while it is being written; events whose sealed run a
+// failed write did not hand to the kernel whole go back to the front of the queue and are sent
+// after reconnecting, and nothing is written to a connection the collector has already closed
+// (checked before each write). So a collector that is stopped and restarted gets every event
+// exactly once, in order. The protocol has no acknowledgements: frames still unread in a
+// collector's socket buffer when it stops or dies, or written in the instant it closes, are lost
+// (never duplicated).
 #pragma once
 
 #include <atomic>

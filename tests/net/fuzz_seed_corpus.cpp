@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
       Challenge{},
       Auth{},
       AuthOk{},
+      BatchMac{},
       event(step),
       event(memory),
       event(collective),

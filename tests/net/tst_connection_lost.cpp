@@ -13,6 +13,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "net/auth.h"
 #include "net/collector.h"
 #include "net/consumers.h"
+#include "net/handshake.h"
 #include "net/protocol.h"
 #include "net/publisher.h"
 #include "net/recording.h"
@@ -82,18 +84,15 @@ class RawWorker {
  public:
   RawWorker(uint16_t port, const Hello& hello) : rank_(hello.rank) {
     socket_.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
-    send_message(Message(hello));
+    WorkerHandshake handshake(kToken, hello);
+    asio::write(socket_, asio::buffer(handshake.hello_frame()));
     const Message challenge = read_message();
     const auto* c = std::get_if<Challenge>(&challenge);
     if (!c) throw std::runtime_error("no CHALLENGE after the HELLO");
-    const Digest mac = hmac_sha256(
-        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(kToken.data()), kToken.size()),
-        std::span<const uint8_t>(c->nonce.data(), c->nonce.size()));
-    Auth auth;
-    std::copy(mac.begin(), mac.end(), auth.mac.begin());
-    send_message(Message(auth));
+    asio::write(socket_, asio::buffer(handshake.answer(*c)));
     if (!std::holds_alternative<AuthOk>(read_message()))
       throw std::runtime_error("no AUTH_OK after the AUTH");
+    sealer_.emplace(handshake.session_key());
   }
   void send(tl::Payload payload) { send_message(Message(event_of(rank_, seq_++, payload))); }
   void send_with_seq(uint64_t seq, tl::Payload payload) {
@@ -111,7 +110,12 @@ class RawWorker {
   }
 
  private:
-  void send_message(const Message& m) { asio::write(socket_, asio::buffer(encode(m))); }
+  // Each event sealed on its own, so the collector takes it at once.
+  void send_message(const Message& m) {
+    std::vector<uint8_t> bytes = encode(m);
+    sealer_->seal(bytes, 0);
+    asio::write(socket_, asio::buffer(bytes));
+  }
   Message read_message() {
     std::vector<uint8_t> bytes(kHeaderSize);
     asio::read(socket_, asio::buffer(bytes));
@@ -126,6 +130,7 @@ class RawWorker {
 
   int rank_;
   uint64_t seq_ = 0;
+  std::optional<BatchSealer> sealer_;
   asio::io_context io_;
   tcp::socket socket_{io_};
 };

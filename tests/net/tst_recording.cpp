@@ -208,6 +208,75 @@ class TestRecording : public QObject {
     QCOMPARE(col.busbw, 350.25);
   }
 
+  // Recordings made by builds of protocol versions 1 and 2 still read: a version-2 HELLO (no
+  // nonce), a version-1 COLLECTIVE (no wait, no last rank) and a version-2 STEP, written here byte
+  // by byte from the version-3 frames (the encoder writes only version 3).
+  void olderProtocolVersionsStillRead() {
+    auto set_version = [](std::vector<uint8_t>& f, uint16_t v) {
+      f[4] = static_cast<uint8_t>(v);
+      f[5] = static_cast<uint8_t>(v >> 8);
+    };
+    auto cut = [](std::vector<uint8_t>& f, size_t bytes) {
+      f.resize(f.size() - bytes);
+      const auto length = static_cast<uint32_t>(f.size() - 12);
+      std::memcpy(f.data() + 8, &length, 4);
+    };
+    Hello h;
+    h.job_id = "old-job";
+    h.rank = 1;
+    h.world = 2;
+    h.dp = 2;
+    h.dp_i = 1;
+    h.version = 2;
+    auto hello = encode(Message(h));
+    cut(hello, 2 + 32);  // the lowest version and the nonce came with version 3
+    set_version(hello, 2);
+    tl::CollectiveEvent col;
+    col.op = "all_reduce";
+    col.group = "dp";
+    col.bytes = 4096;
+    col.busbw = 12.5;
+    col.ok = true;
+    tl::Event ce{1, 0, 1.7e9, col};
+    auto collective = encode(Message(ce));
+    cut(collective, 8 + 4);  // wait and last rank came with version 2
+    set_version(collective, 1);
+    tl::StepEvent st;
+    st.step = 7;
+    st.loss = 0.75;
+    tl::Event se{1, 1, 1.7e9 + 1, st};
+    auto step = encode(Message(se));
+    set_version(step, 2);
+
+    std::vector<uint8_t> payload = hello;
+    payload.insert(payload.end(), collective.begin(), collective.end());
+    payload.insert(payload.end(), step.begin(), step.end());
+    std::vector<uint8_t> file = file_header();
+    append_block(file, payload, 3);
+    const std::string p = path("old-versions.slrec");
+    {
+      std::ofstream out(p, std::ios::binary);
+      out.write(reinterpret_cast<const char*>(file.data()),
+                static_cast<std::streamsize>(file.size()));
+    }
+    const RecordingContents c = read_recording(p);
+    QVERIFY2(c.complete, c.note.c_str());
+    QCOMPARE(c.messages.size(), size_t{3});
+    const auto& rh = std::get<Hello>(c.messages[0]);
+    QCOMPARE(rh.job_id, std::string("old-job"));
+    QCOMPARE(rh.rank, 1);
+    QCOMPARE(rh.version, uint16_t{2});
+    QCOMPARE(rh.min_version, uint16_t{2});
+    const auto& rc = std::get<tl::CollectiveEvent>(std::get<tl::Event>(c.messages[1]).payload);
+    QCOMPARE(rc.op, std::string("all_reduce"));
+    QCOMPARE(rc.busbw, 12.5);
+    QCOMPARE(rc.wait, -1.0);  // unknown in version 1
+    QCOMPARE(rc.last_rank, -1);
+    const auto& rs = std::get<tl::StepEvent>(std::get<tl::Event>(c.messages[2]).payload);
+    QCOMPARE(rs.step, int64_t{7});
+    QCOMPARE(rs.loss, 0.75);
+  }
+
   void emptyRecording() {
     const std::string p = path("empty.slrec");
     { RecordingWriter w(p); }
