@@ -499,13 +499,28 @@ void MainWindow::showShares(const net::RunModel& run) {
 }
 
 bool MainWindow::openFile(const QString& path) {
-  QFile f(path);
-  if (!f.open(QIODevice::ReadOnly | QIODevice::Text)) {
-    problem_ = tr("cannot open %1: %2").arg(path, f.errorString());
+  const auto refuse = [&](const QString& why) {
+    problem_ = tr("cannot open %1: %2").arg(path, why);
     statusBar()->showMessage(problem_);
     return false;
-  }
-  editor_->setText(QString::fromUtf8(f.readAll()));
+  };
+  // Only a regular file of at most kMaxJobFileBytes (the CLI's limit) is read: opening a FIFO
+  // waits for a writer, a device such as /dev/zero never ends, and a huge file picked by mistake
+  // would take the app's memory. Checked before opening, and the read is bounded as well (the
+  // file may grow in between).
+  constexpr auto kMax = static_cast<qint64>(kMaxJobFileBytes);
+  const QString too_large = tr("larger than %1 MiB, not a job file").arg(kMax >> 20);
+  const QFileInfo info(path);
+  if (info.isDir()) return refuse(tr("is a directory"));
+  if (info.exists() && !info.isFile())
+    return refuse(tr("not a regular file (a device, FIFO or socket)"));
+  if (info.size() > kMax) return refuse(too_large);
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly | QIODevice::Text)) return refuse(f.errorString());
+  const QByteArray text = f.read(kMax + 1);
+  if (text.size() > kMax) return refuse(too_large);
+  if (f.error() != QFileDevice::NoError) return refuse(f.errorString());
+  editor_->setText(QString::fromUtf8(text));
   file_ = path;
   setWindowTitle(tr("ShardLab — %1").arg(path));
   statusBar()->showMessage(tr("Opened %1").arg(path));

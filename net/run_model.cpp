@@ -43,6 +43,14 @@ void thin_series(RankState& r) {
   r.series_stride *= 2;
 }
 
+// The same for its evaluations (RankState::evals).
+void thin_evals(RankState& r) {
+  size_t k = 0;
+  for (size_t i = 0; i < r.evals.size(); i += 2) r.evals[k++] = r.evals[i];
+  r.evals.resize(k);
+  r.eval_stride *= 2;
+}
+
 }  // namespace
 
 int comm_kind(const std::string& group) {
@@ -139,7 +147,13 @@ void RunModel::add(const Message& message, double received) {
                    ++r.collectives;
                  },
                  [&](const telemetry::PhaseEvent&) {},
-                 [&](const telemetry::EvalEvent& e) { r.evals.push_back(e); },
+                 [&](const telemetry::EvalEvent& e) {
+                   r.last_eval = e;
+                   if (r.evals_seen++ % r.eval_stride == 0) {
+                     r.evals.push_back(e);
+                     if (r.evals.size() >= kMaxSeriesPoints) thin_evals(r);
+                   }
+                 },
                  [&](const telemetry::HeartbeatEvent&) {},
                  [&](const telemetry::LogLineEvent&) {},
                  [&](const telemetry::JobStateEvent& e) {
@@ -239,8 +253,7 @@ std::string RunModel::table(double now) const {
   // Every rank reports the same global evaluation: one line under the table for the newest.
   const telemetry::EvalEvent* eval = nullptr;
   for (const auto& [rank, r] : ranks_)
-    if (!r.evals.empty() && (eval == nullptr || r.evals.back().step > eval->step))
-      eval = &r.evals.back();
+    if (r.last_eval && (eval == nullptr || r.last_eval->step > eval->step)) eval = &*r.last_eval;
   if (eval != nullptr)
     out += fmt::format("eval at step {}: loss {:.4g}, accuracy {:.1f}% ({} samples)\n", eval->step,
                        eval->loss, 100.0 * eval->accuracy, eval->samples);

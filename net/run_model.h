@@ -45,8 +45,15 @@ struct RankState {
   std::vector<double> step_times;
   std::vector<double> loss_series;
   int64_t series_stride = 1;
-  int64_t series_steps = 0;                 // STEP events seen
-  std::vector<telemetry::EvalEvent> evals;  // every evaluation, in order
+  int64_t series_steps = 0;  // STEP events seen
+  // The rank's EVAL events, in order, bounded the same way: every eval_stride-th one (evals[i] is
+  // the (i * eval_stride + 1)-th EVAL received); at kMaxSeriesPoints every other one goes and the
+  // stride doubles. Each keeps its own step (EvalEvent::step): draw them by that, not by index.
+  // The newest is last_eval, which the thinned list need not hold.
+  std::vector<telemetry::EvalEvent> evals;
+  int64_t eval_stride = 1;
+  int64_t evals_seen = 0;  // EVAL events seen
+  std::optional<telemetry::EvalEvent> last_eval;
 };
 
 // The kinds of communicator group a collective runs on, the part of its group name before '['
@@ -55,7 +62,7 @@ inline constexpr std::array<const char*, 4> kCommKinds{"tp", "pp", "dp", "world"
 // kCommKinds' index of `group`'s kind; -1 for another name.
 int comm_kind(const std::string& group);
 
-// The most points RankState keeps per series (see step_times).
+// The most points RankState keeps per series (see step_times) and evaluations (see evals).
 inline constexpr size_t kMaxSeriesPoints = size_t{1} << 16;
 
 class RunModel {

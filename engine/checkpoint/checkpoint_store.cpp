@@ -11,6 +11,7 @@
 
 #include "engine/core/atomic_file.h"
 #include "engine/core/bytes.h"
+#include "engine/core/display_text.h"
 #include "engine/core/error.h"
 
 namespace fs = std::filesystem;
@@ -24,6 +25,11 @@ constexpr const char* kLatest = "latest";
 
 std::string step_name(int64_t step) {
   return fmt::format("step-{:08d}", step);
+}
+
+// A path as messages show it (a directory or a shard file name with a control character in it).
+std::string shown(const std::string& path) {
+  return display_text(path, kMaxDisplayPathBytes);
 }
 
 std::string join(const std::string& dir, const std::string& name) {
@@ -74,7 +80,8 @@ std::vector<StepDir> list_steps(const std::string& dir) {
       steps.push_back({*step, path, is_file(join(path, kManifest))});
     }
   }
-  SL_ENFORCE_T(IoError, !ec, "{}: cannot list the checkpoint directory ({})", dir, ec.message());
+  SL_ENFORCE_T(IoError, !ec, "{}: cannot list the checkpoint directory ({})", shown(dir),
+               ec.message());
   std::sort(steps.begin(), steps.end(),
             [](const StepDir& a, const StepDir& b) { return a.step < b.step; });
   return steps;
@@ -82,9 +89,9 @@ std::vector<StepDir> list_steps(const std::string& dir) {
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  SL_ENFORCE_T(IoError, in.good(), "{}: cannot open", path);
+  SL_ENFORCE_T(IoError, in.good(), "{}: cannot open", shown(path));
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  SL_ENFORCE_T(IoError, !in.bad(), "{}: read failed", path);
+  SL_ENFORCE_T(IoError, !in.bad(), "{}: read failed", shown(path));
   return text;
 }
 
@@ -95,7 +102,8 @@ void remove_step(const std::string& path) {
   std::error_code ec;
   fs::remove(join(path, kManifest), ec);
   if (!ec) fs::remove_all(path, ec);
-  SL_ENFORCE_T(IoError, !ec, "{}: cannot remove the old checkpoint ({})", path, ec.message());
+  SL_ENFORCE_T(IoError, !ec, "{}: cannot remove the old checkpoint ({})", shown(path),
+               ec.message());
 }
 
 void prune(const std::string& dir, int64_t committed, int keep_last) {
@@ -129,8 +137,8 @@ void prune(const std::string& dir, int64_t committed, int keep_last) {
 const ShardEntry& entry_for(const std::string& sd, const CheckpointManifest& m, int rank) {
   auto it = std::find_if(m.shards.begin(), m.shards.end(),
                          [&](const ShardEntry& e) { return e.rank == rank; });
-  SL_ENFORCE_T(IoError, it != m.shards.end(), "{}: the manifest lists no shard for rank {}", sd,
-               rank);
+  SL_ENFORCE_T(IoError, it != m.shards.end(), "{}: the manifest lists no shard for rank {}",
+               shown(sd), rank);
   return *it;
 }
 
@@ -150,10 +158,12 @@ void prepare_step(const std::string& dir, int64_t step) {
   const std::string sd = step_dir(dir, step);
   std::error_code ec;
   fs::create_directories(sd, ec);
-  SL_ENFORCE_T(IoError, !ec, "{}: cannot create the checkpoint directory ({})", sd, ec.message());
+  SL_ENFORCE_T(IoError, !ec, "{}: cannot create the checkpoint directory ({})", shown(sd),
+               ec.message());
   const std::string manifest = join(sd, kManifest);
   if (fs::remove(manifest, ec)) fsync_directory(sd);
-  SL_ENFORCE_T(IoError, !ec, "{}: cannot remove the old manifest ({})", manifest, ec.message());
+  SL_ENFORCE_T(IoError, !ec, "{}: cannot remove the old manifest ({})", shown(manifest),
+               ec.message());
 }
 
 ShardEntry write_shard(const std::string& dir, int64_t step, int rank,
@@ -162,7 +172,8 @@ ShardEntry write_shard(const std::string& dir, int64_t step, int rank,
   const std::string sd = step_dir(dir, step);
   std::error_code ec;
   fs::create_directories(sd, ec);
-  SL_ENFORCE_T(IoError, !ec, "{}: cannot create the checkpoint directory ({})", sd, ec.message());
+  SL_ENFORCE_T(IoError, !ec, "{}: cannot create the checkpoint directory ({})", shown(sd),
+               ec.message());
   ShardEntry e;
   e.rank = rank;
   e.file = shard_file_name(rank);
@@ -181,10 +192,11 @@ void commit(const std::string& dir, const CheckpointManifest& m, int keep_last,
     const std::string path = join(sd, s.file);
     std::error_code ec;
     const auto size = fs::file_size(path, ec);
-    SL_ENFORCE_T(IoError, !ec, "{}: missing shard for rank {} ({})", path, s.rank, ec.message());
+    SL_ENFORCE_T(IoError, !ec, "{}: missing shard for rank {} ({})", shown(path), s.rank,
+                 ec.message());
     SL_ENFORCE_T(FormatError, size == s.bytes,
-                 "{}: {} bytes on disk but the manifest lists {} for rank {}", path, size, s.bytes,
-                 s.rank);
+                 "{}: {} bytes on disk but the manifest lists {} for rank {}", shown(path), size,
+                 s.bytes, s.rank);
   }
   auto stage = [&](const char* name) {
     if (options.before_stage) options.before_stage(name);
@@ -200,7 +212,7 @@ void commit(const std::string& dir, const CheckpointManifest& m, int keep_last,
 std::string find_checkpoint(const std::string& step_or_dir) {
   const std::string p = strip_trailing_separators(step_or_dir);
   std::error_code ec;
-  SL_ENFORCE_T(IoError, fs::is_directory(p, ec), "{}: no such checkpoint directory", p);
+  SL_ENFORCE_T(IoError, fs::is_directory(p, ec), "{}: no such checkpoint directory", shown(p));
   if (is_file(join(p, kManifest)) || parse_step_name(fs::path(p).filename().string())) return p;
   if (is_file(join(p, kLatest))) {
     std::string name = read_text(join(p, kLatest));
@@ -213,18 +225,19 @@ std::string find_checkpoint(const std::string& step_or_dir) {
   const auto steps = list_steps(p);
   for (auto it = steps.rbegin(); it != steps.rend(); ++it)
     if (it->complete) return it->path;
-  SL_THROW(IoError, "{}: no complete checkpoint (no manifest.json in any step-* directory)", p);
+  SL_THROW(IoError, "{}: no complete checkpoint (no manifest.json in any step-* directory)",
+           shown(p));
 }
 
 CheckpointManifest read_manifest(const std::string& step_or_dir) {
   const std::string sd = find_checkpoint(step_or_dir);
   const std::string path = join(sd, kManifest);
-  SL_ENFORCE_T(IoError, is_file(path), "{}: incomplete checkpoint (no manifest.json)", sd);
+  SL_ENFORCE_T(IoError, is_file(path), "{}: incomplete checkpoint (no manifest.json)", shown(sd));
   CheckpointManifest m = parse_manifest(read_text(path), path);
   const std::string name = fs::path(sd).filename().string();
   if (auto step = parse_step_name(name))
-    SL_ENFORCE_T(FormatError, *step == m.step, "{}: step {} does not match its directory {}", path,
-                 m.step, name);
+    SL_ENFORCE_T(FormatError, *step == m.step, "{}: step {} does not match its directory {}",
+                 shown(path), m.step, name);
   return m;
 }
 
@@ -236,26 +249,28 @@ std::vector<uint8_t> read_shard(const std::string& step_dir, const CheckpointMan
       !e.file.empty() && e.file.find('/') == std::string::npos && e.file != "." && e.file != "..",
       "{}: the manifest names shard '{}' for rank {}, which is not a file name in the "
       "checkpoint directory",
-      step_dir, e.file, rank);
+      shown(step_dir), display_text(e.file), rank);
   const std::string path = join(step_dir, e.file);
   SL_ENFORCE_T(IoError, !is_symlink(path),
-               "{}: the shard for rank {} is a symbolic link (not followed)", path, rank);
+               "{}: the shard for rank {} is a symbolic link (not followed)", shown(path), rank);
   std::error_code ec;
   const auto size = fs::file_size(path, ec);
-  SL_ENFORCE_T(IoError, !ec, "{}: missing shard for rank {} ({})", path, rank, ec.message());
-  SL_ENFORCE_T(FormatError, size >= e.bytes, "{}: truncated ({} of {} bytes)", path, size, e.bytes);
+  SL_ENFORCE_T(IoError, !ec, "{}: missing shard for rank {} ({})", shown(path), rank, ec.message());
+  SL_ENFORCE_T(FormatError, size >= e.bytes, "{}: truncated ({} of {} bytes)", shown(path), size,
+               e.bytes);
   SL_ENFORCE_T(FormatError, size == e.bytes,
-               "{}: {} bytes but the manifest lists {}: the shard is corrupt", path, size, e.bytes);
+               "{}: {} bytes but the manifest lists {}: the shard is corrupt", shown(path), size,
+               e.bytes);
   std::vector<uint8_t> bytes(e.bytes);
   std::ifstream in(path, std::ios::binary);
-  SL_ENFORCE_T(IoError, in.good(), "{}: cannot open the shard for rank {}", path, rank);
+  SL_ENFORCE_T(IoError, in.good(), "{}: cannot open the shard for rank {}", shown(path), rank);
   in.read(reinterpret_cast<char*>(bytes.data()), std::streamsize(bytes.size()));
   SL_ENFORCE_T(IoError, in.gcount() == std::streamsize(bytes.size()), "{}: read {} of {} bytes",
-               path, in.gcount(), bytes.size());
+               shown(path), in.gcount(), bytes.size());
   const uint32_t crc = crc32_of(bytes.data(), bytes.size());
   SL_ENFORCE_T(FormatError, crc == e.crc32,
                "{}: checksum mismatch (manifest crc32 {:08x}, file {:08x}): the shard is corrupt",
-               path, e.crc32, crc);
+               shown(path), e.crc32, crc);
   return bytes;
 }
 
@@ -276,11 +291,12 @@ std::string describe(const CheckpointManifest& m) {
       "topology: pp {} x tp {} x dp {} = world {}\n"
       "layout:   {}\n"
       "shards:   {} files, {} bytes in all, checksum crc32\n",
-      m.step, m.format_version, m.strategy.empty() ? "(none)" : m.strategy, m.pp, m.tp, m.dp,
-      m.world_size, layout, m.shards.size(), total);
+      m.step, m.format_version, m.strategy.empty() ? "(none)" : display_text(m.strategy), m.pp,
+      m.tp, m.dp, m.world_size, layout, m.shards.size(), total);
   out += fmt::format("  {:>6}  {:<20} {:>14}  {}\n", "rank", "file", "bytes", "crc32");
   for (const auto& s : m.shards)
-    out += fmt::format("  {:>6}  {:<20} {:>14}  {:08x}\n", s.rank, s.file, s.bytes, s.crc32);
+    out += fmt::format("  {:>6}  {:<20} {:>14}  {:08x}\n", s.rank, display_text(s.file), s.bytes,
+                       s.crc32);
   return out;
 }
 

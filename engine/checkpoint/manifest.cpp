@@ -5,6 +5,7 @@
 #include <limits>
 #include <set>
 
+#include "engine/core/display_text.h"
 #include "engine/core/error.h"
 #include "engine/core/json_limits.h"
 
@@ -23,6 +24,7 @@ const char* type_name(const nlohmann::json& v) {
 }
 
 // Type-checked field access; `where` is the field's path inside the manifest ("shards[2].bytes").
+// `source` is the manifest's path as messages show it (display_text()).
 class Fields {
  public:
   Fields(const nlohmann::json& obj, std::string source, std::string prefix)
@@ -73,6 +75,7 @@ class Fields {
 
 constexpr int64_t kIntMax = std::numeric_limits<int>::max();
 
+// `source`: as messages show it.
 uint32_t parse_crc(const std::string& s, const std::string& source, const std::string& field) {
   bool ok = s.size() == 8;
   uint32_t v = 0;
@@ -85,7 +88,7 @@ uint32_t parse_crc(const std::string& s, const std::string& source, const std::s
     v = (v << 4) | uint32_t(d & 0xf);
   }
   SL_ENFORCE_T(FormatError, ok, "{}: field '{}' must be 8 hex digits, got \"{}\"", source, field,
-               s);
+               display_text(s));
   return v;
 }
 
@@ -119,9 +122,10 @@ std::string manifest_problem(const CheckpointManifest& m) {
     if (!ranks.insert(s.rank).second)
       return fmt::format("shards[{}].rank: rank {} is listed twice", i, s.rank);
     if (!plain_file_name(s.file))
-      return fmt::format("shards[{}].file: must be a plain file name, got \"{}\"", i, s.file);
+      return fmt::format("shards[{}].file: must be a plain file name, got \"{}\"", i,
+                         display_text(s.file));
     if (s.file == "manifest.json" || !files.insert(s.file).second)
-      return fmt::format("shards[{}].file: \"{}\" is used twice", i, s.file);
+      return fmt::format("shards[{}].file: \"{}\" is used twice", i, display_text(s.file));
   }
   return {};
 }
@@ -146,14 +150,15 @@ nlohmann::json to_json(const CheckpointManifest& m) {
 }
 
 CheckpointManifest manifest_from_json(const nlohmann::json& j, const std::string& source) {
-  SL_ENFORCE_T(FormatError, j.is_object(), "{}: the manifest must be a JSON object, got {}", source,
+  const std::string shown = display_text(source, kMaxDisplayPathBytes);
+  SL_ENFORCE_T(FormatError, j.is_object(), "{}: the manifest must be a JSON object, got {}", shown,
                type_name(j));
-  const Fields f(j, source, "");
+  const Fields f(j, shown, "");
   CheckpointManifest m;
   // The version first: a newer format may change every other field.
   m.format_version = int(f.integer("format_version", 0, kIntMax));
   SL_ENFORCE_T(FormatError, m.format_version == CheckpointManifest::kFormatVersion,
-               "{}: format_version {} is not supported (this build reads {})", source,
+               "{}: format_version {} is not supported (this build reads {})", shown,
                m.format_version, CheckpointManifest::kFormatVersion);
   m.step = f.integer("step", 0, std::numeric_limits<int64_t>::max());
   m.strategy = f.string("strategy");
@@ -164,34 +169,35 @@ CheckpointManifest manifest_from_json(const nlohmann::json& j, const std::string
   m.layout = f.at("layout");
   const std::string checksum = f.string("checksum");
   SL_ENFORCE_T(FormatError, checksum == "crc32",
-               "{}: checksum \"{}\" is not supported (this build reads \"crc32\")", source,
-               checksum);
+               "{}: checksum \"{}\" is not supported (this build reads \"crc32\")", shown,
+               display_text(checksum));
   const auto& shards = f.at("shards");
-  SL_ENFORCE_T(FormatError, shards.is_array(), "{}: field 'shards' must be an array, got {}",
-               source, type_name(shards));
+  SL_ENFORCE_T(FormatError, shards.is_array(), "{}: field 'shards' must be an array, got {}", shown,
+               type_name(shards));
   for (size_t i = 0; i < shards.size(); ++i) {
     const std::string prefix = fmt::format("shards[{}].", i);
     SL_ENFORCE_T(FormatError, shards[i].is_object(), "{}: field 'shards[{}]' must be an object",
-                 source, i);
-    const Fields s(shards[i], source, prefix);
+                 shown, i);
+    const Fields s(shards[i], shown, prefix);
     ShardEntry e;
     e.rank = int(s.integer("rank", 0, kIntMax));
     e.file = s.string("file");
     e.bytes = s.unsigned_integer("bytes");
-    e.crc32 = parse_crc(s.string("crc32"), source, s.name("crc32"));
+    e.crc32 = parse_crc(s.string("crc32"), shown, s.name("crc32"));
     m.shards.push_back(std::move(e));
   }
   const std::string problem = manifest_problem(m);
-  SL_ENFORCE_T(FormatError, problem.empty(), "{}: {}", source, problem);
+  SL_ENFORCE_T(FormatError, problem.empty(), "{}: {}", shown, problem);
   return m;
 }
 
 CheckpointManifest parse_manifest(std::string_view text, const std::string& source) {
+  const std::string shown = display_text(source, kMaxDisplayPathBytes);
   // Checked on the text before parsing (engine/core/json_limits.h): a layout nested 100,000 deep
   // would exhaust the stack of the first copy of it, and a number beyond double's range would
   // surface as the JSON library's exception.
   if (const auto problem = json_text_problem(text))
-    SL_THROW(FormatError, "{}: {}", source, problem->to_string());
+    SL_THROW(FormatError, "{}: {}", shown, problem->to_string());
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -199,7 +205,7 @@ CheckpointManifest parse_manifest(std::string_view text, const std::string& sour
     // e.what() starts with "[json.exception.parse_error.101] "; the rest says where and why.
     std::string why = e.what();
     if (auto pos = why.find("] "); pos != std::string::npos) why = why.substr(pos + 2);
-    SL_THROW(FormatError, "{}: not valid JSON ({})", source, why);
+    SL_THROW(FormatError, "{}: not valid JSON ({})", shown, why);
   }
   return manifest_from_json(j, source);
 }

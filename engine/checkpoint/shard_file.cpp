@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "engine/core/bytes.h"
+#include "engine/core/display_text.h"
 #include "engine/core/error.h"
 #include "engine/core/json_limits.h"
 
@@ -35,7 +36,7 @@ uint32_t parse_crc(const std::string& hex) {
   SL_ENFORCE_T(
       FormatError,
       hex.size() == 8 && hex.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos,
-      "crc32 '{}' is not 8 hex digits", hex);
+      "crc32 '{}' is not 8 hex digits", display_text(hex));
   return static_cast<uint32_t>(std::stoul(hex, nullptr, 16));
 }
 
@@ -59,13 +60,14 @@ std::string runs_problem(const std::vector<GlobalRun>& runs) {
   return {};
 }
 
-void read_exact(std::ifstream& in, const std::string& path, uint64_t at, void* out, size_t n,
-                const char* what) {
+// `shown`: the file's path as messages show it (display_text()).
+void read_exact(std::ifstream& in, const std::string& shown, uint64_t at, void* out, size_t n,
+                const std::string& what) {
   in.clear();
   in.seekg(static_cast<std::streamoff>(at));
   in.read(static_cast<char*>(out), static_cast<std::streamsize>(n));
   SL_ENFORCE_T(FormatError, in.gcount() == static_cast<std::streamsize>(n),
-               "{}: truncated while reading {} (needs {} bytes at {})", path, what, n, at);
+               "{}: truncated while reading {} (needs {} bytes at {})", shown, what, n, at);
 }
 
 }  // namespace
@@ -94,7 +96,8 @@ std::vector<uint8_t> encode_shard(
   uint64_t offset = 0;
   for (const auto& [name, values] : tensors) {
     SL_ENFORCE(static_cast<int64_t>(values.size()) == n,
-               "encode_shard: tensor {} has {} values, the runs hold {}", name, values.size(), n);
+               "encode_shard: tensor {} has {} values, the runs hold {}", display_text(name),
+               values.size(), n);
     const uint32_t crc =
         crc32_of(reinterpret_cast<const uint8_t*>(values.data()), values.size() * sizeof(float));
     list.push_back({{"name", name}, {"offset", offset}, {"count", n}, {"crc32", hex(crc)}});
@@ -116,28 +119,30 @@ std::vector<uint8_t> encode_shard(
 }
 
 ShardHeader read_shard_header(const std::string& path, uint64_t file_bytes) {
+  const std::string shown = display_text(path, kMaxDisplayPathBytes);  // in messages
   std::ifstream in(path, std::ios::binary);
-  SL_ENFORCE_T(IoError, in.good(), "{}: cannot open the shard", path);
+  SL_ENFORCE_T(IoError, in.good(), "{}: cannot open the shard", shown);
   char magic[8];
-  read_exact(in, path, 0, magic, 8, "the magic");
+  read_exact(in, shown, 0, magic, 8, "the magic");
   SL_ENFORCE_T(FormatError, std::memcmp(magic, kMagic, 6) == 0 && magic[7] == '\0',
-               "{}: not a ShardLab checkpoint shard (bad magic)", path);
+               "{}: not a ShardLab checkpoint shard (bad magic)", shown);
   SL_ENFORCE_T(FormatError, magic[6] == kMagic[6],
-               "{}: shard format {} is not supported (this build reads format 2)", path,
+               "{}: shard format {} is not supported (this build reads format 2)", shown,
                magic[6] >= '0' && magic[6] <= '9' ? std::string(1, magic[6]) : std::string("?"));
   uint32_t len = 0;
-  read_exact(in, path, 8, &len, 4, "the header length");
+  read_exact(in, shown, 8, &len, 4, "the header length");
   SL_ENFORCE_T(FormatError, len <= kMaxHeader && 16ull + len <= file_bytes,
-               "{}: header length {} does not fit the {} bytes of the file", path, len, file_bytes);
+               "{}: header length {} does not fit the {} bytes of the file", shown, len,
+               file_bytes);
   std::string text(len, '\0');
-  read_exact(in, path, 12, text.data(), len, "the header");
+  read_exact(in, shown, 12, text.data(), len, "the header");
   uint32_t crc = 0;
-  read_exact(in, path, 12 + len, &crc, 4, "the header checksum");
+  read_exact(in, shown, 12 + len, &crc, 4, "the header checksum");
   const uint32_t actual = crc32_of(reinterpret_cast<const uint8_t*>(text.data()), text.size());
   SL_ENFORCE_T(FormatError, crc == actual,
                "{}: checksum mismatch in the header (stored crc32 {}, computed {}): the shard is "
                "corrupt",
-               path, hex(crc), hex(actual));
+               shown, hex(crc), hex(actual));
   ShardHeader h;
   h.data_start = 16ull + len;
   try {
@@ -163,58 +168,62 @@ ShardHeader read_shard_header(const std::string& path, uint64_t file_bytes) {
       st.offset = static_cast<uint64_t>(integer(t.at("offset"), "a tensor's offset", 0, INT64_MAX));
       st.count = integer(t.at("count"), "a tensor's count", 0, INT64_MAX);
       st.crc32 = parse_crc(t.at("crc32").get<std::string>());
-      SL_ENFORCE_T(FormatError, h.find(st.name) == nullptr, "tensor {} is listed twice", st.name);
+      SL_ENFORCE_T(FormatError, h.find(st.name) == nullptr, "tensor {} is listed twice",
+                   display_text(st.name));
       h.tensors.push_back(std::move(st));
     }
   } catch (const Error& e) {
-    SL_THROW(FormatError, "{}: malformed header: {}", path, e.what());
+    SL_THROW(FormatError, "{}: malformed header: {}", shown, e.what());
   } catch (const std::exception& e) {
-    SL_THROW(FormatError, "{}: malformed header: {}", path, e.what());
+    SL_THROW(FormatError, "{}: malformed header: {}", shown, e.what());
   }
   const std::string problem = runs_problem(h.runs);
-  SL_ENFORCE_T(FormatError, problem.empty(), "{}: malformed header: {}", path, problem);
+  SL_ENFORCE_T(FormatError, problem.empty(), "{}: malformed header: {}", shown, problem);
   // The tensors lie back to back after the header, as encode_shard writes them (so every data
   // byte is under some tensor's CRC), and inside the file (no multiplication can overflow: n is
   // bounded by the file's size first).
   const int64_t n = h.elements();
   const uint64_t avail = file_bytes - h.data_start;
   SL_ENFORCE_T(FormatError, static_cast<uint64_t>(n) <= avail / 4 || h.tensors.empty(),
-               "{}: truncated: its runs cover {} elements, more than the {} data bytes hold", path,
+               "{}: truncated: its runs cover {} elements, more than the {} data bytes hold", shown,
                n, avail);
   uint64_t expected = 0;
   for (const ShardTensor& t : h.tensors) {
     SL_ENFORCE_T(FormatError, t.count == n,
-                 "{}: tensor {} holds {} values but the runs cover {} elements", path, t.name,
-                 t.count, n);
+                 "{}: tensor {} holds {} values but the runs cover {} elements", shown,
+                 display_text(t.name), t.count, n);
     SL_ENFORCE_T(FormatError, t.offset == expected,
-                 "{}: malformed header: tensor {} starts at data offset {}, expected {}", path,
-                 t.name, t.offset, expected);
-    SL_ENFORCE_T(
-        FormatError, t.offset <= avail && static_cast<uint64_t>(n) <= (avail - t.offset) / 4,
-        "{}: truncated: tensor {} ends past the {} bytes of the file", path, t.name, file_bytes);
+                 "{}: malformed header: tensor {} starts at data offset {}, expected {}", shown,
+                 display_text(t.name), t.offset, expected);
+    SL_ENFORCE_T(FormatError,
+                 t.offset <= avail && static_cast<uint64_t>(n) <= (avail - t.offset) / 4,
+                 "{}: truncated: tensor {} ends past the {} bytes of the file", shown,
+                 display_text(t.name), file_bytes);
     expected += static_cast<uint64_t>(n) * 4;
   }
   SL_ENFORCE_T(FormatError, expected == avail,
-               "{}: {} bytes after the header, but its tensors hold {}: the shard is corrupt", path,
-               avail, expected);
+               "{}: {} bytes after the header, but its tensors hold {}: the shard is corrupt",
+               shown, avail, expected);
   return h;
 }
 
 std::vector<float> read_shard_tensor(const std::string& path, const ShardHeader& header,
                                      const std::string& name) {
+  const std::string shown = display_text(path, kMaxDisplayPathBytes);  // in messages
+  const std::string shown_name = display_text(name);
   const ShardTensor* t = header.find(name);
-  SL_ENFORCE_T(FormatError, t != nullptr, "{}: holds no tensor {}", path, name);
+  SL_ENFORCE_T(FormatError, t != nullptr, "{}: holds no tensor {}", shown, shown_name);
   std::vector<float> values(static_cast<size_t>(t->count));
   std::ifstream in(path, std::ios::binary);
-  SL_ENFORCE_T(IoError, in.good(), "{}: cannot open the shard", path);
-  read_exact(in, path, header.data_start + t->offset, values.data(), values.size() * sizeof(float),
-             name.c_str());
+  SL_ENFORCE_T(IoError, in.good(), "{}: cannot open the shard", shown);
+  read_exact(in, shown, header.data_start + t->offset, values.data(), values.size() * sizeof(float),
+             shown_name);
   const uint32_t crc =
       crc32_of(reinterpret_cast<const uint8_t*>(values.data()), values.size() * sizeof(float));
   SL_ENFORCE_T(FormatError, crc == t->crc32,
                "{}: checksum mismatch in tensor {} (stored crc32 {}, computed {}): the shard is "
                "corrupt",
-               path, name, hex(t->crc32), hex(crc));
+               shown, shown_name, hex(t->crc32), hex(crc));
   return values;
 }
 

@@ -11,6 +11,7 @@
 #include "engine/checkpoint/checkpoint_store.h"
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
+#include "engine/core/display_text.h"
 #include "engine/core/error.h"
 #include "engine/model/model_file.h"
 #include "engine/parallel/rank_checkpoint.h"
@@ -54,13 +55,15 @@ int consolidate(const std::string& dir, const std::string& out, bool force) {
     fingerprint = static_cast<uint32_t>(std::stoul(hex, &used, 16));
     SL_ENFORCE(used == hex.size() && hex.size() == 8, "not 8 hex digits");
   } catch (const std::exception&) {
-    SL_THROW(FormatError, "{}: param_fingerprint '{}' is not 8 hex digits", step_dir, hex);
+    SL_THROW(FormatError, "{}: param_fingerprint '{}' is not 8 hex digits", step_dir,
+             display_text(hex));
   }
   write_model_file(out, fingerprint, params);
   fmt::print(
       "consolidated step {} of {} ({} on {} ranks, {}x{}x{}): {} parameters -> {}\n"
       "start a job from it with --set train.init_model={}\n",
-      m.step, step_dir, m.strategy, m.world_size, m.pp, m.tp, m.dp, params.size(), out, out);
+      m.step, step_dir, display_text(m.strategy), m.world_size, m.pp, m.tp, m.dp, params.size(),
+      out, out);
   return 0;
 }
 

@@ -21,6 +21,8 @@
 #include <system_error>
 #include <vector>
 
+#include "engine/core/display_text.h"
+
 namespace shardlab {
 
 // The deepest nesting of arrays and objects accepted anywhere. ShardLab's own documents nest at
@@ -53,13 +55,15 @@ inline bool one_of(char c, std::string_view set) {
   return set.find(c) != std::string_view::npos;
 }
 
-// The dotted path of the value the innermost frame is at ("model.mlp.hidden[1]").
+// The dotted path of the value the innermost frame is at ("model.mlp.hidden[1]"), each key as
+// display_text() shows it (a raw newline or ESC inside a key, which the parser refuses only later,
+// must not reach the message).
 inline std::string path_of(const std::vector<Frame>& frames) {
   std::string path;
   for (const Frame& f : frames) {
     if (f.object) {
       if (!path.empty()) path += '.';
-      path += f.key.size() > 64 ? f.key.substr(0, 61) + "..." : f.key;
+      path += display_text(f.key);
     } else {
       path += fmt::format("[{}]", f.index);
     }

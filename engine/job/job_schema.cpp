@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "engine/core/display_text.h"
 #include "engine/core/error.h"
 
 namespace shardlab::job_detail {
@@ -189,13 +190,10 @@ class Describer {
 // ---------------------------------------------------------------------------------------------
 // Reading: types are checked here, values in validate().
 
-// "string \"abc\"", "3.5", "array": what a value is, for "expected X, got Y".
+// "string \"abc\"", "3.5", "array": what a value is, for "expected X, got Y" (a string as
+// display_text() shows it).
 std::string describe(const json& j) {
-  if (j.is_string()) {
-    std::string s = j.get<std::string>();
-    if (s.size() > 40) s = s.substr(0, 37) + "...";
-    return fmt::format("string \"{}\"", s);
-  }
+  if (j.is_string()) return fmt::format("string \"{}\"", display_text(j.get<std::string>(), 40));
   if (j.is_number() || j.is_boolean()) return j.dump();
   return j.type_name();
 }
@@ -287,7 +285,8 @@ class Reader {
     if (!f.obj) return;
     for (const auto& item : f.obj->items()) {
       if (std::find(f.known.begin(), f.known.end(), item.key()) == f.known.end())
-        fail(join_path(f.path, item.key()), unknown_field_message(item.key(), f.known));
+        fail(join_path(f.path, display_text(item.key())),
+             unknown_field_message(item.key(), f.known));
     }
   }
 

@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "engine/core/display_text.h"
 #include "engine/core/error.h"
 #include "engine/core/json_limits.h"
 #include "engine/job/job_schema.h"
@@ -84,26 +85,27 @@ json job_to_json(const JobSpec& job) {
 }
 
 json read_job_json(const std::string& path) {
+  const std::string shown = display_text(path, kMaxDisplayPathBytes);
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
-    SL_THROW(IoError, "cannot read job file {}: is a directory", path);
+    SL_THROW(IoError, "cannot read job file {}: is a directory", shown);
   std::ifstream in(path, std::ios::binary);
-  if (!in) SL_THROW(IoError, "cannot open job file {}: {}", path, std::strerror(errno));
-  // Bounded before it is held: a job is a few KiB, and a path such as /dev/zero never ends (a pipe
-  // or process substitution still works).
-  constexpr size_t kMaxJobFileBytes = size_t{16} << 20;
+  if (!in) SL_THROW(IoError, "cannot open job file {}: {}", shown, std::strerror(errno));
+  // Bounded before it is held (kMaxJobFileBytes); a pipe or process substitution still works.
   std::string text;
   char chunk[1 << 16];
   while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
     text.append(chunk, static_cast<size_t>(in.gcount()));
     if (text.size() > kMaxJobFileBytes)
-      SL_THROW(FormatError, "{}: larger than 16 MiB, not a job file", path);
+      SL_THROW(FormatError, "{}: larger than {} MiB, not a job file", shown,
+               kMaxJobFileBytes >> 20);
   }
-  if (in.bad()) SL_THROW(IoError, "cannot read job file {}", path);
+  if (in.bad()) SL_THROW(IoError, "cannot read job file {}", shown);
   return parse_job_json(text, path);
 }
 
 json parse_job_json(const std::string& text, const std::string& source) {
+  const std::string shown = display_text(source, kMaxDisplayPathBytes);
   // nlohmann keeps the last of repeated keys; in a job file a repeat is a mistake, so the parser
   // callback tracks the keys seen in each open object.
   struct Frame {
@@ -124,7 +126,8 @@ json parse_job_json(const std::string& text, const std::string& source) {
       f.key = parsed.get<std::string>();
       if (!f.keys.insert(f.key).second && duplicate.empty()) {
         for (const Frame& open : frames)
-          duplicate = open.is_object ? join_path(duplicate, open.key) : duplicate + "[]";
+          duplicate =
+              open.is_object ? join_path(duplicate, display_text(open.key)) : duplicate + "[]";
       }
     }
     return true;
@@ -134,7 +137,7 @@ json parse_job_json(const std::string& text, const std::string& source) {
   // ("job.json: optimizer.lr: 1e400 is out of range (not a finite number)") before any document
   // exists that something could recurse over.
   if (const auto problem = json_text_problem(text))
-    SL_THROW(FormatError, "{}: {}", source, problem->to_string());
+    SL_THROW(FormatError, "{}: {}", shown, problem->to_string());
 
   json doc;
   try {
@@ -145,17 +148,17 @@ json parse_job_json(const std::string& text, const std::string& source) {
     std::string detail = e.what();
     const size_t at = detail.find(": ", detail.find("parse error"));
     if (at != std::string::npos) detail = detail.substr(at + 2);
-    SL_THROW(FormatError, "{}:{}:{}: invalid JSON: {}", source, line, col, detail);
+    SL_THROW(FormatError, "{}:{}:{}: invalid JSON: {}", shown, line, col, detail);
   } catch (const json::exception& e) {
     // Anything else the parser refuses (a number out of range where the text is not JSON before
     // it): still one line naming the file, never the library's exception.
     std::string detail = e.what();
     if (const size_t at = detail.find("] "); at != std::string::npos)
       detail = detail.substr(at + 2);
-    SL_THROW(FormatError, "{}: invalid JSON: {}", source, detail);
+    SL_THROW(FormatError, "{}: invalid JSON: {}", shown, detail);
   }
   if (!duplicate.empty())
-    SL_THROW(FormatError, "{}: {}: key appears more than once", source, duplicate);
+    SL_THROW(FormatError, "{}: {}: key appears more than once", shown, duplicate);
   return doc;
 }
 
@@ -167,10 +170,12 @@ JobSpec load_job(const std::string& path, const std::vector<std::string>& overri
 
 void save_job(const JobSpec& job, const std::string& path) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) SL_THROW(IoError, "cannot write job file {}: {}", path, std::strerror(errno));
+  if (!out)
+    SL_THROW(IoError, "cannot write job file {}: {}", display_text(path, kMaxDisplayPathBytes),
+             std::strerror(errno));
   out << write_job<nlohmann::ordered_json>(job).dump(2) << '\n';
   out.flush();
-  if (!out) SL_THROW(IoError, "cannot write job file {}", path);
+  if (!out) SL_THROW(IoError, "cannot write job file {}", display_text(path, kMaxDisplayPathBytes));
 }
 
 }  // namespace shardlab

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -78,8 +79,12 @@ nlohmann::json job_to_json(const JobSpec& job);
 // "SOURCE: optimizer.lr: 1e400 is out of range (not a finite number)".
 nlohmann::json parse_job_json(const std::string& text, const std::string& source = "job");
 
+// The largest job file read_job_json (and the app's File > Open) accepts: a job is a few KiB, and
+// a path such as /dev/zero never ends.
+inline constexpr size_t kMaxJobFileBytes = size_t{16} << 20;  // 16 MiB
+
 // Reads a job file and parses it with parse_job_json (SOURCE is the path). Throws IoError naming
-// the path when it cannot be read.
+// the path when it cannot be read, FormatError when it holds more than kMaxJobFileBytes.
 nlohmann::json read_job_json(const std::string& path);
 
 // read_job_json, then each override in order (see overrides.h), then job_from_json.

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/core/display_text.h"
 #include "engine/core/error.h"
 #include "engine/job/job_fields.h"
 #include "engine/job/job_schema.h"
@@ -99,7 +100,8 @@ class Checker {
   bool one_of(const std::string& field, const std::string& value,
               const std::vector<std::string>& choices) {
     if (contains(choices, value)) return true;
-    fail(field, fmt::format("must be one of {}, got \"{}\"", quoted_list(choices), value));
+    fail(field,
+         fmt::format("must be one of {}, got \"{}\"", quoted_list(choices), display_text(value)));
     return false;
   }
 
@@ -335,8 +337,9 @@ void check_optimizer(Checker& c, const OptimizerConfig& o) {
   try {
     validate_optimizer_config(o);
   } catch (const InvalidArgument& e) {
-    // Its messages read "optimizer.<field>: <problem>"; it stops at the first problem.
-    const std::string what = e.what();
+    // Its messages read "optimizer.<field>: <problem>"; it stops at the first problem. They quote
+    // the job's optimizer.name as it is.
+    const std::string what = display_text(e.what(), std::string_view::npos);
     const size_t colon = what.find(": ");
     if (what.rfind("optimizer.", 0) == 0 && colon != std::string::npos)
       c.fail(what.substr(0, colon), what.substr(colon + 2));
@@ -440,7 +443,7 @@ void check_model_parallel(Checker& c, const JobSpec& job, bool world_ok) {
   const bool gpt = job.model.kind == "gpt";
   if (!gpt)
     c.fail(dim_field, fmt::format("{} need{} model.kind gpt, got {}", what,
-                                  p.tp > 1 && p.pp > 1 ? "" : "s", job.model.kind));
+                                  p.tp > 1 && p.pp > 1 ? "" : "s", display_text(job.model.kind)));
   if (contains(field_choices("parallel.strategy"), p.strategy) &&
       !contains(data_parallel_strategies(), p.strategy))
     c.fail("parallel.strategy",
@@ -486,7 +489,8 @@ void check_telemetry(Checker& c, const TelemetryConfig& t) {
   }
   if (!ok || port < 1 || port > 65535)
     c.fail("telemetry.address",
-           fmt::format("expected HOST:PORT with a port in [1, 65535], got '{}'", t.address));
+           fmt::format("expected HOST:PORT with a port in [1, 65535], got '{}'",
+                       display_text(t.address)));
 }
 
 void check_parallel(Checker& c, const JobSpec& job) {

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "engine/checkpoint/checkpoint_store.h"
+#include "engine/core/display_text.h"
 #include "engine/core/error.h"
 #include "engine/core/memory.h"
 #include "engine/model/model_file.h"
@@ -145,8 +146,8 @@ std::string layout_differences(const CheckpointManifest& m, const CheckpointLayo
     const nlohmann::json& b =
         mine.layout.is_object() && mine.layout.contains(k) ? mine.layout[k] : none;
     if (a != b)
-      diffs.push_back(
-          fmt::format("model layout {}: checkpoint {}, this job {}", k, a.dump(), b.dump()));
+      diffs.push_back(fmt::format("model layout {}: checkpoint {}, this job {}", display_text(k),
+                                  display_text(a.dump()), display_text(b.dump())));
   }
   std::string out;
   for (const std::string& d : diffs) out += (out.empty() ? "" : "; ") + d;
@@ -157,9 +158,9 @@ std::string resharding(const CheckpointManifest& m, const CheckpointLayout& mine
   if (m.strategy == mine.strategy && m.world_size == mine.world_size && m.pp == mine.pp &&
       m.tp == mine.tp && m.dp == mine.dp)
     return {};
-  return fmt::format("{} on {} ranks ({}x{}x{}) -> {} on {} ranks ({}x{}x{})", m.strategy,
-                     m.world_size, m.pp, m.tp, m.dp, mine.strategy, mine.world_size, mine.pp,
-                     mine.tp, mine.dp);
+  return fmt::format("{} on {} ranks ({}x{}x{}) -> {} on {} ranks ({}x{}x{})",
+                     display_text(m.strategy), m.world_size, m.pp, m.tp, m.dp, mine.strategy,
+                     mine.world_size, mine.pp, mine.tp, mine.dp);
 }
 
 TrainingProgress load_rank_checkpoint(Communicator& comm, const std::string& step_or_dir,

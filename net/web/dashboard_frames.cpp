@@ -254,16 +254,19 @@ const RankState* rank0(const RunModel& model) {
   return it == model.ranks().end() ? nullptr : &it->second;
 }
 
+// More points from `from` than a chart can show (a long run's full frame, or a burst): the whole
+// series again from 0, every stride-th point and the newest, so a frame stays bounded. Returns the
+// stride (1: every point) and moves `from` back to 0 when it thins.
+size_t thin_points(size_t n, size_t& from) {
+  if (n <= from || n - from <= kMaxLossPoints) return 1;
+  from = 0;
+  return (n + kMaxLossPoints - 1) / kMaxLossPoints;
+}
+
 std::string loss_section(const RunModel& model, size_t from) {
   const RankState* r = rank0(model);
   const size_t n = r ? r->loss_series.size() : 0;
-  // More points than a chart can show (a long run's full frame, or a burst): the whole series
-  // again from 0, every stride-th point and the newest, so a frame stays bounded.
-  size_t stride = 1;
-  if (n > from && n - from > kMaxLossPoints) {
-    from = 0;
-    stride = (n + kMaxLossPoints - 1) / kMaxLossPoints;
-  }
+  const size_t stride = thin_points(n, from);
   std::string o = fmt::format("{{\"from\":{},\"points\":[", from);
   // Point i of the model's series is its (i * series_stride + 1)-th step (RankState).
   const auto step_of = [&](size_t i) { return static_cast<int64_t>(i) * r->series_stride + 1; };
@@ -282,17 +285,28 @@ std::string loss_section(const RunModel& model, size_t from) {
   return o;
 }
 
+// Each point is [step, loss, accuracy, samples], the step the evaluation's own (the model keeps
+// every eval_stride-th evaluation: RankState::evals). More than kMaxLossPoints are sent as the
+// loss is: again from 0, every stride-th and the newest.
 std::string evals_section(const RunModel& model, size_t from) {
+  const RankState* r = rank0(model);
+  const size_t n = r ? r->evals.size() : 0;
+  const size_t stride = thin_points(n, from);
   std::string o = fmt::format("{{\"from\":{},\"points\":[", from);
-  if (const RankState* r = rank0(model)) {
-    for (size_t i = from; i < r->evals.size(); ++i) {
-      const telemetry::EvalEvent& e = r->evals[i];
-      if (i > from) o += ',';
-      fmt::format_to(Out(o), "[{},", e.step);
-      put_number(o, e.loss);
+  const auto put = [&](size_t i) {
+    const telemetry::EvalEvent& e = r->evals[i];
+    fmt::format_to(Out(o), "[{},", e.step);
+    put_number(o, e.loss);
+    o += ',';
+    put_number(o, e.accuracy);
+    fmt::format_to(Out(o), ",{}]", e.samples);
+  };
+  for (size_t i = from; i < n; i += stride) {
+    if (i > from) o += ',';
+    put(i);
+    if (stride > 1 && i + stride >= n && i + 1 < n) {  // the newest, always
       o += ',';
-      put_number(o, e.accuracy);
-      fmt::format_to(Out(o), ",{}]", e.samples);
+      put(n - 1);
     }
   }
   o += "]}";
@@ -456,7 +470,10 @@ FrameBuilder::Frame FrameBuilder::build(const FrameInput& in, bool want_full) {
   const int64_t loss_stride = r0 ? r0->series_stride : 1;
   const bool loss_restart = losses < loss_sent_ || loss_stride != loss_stride_;
   const size_t loss_from = loss_restart ? 0 : loss_sent_;
-  const size_t evals_from = evals < evals_sent_ ? 0 : evals_sent_;
+  // The same for the evaluations (RankState::eval_stride).
+  const int64_t evals_stride = r0 ? r0->eval_stride : 1;
+  const bool evals_restart = evals < evals_sent_ || evals_stride != evals_stride_;
+  const size_t evals_from = evals_restart ? 0 : evals_sent_;
 
   Frame frame;
   const auto head = [&](const char* type, uint64_t number) {
@@ -489,7 +506,7 @@ FrameBuilder::Frame FrameBuilder::build(const FrameInput& in, bool want_full) {
       changed = true;
       d += ",\"loss\":" + loss_section(in.model, loss_from);
     }
-    if (evals != evals_sent_) {
+    if (evals != evals_sent_ || evals_restart) {
       changed = true;
       d += ",\"evals\":" + evals_section(in.model, evals_from);
     }
@@ -555,6 +572,7 @@ FrameBuilder::Frame FrameBuilder::build(const FrameInput& in, bool want_full) {
   loss_sent_ = losses;
   loss_stride_ = loss_stride;
   evals_sent_ = evals;
+  evals_stride_ = evals_stride;
   return frame;
 }
 

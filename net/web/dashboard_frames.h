@@ -83,7 +83,7 @@ class FrameBuilder {
   double timeline_seconds_;
   std::vector<std::string> rows_;
   size_t loss_sent_ = 0, evals_sent_ = 0;
-  int64_t loss_stride_ = 1;
+  int64_t loss_stride_ = 1, evals_stride_ = 1;
   std::map<int64_t, std::string> heat_;  // step -> column
   int world_ = 0;                        // of the previous build
   int64_t final_step_ = 0;  // every rank of the world had reported this step at the previous build

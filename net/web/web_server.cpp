@@ -282,13 +282,14 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
         ec == beast::error::timeout || ec == asio::error::connection_reset)
       return close();
     if (ec) {
-      // Malformed or oversized: answer once, then close.
+      // Malformed or oversized: answer once, then close, discarding what the client is still
+      // sending first (linger()).
       http::status status = http::status::bad_request;
       if (ec == http::error::header_limit) status = http::status::request_header_fields_too_large;
       if (ec == http::error::body_limit) status = http::status::payload_too_large;
       return reply(
           web_error(status, fmt::format("{}: {}", static_cast<unsigned>(status), ec.message())),
-          true);
+          true, true);
     }
     server_->requests.fetch_add(1, std::memory_order_relaxed);
     WebRequest req = parser_->release();
@@ -324,15 +325,42 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     return scheme != std::string_view::npos && o.substr(scheme + 3) == to_std(host->value());
   }
 
-  void reply(WebResponse res, bool close_after) {
+  // `unread`: the request was refused before its end was read; close by linger().
+  void reply(WebResponse res, bool close_after, bool unread = false) {
     res_ = std::make_shared<WebResponse>(std::move(res));
     if (close_after) res_->keep_alive(false);
     stream_.expires_after(server_->options.request_timeout);
     http::async_write(stream_, *res_,
-                      [self = shared_from_this(), close_after](error_code ec, size_t) {
-                        if (ec || close_after) return self->close();
+                      [self = shared_from_this(), close_after, unread](error_code ec, size_t) {
+                        if (ec) return self->close();
+                        if (close_after) return unread ? self->linger() : self->close();
                         self->read();
                       });
+  }
+
+  // After refusing a request whose rest is still coming (a 413's body, a 431's headers): closing
+  // a socket with unread input makes the kernel send RST, and a client still sending then sees
+  // "connection reset" instead of the answer (which the RST may also discard unsent). So the
+  // sending side is shut (the client reads the answer, then EOF) and what arrives is read and
+  // dropped until the client closes, for at most kLingerBytes or kLingerTime, then it closes.
+  // Asynchronous: the stream's own timer ends the wait, nothing blocks the io_context.
+  static constexpr size_t kLingerBytes = size_t{1} << 20;
+  static constexpr auto kLingerTime = std::chrono::seconds(1);
+  void linger() {
+    error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    buffer_.clear();  // (keeps its storage, reused for what is dropped)
+    stream_.expires_after(kLingerTime);
+    drain(0);
+  }
+  void drain(size_t drained) {
+    stream_.async_read_some(buffer_.prepare(16 * 1024),
+                            [self = shared_from_this(), drained](error_code ec, size_t n) {
+                              // EOF (the client is done), the deadline, the byte budget, or the
+                              // server closing.
+                              if (ec || drained + n >= kLingerBytes) return self->close();
+                              self->drain(drained + n);
+                            });
   }
 
   void close() {

@@ -10,7 +10,9 @@
 // up ingest; one whose write has not finished within viewer_stall is dropped. Replay: each viewer
 // has its own ReplayCursor (play, pause, seek, speed commands over its socket).
 //
-// Limits: request headers max_header_bytes (431), bodies max_body_bytes (413), a request must
+// Limits: request headers max_header_bytes (431), bodies max_body_bytes (413) (after such a reply,
+// or a 400, the server stops sending and discards input for at most 1 s / 1 MiB before closing,
+// so the client reads the reply instead of a reset), a request must
 // arrive within request_timeout, at most max_connections sockets at once (more are closed at
 // accept; of those at most max_pending not viewers: a new one closes the oldest), WebSocket
 // messages from the page at most 4 KiB. Binds to loopback unless told

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -61,6 +62,27 @@ std::set<std::string> entries(const std::string& dir) {
   std::set<std::string> names;
   for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
   return names;
+}
+
+// Whether `msg` is one printable line: not empty, no C0 control character (what every error
+// message must be whatever the file held; tests/fuzz/fuzz_common.h, check_message()).
+bool one_printable_line(const std::string& msg) {
+  return !msg.empty() && std::none_of(msg.begin(), msg.end(),
+                                      [](char c) { return static_cast<unsigned char>(c) < 0x20; });
+}
+
+// A manifest's text with `strategy`, `checksum` and one shard whose file is `file` (JSON string
+// contents, escapes allowed).
+std::string manifest_text(const std::string& strategy, const std::string& checksum,
+                          const std::string& file = "") {
+  return "{\"format_version\": 2, \"step\": 0, \"strategy\": \"" + strategy +
+         "\", \"world_size\": 1, \"pp\": 1, \"tp\": 1, \"dp\": 1, \"layout\": null, \"checksum\": "
+         "\"" +
+         checksum + "\", \"shards\": [" +
+         (file.empty() ? ""
+                       : "{\"rank\": 0, \"file\": \"" + file +
+                             "\", \"bytes\": 0, \"crc32\": \"00000000\"}") +
+         "]}";
 }
 
 bool has_temp_files(const std::string& dir) {
@@ -414,6 +436,80 @@ class TestCheckpointStore : public QObject {
     write_text(path, manifest("100", deep));
     QCOMPARE(error_of<FormatError>([&] { read_manifest(dir); }),
              path + ": nested deeper than 64 levels");
+  }
+
+  // Text from a manifest shown in a message has its control characters shown as \xNN (issue 21:
+  // tests/fuzz/crashes/fuzz_manifest-*): one line, no ESC reaching the terminal, still naming the
+  // problem. fuzz_manifest-escape-in-checksum:
+  void manifestChecksumWithEscape() {
+    const std::string msg = error_of<FormatError>(
+        [&] { parse_manifest(manifest_text("x", "crc\\u001b[2J"), "m.json"); });
+    QVERIFY2(one_printable_line(msg), msg.c_str());
+    QCOMPARE(msg, std::string("m.json: checksum \"crc\\x1b[2J\" is not supported (this build reads "
+                              "\"crc32\")"));
+  }
+
+  // fuzz_manifest-newline-in-path: a raw newline inside a key, found on the text before parsing,
+  // in the path of the field named.
+  void manifestKeyWithNewline() {
+    const std::string msg =
+        error_of<FormatError>([&] { parse_manifest("{\"a\nb\": 1e400}\n", "m.json"); });
+    QCOMPARE(msg, std::string("m.json: a\\x0ab: 1e400 is out of range (not a finite number)"));
+  }
+
+  // A shard's file and crc32.
+  void manifestShardFieldsWithControlCharacters() {
+    std::string msg = error_of<FormatError>(
+        [&] { parse_manifest(manifest_text("ddp", "crc32", "x/\\u001b[2J"), "m.json"); });
+    QCOMPARE(msg, std::string("m.json: shards[0].file: must be a plain file name, got "
+                              "\"x/\\x1b[2J\""));
+    std::string text = manifest_text("ddp", "crc32", "s.bin");
+    text.replace(text.find("00000000"), 8, "\\u001b[2J1234");
+    msg = error_of<FormatError>([&] { parse_manifest(text, "m.json"); });
+    QCOMPARE(msg, std::string("m.json: field 'shards[0].crc32' must be 8 hex digits, got "
+                              "\"\\x1b[2J1234\""));
+  }
+
+  // The manifest's own path, when it holds a newline.
+  void manifestPathWithNewline() {
+    const std::string msg =
+        error_of<FormatError>([&] { parse_manifest("{", "ck\n/manifest.json"); });
+    QVERIFY2(one_printable_line(msg), msg.c_str());
+    VERIFY_CONTAINS(msg, "ck\\x0a/manifest.json: not valid JSON");
+  }
+
+  // fuzz_manifest-escape-in-strategy: describe() (what `checkpoint inspect` prints) shows the
+  // strategy and the shard file names escaped; its only control characters are its line ends.
+  void describeShowsControlCharactersEscaped() {
+    const CheckpointManifest m =
+        parse_manifest(manifest_text("x\\u001b[2J", "crc32", "s\\u001b]0;t\\u0007.bin"), "m.json");
+    QCOMPARE(m.strategy, std::string("x\x1b[2J"));  // read as it is
+    const std::string shown = describe(m);
+    for (const char c : shown)
+      QVERIFY2(static_cast<unsigned char>(c) >= 0x20 || c == '\n', shown.c_str());
+    VERIFY_CONTAINS(shown, "strategy: x\\x1b[2J\n");
+    VERIFY_CONTAINS(shown, "s\\x1b]0;t\\x07.bin");
+  }
+
+  // A shard file name from the manifest, in the store's messages (the file is missing).
+  void storeMessagesShowShardNamesEscaped() {
+    QTemporaryDir tmp;
+    const std::string dir = tmp.path().toStdString();
+    CheckpointManifest m = save(dir, 100, 1, 0);
+    const std::string sd = dir + "/step-00000100";
+    m.shards[0].file = "gone\x1b[2J.bin";
+    write_text(sd + "/manifest.json", to_json(m).dump(2));
+    const std::string msg = error_of<IoError>([&] { verify(dir); });
+    QVERIFY2(one_printable_line(msg), msg.c_str());
+    VERIFY_CONTAINS(msg, sd + "/gone\\x1b[2J.bin: missing shard for rank 0");
+  }
+
+  // A checkpoint directory named with a newline.
+  void storePathWithNewline() {
+    QTemporaryDir tmp;
+    const std::string dir = tmp.path().toStdString();
+    const std::string msg = error_of<IoError>([&] { find_checkpoint(dir + "/no\nsuch"); });
+    QCOMPARE(msg, dir + "/no\\x0asuch: no such checkpoint directory");
   }
 
   void atomicWriteFailures() {

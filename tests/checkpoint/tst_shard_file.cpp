@@ -6,6 +6,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstring>
@@ -100,6 +101,13 @@ float from_bits(uint32_t bits) {
 }
 
 using TensorList = std::vector<std::pair<std::string, std::span<const float>>>;
+
+// Whether `msg` is one printable line: not empty, no C0 control character (what every error
+// message must be whatever the file held; tests/fuzz/fuzz_common.h, check_message()).
+bool one_printable_line(const std::string& msg) {
+  return !msg.empty() && std::none_of(msg.begin(), msg.end(),
+                                      [](char c) { return static_cast<unsigned char>(c) < 0x20; });
+}
 
 }  // namespace
 
@@ -461,6 +469,59 @@ class TestShardFile : public QObject {
         error_of<FormatError>([&] { (void)read_shard_tensor(path2, r2, "exp_avg"); });
     VERIFY_CONTAINS(msg2, "truncated");
     VERIFY_CONTAINS(msg2, path2);
+  }
+
+  // Text from the header shown in a message has its control characters shown as \xNN (issue 21:
+  // tests/fuzz/crashes/fuzz_shard_header-*): one line, still naming the problem.
+  // fuzz_shard_header-escape-in-tensor-name: a name listed twice.
+  void tensorNameWithEscape() {
+    const std::string name = "x\\u001b[2J";
+    const std::vector<uint8_t> b = craft(
+        "{\"rank\":0,\"step\":0,\"progress\":null,\"runs\":[],\"tensors\":[" +
+        tensor_json(name, 0, 0, "00000000") + "," + tensor_json(name, 0, 0, "00000000") + "]}");
+    const std::string path = write(b);
+    const std::string msg = error_of<FormatError>([&] { (void)read_shard_header(path, b.size()); });
+    QVERIFY2(one_printable_line(msg), msg.c_str());
+    QCOMPARE(msg, path + ": malformed header: tensor x\\x1b[2J is listed twice");
+  }
+
+  // A tensor's name in the checks after parsing and in read_shard_tensor; its crc32.
+  void tensorFieldsWithControlCharacters() {
+    const std::string name = "x\\u001b[2J";
+    std::vector<uint8_t> data(8, 0);
+    expect_header_error(
+        craft(header_json("[[0, 2]]", list({tensor_json(name, 4, 2, "00000000")})), data),
+        "tensor x\\x1b[2J starts at data offset 4, expected 0");
+    expect_header_error(
+        craft(header_json("[[0, 2]]", list({tensor_json("p", 0, 2, "\\u001b[2J0000")})), data),
+        "crc32 '\\x1b[2J0000' is not 8 hex digits");
+    const auto b =
+        craft(header_json("[[0, 2]]", list({tensor_json(name, 0, 2, "00000000")})), data);
+    const std::string path = write(b);
+    const ShardHeader h = read_shard_header(path, b.size());
+    std::string msg = error_of<FormatError>([&] { (void)read_shard_tensor(path, h, "x\x1b[2J"); });
+    QVERIFY2(one_printable_line(msg), msg.c_str());
+    VERIFY_CONTAINS(msg, "checksum mismatch in tensor x\\x1b[2J");
+    msg = error_of<FormatError>([&] { (void)read_shard_tensor(path, h, "y\n"); });
+    QCOMPARE(msg, path + ": holds no tensor y\\x0a");
+  }
+
+  // fuzz_shard_header-newline-in-path: a raw newline inside a key, found on the text before
+  // parsing, in the path of the field named.
+  void headerKeyWithNewline() {
+    const auto b = craft("{\"a\nb\": 1e400}");
+    const std::string path = write(b);
+    const std::string msg = error_of<FormatError>([&] { (void)read_shard_header(path, b.size()); });
+    QCOMPARE(msg,
+             path + ": malformed header: a\\x0ab: 1e400 is out of range (not a finite number)");
+  }
+
+  // The shard's own path, when it holds a newline.
+  void pathWithNewline() {
+    const std::string dir = tmp_.path().toStdString();
+    const std::string msg =
+        error_of<IoError>([&] { (void)read_shard_header(dir + "/no\nsuch.bin", 100); });
+    QCOMPARE(msg, dir + "/no\\x0asuch.bin: cannot open the shard");
   }
 
   void missingFileIsIoError() {

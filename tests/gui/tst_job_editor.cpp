@@ -12,11 +12,19 @@
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QSpinBox>
+#include <QStatusBar>
 #include <QTemporaryDir>
+#include <atomic>
 #include <cctype>
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <set>
+#include <thread>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine/job/job_fields.h"
 #include "engine/job/job_spec.h"
@@ -138,6 +146,60 @@ class TestJobEditor : public QObject {
     QVERIFY(!w2.openFile(dir.filePath("missing.json")));
     QCOMPARE(w2.currentFile(), path);  // a failed open keeps the current file
     QVERIFY(!w.saveFile(dir.filePath("no/such/dir/job.json")));
+  }
+
+  // A file that is not a job is refused before it is read: a FIFO (whose open would wait for a
+  // writer, and whose reads need not end), /dev/zero, and a file over the engine's job-file limit
+  // (a sparse one: nothing is written to disk). Each shows one message and keeps the editor as it
+  // was, at once.
+  void openRefusesSpecialAndHugeFiles() {
+    QTemporaryDir dir;
+    MainWindow w;
+    const QString before = R"({"name": "kept", "train": {"steps": 5}})";
+    w.editor()->setText(before);
+
+    const QString fifo = dir.filePath("job.fifo");
+    QVERIFY(::mkfifo(QFile::encodeName(fifo).constData(), 0600) == 0);
+    // Should the app open the FIFO anyway (it would block there), a writer comes after 10 s and
+    // ends it, so that the test fails instead of hanging.
+    std::atomic<bool> done{false};
+    std::thread unblock([&] {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!done && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (done) return;
+      const int fd = ::open(QFile::encodeName(fifo).constData(), O_WRONLY | O_NONBLOCK);
+      if (fd >= 0) ::close(fd);
+    });
+    QElapsedTimer timer;
+    timer.start();
+    const bool opened = w.openFile(fifo);
+    const qint64 took = timer.elapsed();
+    done = true;
+    unblock.join();
+    QVERIFY2(!opened, "a FIFO was opened as a job");
+    QVERIFY2(took < 5000, qPrintable(QString("opening a FIFO took %1 ms").arg(took)));
+    QVERIFY2(w.lastProblem().contains("not a regular file"), qPrintable(w.lastProblem()));
+    QCOMPARE(w.statusBar()->currentMessage(), w.lastProblem());
+
+    const QString huge = dir.filePath("huge.json");
+    {
+      QFile f(huge);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      QVERIFY(f.resize(static_cast<qint64>(shardlab::kMaxJobFileBytes) + 1));  // sparse
+    }
+    timer.restart();
+    QVERIFY2(!w.openFile(huge), "a file over the job-file limit was opened");
+    QVERIFY2(timer.elapsed() < 5000, qPrintable(QString("took %1 ms").arg(timer.elapsed())));
+    QVERIFY2(w.lastProblem().contains("larger than 16 MiB"), qPrintable(w.lastProblem()));
+    QCOMPARE(w.statusBar()->currentMessage(), w.lastProblem());
+
+    // A device that never ends (read whole, it would take all memory).
+    QVERIFY(!w.openFile("/dev/zero"));
+    QVERIFY2(w.lastProblem().contains("not a regular file"), qPrintable(w.lastProblem()));
+
+    QCOMPARE(w.editor()->text(), before);  // a refused file leaves the editor alone
+    QVERIFY(w.currentFile().isEmpty());
   }
 
   // ---------------------------------------------------------------------------------------------

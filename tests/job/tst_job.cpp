@@ -5,9 +5,11 @@
 #include <QDir>
 #include <QTemporaryDir>
 
+#include <algorithm>
 #include <fstream>
 #include <limits>
 
+#include "engine/core/display_text.h"
 #include "engine/core/error.h"
 #include "engine/job/job_spec.h"
 #include "engine/job/overrides.h"
@@ -75,6 +77,13 @@ std::pair<QString, QString> caught_error(F&& f) {
 void write_file(const QString& path, const std::string& text) {
   std::ofstream out(path.toStdString(), std::ios::binary);
   out << text;
+}
+
+// Whether `msg` is one printable line: not empty, no C0 control character (what every error
+// message must be whatever the file held; tests/fuzz/fuzz_common.h, check_message()).
+bool one_printable_line(const QString& msg) {
+  return !msg.isEmpty() &&
+         std::none_of(msg.begin(), msg.end(), [](QChar c) { return c.unicode() < 0x20; });
 }
 
 // Counts the members of an aggregate (how many initialisers it accepts), so the tests notice a
@@ -1311,6 +1320,129 @@ class TestJob : public QObject {
     std::tie(type, what) =
         caught_error([&] { apply_override(doc, "model.mlp.hidden=" + nested(62)); });
     QCOMPARE(type, QString("InvalidArgument"));
+  }
+
+  // ---- text from the file in messages (issue 21: tests/fuzz/crashes/fuzz_job-*) ----
+
+  // A key the schema does not know is named with its control characters (and DEL) shown as \xNN:
+  // one line, not cut short by a NUL, no ESC reaching the terminal (fuzz_job-escape-in-key,
+  // fuzz_job-nul-in-key). The app's list (check_job_json) gets the same field.
+  void unknownKeyWithControlCharacters_data() {
+    QTest::addColumn<QByteArray>("key");
+    QTest::addColumn<QString>("section");
+    QTest::addColumn<QString>("field");
+    QTest::newRow("escape") << QByteArray("a\x1b[31mb") << ""
+                            << "a\\x1b[31mb";
+    QTest::newRow("nul") << QByteArray("\0x", 2) << ""
+                         << "\\x00x";
+    QTest::newRow("newline") << QByteArray("a\nb") << ""
+                             << "a\\x0ab";
+    QTest::newRow("in a section") << QByteArray("l\x7fr") << "optimizer"
+                                  << "optimizer.l\\x7fr";
+  }
+
+  void unknownKeyWithControlCharacters() {
+    QFETCH(QByteArray, key);
+    QFETCH(QString, section);
+    QFETCH(QString, field);
+    json doc = json::parse(kBase);
+    json& where = section.isEmpty() ? doc : doc[section.toStdString()];
+    where[key.toStdString()] = 2;
+    const QString msg = rejection(doc);
+    QVERIFY2(one_printable_line(msg), qPrintable(msg.toUtf8().toPercentEncoding()));
+    QVERIFY2(msg.startsWith(field + ": unknown field"), qPrintable(msg));
+    const auto errors = check_job_json(doc);
+    QCOMPARE(errors.size(), size_t(1));
+    QCOMPARE(QString::fromStdString(errors[0].field), field);
+
+    // The crash inputs themselves, as files.
+    const std::string text = key.startsWith('\0') ? "{\"\\u0000x\": 1}" : "{\"a\\u001b[31mb\": 2}";
+    const QString first = rejection(parse_job_json(text, "job.json"));
+    QVERIFY2(one_printable_line(first), qPrintable(first.toUtf8().toPercentEncoding()));
+    QVERIFY2(first.contains(": unknown field"), qPrintable(first));
+  }
+
+  // The helper itself (engine/core/display_text.h): controls and DEL as \\xNN, UTF-8 kept, the cap
+  // counted on what is shown, "..." included, never splitting a character.
+  void displayText() {
+    QCOMPARE(display_text(std::string("a\0\x1b[2J\n\x7f\t", 9)),
+             std::string("a\\x00\\x1b[2J\\x0a\\x7f\\x09"));
+    QCOMPARE(display_text("gr\u00fc\u00dfe \u2713"), std::string("gr\u00fc\u00dfe \u2713"));
+    QCOMPARE(display_text(std::string(64, 'k')), std::string(64, 'k'));
+    QCOMPARE(display_text(std::string(65, 'k')), std::string(61, 'k') + "...");
+    QCOMPARE(display_text("abcdefgh", 6), std::string("abc..."));
+    QCOMPARE(display_text("ab\ncdef", 6), std::string("ab..."));     // not half of "\\x0a"
+    QCOMPARE(display_text("ab\u00fcdef", 6), std::string("ab..."));  // not half of the "\u00fc"
+    QCOMPARE(display_text(std::string(600, 'p'), std::string_view::npos), std::string(600, 'p'));
+  }
+
+  // A repeated key is named the same way.
+  void repeatedKeyWithControlCharacters() {
+    auto [type, what] = caught_error(
+        [] { parse_job_json("{\"a\\u001b[2J\": 1, \"a\\u001b[2J\": 2}", "job.json"); });
+    QCOMPARE(type, QString("FormatError"));
+    QCOMPARE(what, QString("job.json: a\\x1b[2J: key appears more than once"));
+    std::tie(type, what) = caught_error(
+        [] { parse_job_json("{\"optimizer\": {\"\\u0000\": 1, \"\\u0000\": 2}}", "job.json"); });
+    QCOMPARE(what, QString("job.json: optimizer.\\x00: key appears more than once"));
+  }
+
+  // A number out of range is named by its field's path, control characters of its keys shown
+  // (fuzz_job-newline-in-path: a raw newline inside a key, found on the text before parsing).
+  void outOfRangeNumberUnderAKeyWithControlCharacters() {
+    auto [type, what] = caught_error([] { parse_job_json("{\"a\nb\": 1e400}\n", "job.json"); });
+    QCOMPARE(type, QString("FormatError"));
+    QCOMPARE(what, QString("job.json: a\\x0ab: 1e400 is out of range (not a finite number)"));
+    std::tie(type, what) =
+        caught_error([] { parse_job_json("{\"x\": {\"\x1b[2J\": [0, 1e999]}}", "job.json"); });
+    QCOMPARE(what, QString("job.json: x.\\x1b[2J[1]: 1e999 is out of range (not a finite number)"));
+    // A long key is still cut to 64 bytes, "..." included.
+    std::tie(type, what) = caught_error(
+        [] { parse_job_json("{\"" + std::string(100, 'k') + "\": 1e400}", "job.json"); });
+    QCOMPARE(what, QString("job.json: " + QString(61, 'k') +
+                           "...: 1e400 is out of range (not a finite number)"));
+  }
+
+  // String values shown in messages (a type error, a choice, the telemetry address, an unknown
+  // optimizer) keep their control characters out of the message too.
+  void valuesWithControlCharacters() {
+    const auto expect = [](const char* patch, const QString& start) {
+      const QString msg = rejection(patched(patch));
+      QVERIFY2(one_printable_line(msg), qPrintable(msg.toUtf8().toPercentEncoding()));
+      QVERIFY2(msg.startsWith(start), qPrintable(msg));
+    };
+    expect("{\"device\": \"cpu\\u001b[2J\"}",
+           "device: must be one of \"cpu\", \"cuda\", got \"cpu\\x1b[2J\"");
+    expect("{\"train\": {\"steps\": \"1\\u00000\"}}",
+           "train.steps: expected an integer, got string \"1\\x000\"");
+    expect("{\"telemetry\": {\"address\": \"h\\n:0\"}}",
+           "telemetry.address: expected HOST:PORT with a port in [1, 65535], got 'h\\x0a:0'");
+    expect("{\"optimizer\": {\"name\": \"ad\\u001bam\"}}",
+           "optimizer.name: unknown optimizer 'ad\\x1bam'");
+    expect("{\"model\": {\"kind\": \"g\\u0007pt\"}}",
+           "model.kind: must be one of \"mlp\", \"gpt\", got \"g\\x07pt\"");
+    expect("{\"data\": {\"dataset\": \"chars\\u001b\"}}",
+           "data.dataset: must be one of \"fashion-mnist\", \"chars\", got \"chars\\x1b\"");
+  }
+
+  // The file's own path, when it holds a newline (a name a script made up), stays on the line.
+  void pathWithNewline() {
+    QTemporaryDir dir;
+    const QString missing = dir.filePath("no\nsuch.json");
+    const auto [type, what] = caught_error([&] { load_job(missing.toStdString()); });
+    QVERIFY2(one_printable_line(what), qPrintable(what.toUtf8().toPercentEncoding()));
+    QVERIFY2(what.startsWith("cannot open job file " + dir.filePath("no\\x0asuch.json") + ": "),
+             qPrintable(what));
+  }
+
+  void malformedFileWithNewlineInPath() {
+    QTemporaryDir dir;
+    const QString bad = dir.filePath("bad\n.json");
+    write_file(bad, "{\"name\": tru}");
+    const auto [type, what] = caught_error([&] { load_job(bad.toStdString()); });
+    QCOMPARE(type, QString("FormatError"));
+    QVERIFY2(what.startsWith(dir.filePath("bad\\x0a.json") + ":1:13: invalid JSON: "),
+             qPrintable(what));
   }
 
   void missingFile() {

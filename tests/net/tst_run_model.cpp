@@ -125,6 +125,40 @@ class TestRunModel : public QObject {
     QCOMPARE(r.step, kSteps);  // the latest state is exact
   }
 
+  // Evaluations are bounded the same way (a peer sending millions of EVALs): at most
+  // kMaxSeriesPoints per rank, evenly spread (evaluation i held is the (i * eval_stride + 1)-th
+  // received), each with its own step; the newest is still the one the table names.
+  void evalsAreBounded() {
+    RunModel m;
+    m.add(Message(hello(0)));
+    constexpr int64_t kEvals = 3 * static_cast<int64_t>(kMaxSeriesPoints) + 5;
+    constexpr int64_t kEvery = 10;  // an evaluation every 10 steps
+    for (int64_t k = 1; k <= kEvals; ++k)
+      m.add(Message(make_event(
+          0, 1.0 + 1e-3 * static_cast<double>(k),
+          tl::EvalEvent{k * kEvery, 1.0 / static_cast<double>(k), 0.5, static_cast<int64_t>(k)})));
+    const RankState& r = m.ranks().at(0);
+    QVERIFY2(r.evals.size() <= kMaxSeriesPoints, qPrintable(QString::number(r.evals.size())));
+    QVERIFY(r.evals.size() >= kMaxSeriesPoints / 4);
+    QVERIFY(r.eval_stride > 1 && (r.eval_stride & (r.eval_stride - 1)) == 0);
+    QCOMPARE(r.evals_seen, kEvals);
+    for (size_t i = 0; i < r.evals.size(); ++i) {
+      const int64_t k = static_cast<int64_t>(i) * r.eval_stride + 1;  // which evaluation
+      if (r.evals[i].step != k * kEvery || r.evals[i].samples != k)
+        QFAIL(qPrintable(QString("evals[%1]: step %2, samples %3; want step %4")
+                             .arg(i)
+                             .arg(r.evals[i].step)
+                             .arg(r.evals[i].samples)
+                             .arg(k * kEvery)));
+      QCOMPARE(r.evals[i].loss, 1.0 / static_cast<double>(k));
+    }
+    // The newest evaluation is exact, whether or not the thinned list holds it.
+    QVERIFY(r.last_eval.has_value());
+    QCOMPARE(r.last_eval->step, kEvals * kEvery);
+    const QString table = QString::fromStdString(m.table(2.0));
+    QVERIFY2(table.contains(QString("eval at step %1:").arg(kEvals * kEvery)), qPrintable(table));
+  }
+
   // What a peer sends reaches the terminal without control characters: a host name or failure
   // reason carrying escape sequences (clear the screen, retitle the terminal) is shown with '?'
   // in their place, and capped in length.

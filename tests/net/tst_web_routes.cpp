@@ -259,6 +259,80 @@ class TestWebRoutes : public QObject {
     QCOMPARE(get(port, "/api/run").status(), 200u);
   }
 
+  // A client still sending when its request is refused (headers over max_header_bytes: 431; a
+  // body over max_body_bytes: 413) reads the answer instead of a reset: the server stops sending
+  // after it and discards what comes in for a while (closing a socket with unread input sends RST,
+  // which would throw away the response). Each client writes 1 MiB before it reads anything, far
+  // more than the socket buffers hold while the server has stopped reading (the client's send
+  // buffer is made small: left to grow, on loopback it could take the whole megabyte).
+  void refusedRequestsAreReadNotReset() {
+    RunModel model;
+    feed_small_run(model);
+    WebContent content;
+    content.live = &model;
+    WebOptions o;
+    LogLines log;
+    o.log = log.sink();
+    WebHost host(o, content);
+    const uint16_t port = host.port();
+    constexpr size_t kSent = size_t{1} << 20;
+    const auto small_send_buffer = [](HttpConn& c) {
+      c.socket().set_option(boost::asio::socket_base::send_buffer_size(8192));
+    };
+
+    {
+      std::string big = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ";
+      big += std::string(kSent - big.size() - 4, 'a');
+      big += "\r\n\r\n";
+      QCOMPARE(big.size(), kSent);
+      HttpConn c(port);
+      QCOMPARE(c.connect(), error_code());
+      small_send_buffer(c);
+      const error_code wrote = c.write_raw(big);
+      QVERIFY2(!wrote,
+               qPrintable("writing the headers: " + QString::fromStdString(wrote.message())));
+      WebResponse res;
+      const error_code ec = c.read(res);
+      QVERIFY2(!ec, qPrintable("reading the 431: " + QString::fromStdString(ec.message())));
+      QCOMPARE(res.result_int(), 431u);
+      QVERIFY(!res.keep_alive());
+      QVERIFY2(c.closed_within(3000ms), "the connection stayed open after a 431");
+    }
+    {
+      std::string post =
+          "POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+          "application/x-www-form-urlencoded\r\nContent-Length: 1073741824\r\n\r\n";
+      post += std::string(kSent - post.size(), 'x');
+      HttpConn c(port);
+      QCOMPARE(c.connect(), error_code());
+      small_send_buffer(c);
+      const error_code wrote = c.write_raw(post);
+      QVERIFY2(!wrote, qPrintable("writing the body: " + QString::fromStdString(wrote.message())));
+      WebResponse res;
+      const error_code ec = c.read(res);
+      QVERIFY2(!ec, qPrintable("reading the 413: " + QString::fromStdString(ec.message())));
+      QCOMPARE(res.result_int(), 413u);
+      QVERIFY(!res.keep_alive());
+      QVERIFY2(c.closed_within(3000ms), "the connection stayed open after a 413");
+    }
+    {
+      // A client that goes on sending for ever is cut off anyway (after 1 MiB or about 1 s).
+      HttpConn c(port);
+      QCOMPARE(c.connect(), error_code());
+      small_send_buffer(c);
+      const auto start = Clock::now();
+      bool ended = bool(c.write_raw(
+          "POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1073741824\r\n\r\n"));
+      const std::string more(64 * 1024, 'x');
+      while (!ended && seconds_since(start) < 10) ended = bool(c.write_raw(more));
+      QVERIFY2(ended, "a client sending without end was never cut off");
+      QVERIFY2(seconds_since(start) < 5,
+               qPrintable(QString("cut off after %1 s").arg(seconds_since(start))));
+    }
+    // The server is still fine.
+    QCOMPARE(get(port, "/api/run").status(), 200u);
+  }
+
   // With the token required: bearer, the login form and its cookie, the WebSocket's handshake
   // and Origin.
   void tokenRequired() {
