@@ -1,13 +1,15 @@
 // The publisher's thread owns an io_context and drives it one operation at a time with a deadline
 // (run_one_for in short slices), so every connect, read and write is bounded and close() can cut
-// any of them short. publish() only touches the queue under a mutex.
+// any of them short. publish() only pushes into a lock-free bounded queue (no lock, no
+// allocation, no system call on the rank's thread); the thread numbers, encodes, seals and writes.
 //
 // Delivery: a batch leaves the queue only for the duration of one write. When the write fails,
-// the frames the kernel did not fully take go back to the front of the queue and are sent again
-// after reconnecting; frames it took count as sent. Before every write the socket is polled: the
-// collector never speaks after AUTH_OK, so readability means it has closed, and nothing is
-// written into a dead connection. What remains possible is a collector dying with frames in
-// its receive buffer (the protocol has no acknowledgements): those are lost, never duplicated.
+// the events whose sealed run the kernel did not fully take are kept (in order, before anything
+// still queued) and sent again after reconnecting; those it took count as sent. Before every write
+// the socket is polled: the collector never speaks after AUTH_OK, so readability means it has
+// closed, and nothing is written into a dead connection. What remains possible is a collector dying
+// with frames in its receive buffer (the protocol has no acknowledgements): those are lost, never
+// duplicated.
 #include "net/publisher.h"
 
 #include <fmt/format.h>
@@ -30,6 +32,7 @@
 #include <boost/asio.hpp>
 
 #include "engine/core/error.h"
+#include "engine/telemetry/event_queue.h"
 #include "net/auth.h"
 #include "net/handshake.h"
 
@@ -118,9 +121,13 @@ struct Publisher::Impl {
   // Shared with publish() and close().
   mutable std::mutex m;
   std::condition_variable cv;
-  std::deque<telemetry::Event> queue;
+  std::unique_ptr<telemetry::BoundedQueue<telemetry::Event>> queue;  // from publish()
+  std::atomic<bool> closing_flag{false};                             // what publish() reads
+  bool closing = false;  // under m, for the thread's waits
+
+  // The thread's own: events of a failed write, sent again before the queue's; the next number.
+  std::deque<telemetry::Event> retry;
   uint64_t next_seq = 0;
-  bool closing = false;
   std::string last_error;
   std::atomic<uint64_t> published{0}, sent{0}, dropped{0};
   std::atomic<bool> connected{false};
@@ -340,50 +347,64 @@ struct Publisher::Impl {
     return p.revents == 0;
   }
 
+  // Waits up to `d` (or until close() begins); true when closing.
+  bool wait_or_closing(Clock::duration d) {
+    std::unique_lock lock(m);
+    return cv.wait_for(lock, d, [this] { return closing; });
+  }
+
+  // Moves up to batch_max events into `batch`: first those of a failed write, then the queue's,
+  // numbered here (so the numbers follow the order sent, with no gaps).
+  void take_batch(std::vector<telemetry::Event>& batch) {
+    while (!retry.empty() && batch.size() < o.batch_max) {
+      batch.push_back(std::move(retry.front()));
+      retry.pop_front();
+    }
+    telemetry::Event e;
+    while (batch.size() < o.batch_max && queue->pop(e)) {
+      e.seq = next_seq++;
+      batch.push_back(std::move(e));
+    }
+  }
+
   // Streams the queue until the connection fails (false, `err` says why) or close() has flushed
-  // or run out of time (true).
+  // or run out of time (true). A batch is written at most every flush_interval unless a full one
+  // is waiting: few large writes, and few wake-ups for the collector.
   bool stream(std::string& err) {
     auto last_write = Clock::now();
+    auto last_check = Clock::now();
     std::vector<telemetry::Event> batch;
     std::vector<size_t> ends;  // end offset of each encoded frame
     std::vector<uint8_t> bytes;
     for (;;) {
       batch.clear();
-      {
-        std::unique_lock lock(m);
-        while (queue.empty()) {
-          if (closing) return true;
-          const auto now = Clock::now();
-          const auto beat = last_write + o.heartbeat;
-          if (now >= beat) {
-            if (queue.size() < o.queue_capacity) {
-              telemetry::Event hb;
-              hb.rank = o.hello.rank;
-              hb.seq = next_seq++;
-              hb.time = telemetry::now_seconds();
-              hb.payload = telemetry::HeartbeatEvent{};
-              queue.push_back(std::move(hb));
-              published.fetch_add(1, std::memory_order_relaxed);
-            }
-            break;
-          }
-          cv.wait_until(lock, std::min(beat, now + kLivenessPoll));
-          if (queue.empty() && !closing) {
-            lock.unlock();
-            const bool ok = alive();
-            lock.lock();
-            if (!ok) {
+      take_batch(batch);
+      if (batch.empty()) {
+        if (closing_flag.load()) return true;
+        const auto now = Clock::now();
+        if (now >= last_write + o.heartbeat) {
+          telemetry::Event hb;
+          hb.rank = o.hello.rank;
+          hb.seq = next_seq++;
+          hb.time = telemetry::now_seconds();
+          hb.payload = telemetry::HeartbeatEvent{};
+          batch.push_back(std::move(hb));
+          published.fetch_add(1, std::memory_order_relaxed);
+        } else {
+          if (now - last_check >= kLivenessPoll) {
+            if (!alive()) {
               err = fmt::format("collector {} closed the connection", where);
               return false;
             }
+            last_check = now;
           }
+          wait_or_closing(o.flush_interval);
+          continue;
         }
-        if (closing && Clock::now() >= deadline_of_close()) return true;
-        const size_t n = std::min(queue.size(), o.batch_max);
-        for (size_t i = 0; i < n; ++i) {
-          batch.push_back(std::move(queue.front()));
-          queue.pop_front();
-        }
+      }
+      if (closing_flag.load() && Clock::now() >= deadline_of_close()) {
+        for (size_t i = batch.size(); i-- > 0;) retry.push_front(std::move(batch[i]));
+        return true;
       }
       bytes.clear();
       ends.clear();
@@ -416,7 +437,9 @@ struct Publisher::Impl {
       const bool ok = alive() && write_all(bytes, Clock::now() + kWriteTimeout, written, why);
       if (ok) {
         sent.fetch_add(batch.size(), std::memory_order_relaxed);
-        last_write = Clock::now();
+        last_write = last_check = Clock::now();
+        // Let more gather unless a full batch is already waiting.
+        if (batch.size() < o.batch_max && !closing_flag.load()) wait_or_closing(o.flush_interval);
         continue;
       }
       // Events whose run the kernel took whole, BATCH_MAC included, count as sent; the rest go
@@ -424,10 +447,7 @@ struct Publisher::Impl {
       size_t done = 0;
       while (done < batch.size() && ends[done] <= written) ++done;
       sent.fetch_add(done, std::memory_order_relaxed);
-      {
-        std::lock_guard lock(m);
-        for (size_t i = batch.size(); i-- > done;) queue.push_front(std::move(batch[i]));
-      }
+      for (size_t i = batch.size(); i-- > done;) retry.push_front(std::move(batch[i]));
       err = why.empty() ? fmt::format("collector {} closed the connection", where)
                         : fmt::format("writing to collector {} failed: {}", where, why);
       return false;
@@ -450,9 +470,12 @@ struct Publisher::Impl {
     close_socket();
   }
 
+  size_t unsent() const {
+    return queue->size() + retry.size();
+  }
+
   bool should_exit() {
-    std::lock_guard lock(m);
-    return closing && (queue.empty() || Clock::now() >= deadline_of_close());
+    return closing_flag.load() && (unsent() == 0 || Clock::now() >= deadline_of_close());
   }
 
   void run() {
@@ -475,7 +498,7 @@ struct Publisher::Impl {
         while (true) {
           auto until = backoff_end;
           if (closing) {
-            if (queue.empty()) break;
+            if (unsent() == 0) break;
             until = std::min(until, deadline_of_close());
           }
           if (Clock::now() >= until) break;
@@ -484,9 +507,9 @@ struct Publisher::Impl {
       }
       backoff = std::min(backoff * 2, o.backoff_max);
     }
+    const size_t left = unsent();
     std::lock_guard lock(m);
-    if (!queue.empty())
-      last_error = fmt::format("closed with {} events not sent to {}", queue.size(), where);
+    if (left > 0) last_error = fmt::format("closed with {} events not sent to {}", left, where);
   }
 };
 
@@ -495,6 +518,8 @@ Publisher::Publisher(PublisherOptions options) : impl_(std::make_unique<Impl>())
   d.o = std::move(options);
   SL_ENFORCE(d.o.port != 0, "publisher: port must be 1..65535, got 0");
   SL_ENFORCE(d.o.queue_capacity > 0, "publisher: queue capacity must be > 0");
+  SL_ENFORCE(d.o.flush_interval.count() > 0, "publisher: flush interval must be > 0 ms");
+  d.queue = std::make_unique<telemetry::BoundedQueue<telemetry::Event>>(d.o.queue_capacity);
   SL_ENFORCE(d.o.batch_max > 0, "publisher: batch_max must be > 0");
   SL_ENFORCE(d.o.heartbeat.count() > 0, "publisher: heartbeat must be > 0 ms");
   SL_ENFORCE(d.o.backoff_min.count() > 0 && d.o.backoff_max >= d.o.backoff_min,
@@ -528,23 +553,16 @@ Publisher::~Publisher() {
 
 void Publisher::publish(telemetry::Event event) noexcept {
   Impl& d = *impl_;
-  try {
-    std::unique_lock lock(d.m);
-    if (d.closing || d.queue.size() >= d.o.queue_capacity) {
-      d.dropped.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
-    event.rank = d.o.hello.rank;  // the collector insists on the HELLO's rank
-    event.seq = d.next_seq++;
-    const bool was_empty = d.queue.empty();
-    d.queue.push_back(std::move(event));
-    d.published.fetch_add(1, std::memory_order_relaxed);
-    lock.unlock();
-    // The thread only sleeps on an empty queue.
-    if (was_empty) d.cv.notify_one();
-  } catch (...) {
+  if (d.closing_flag.load(std::memory_order_relaxed)) {
     d.dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
   }
+  event.rank = d.o.hello.rank;  // the collector insists on the HELLO's rank
+  // The number is given on the publisher's thread, in the order sent: a dropped event gets none.
+  if (d.queue->push(event))
+    d.published.fetch_add(1, std::memory_order_relaxed);
+  else
+    d.dropped.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Publisher::begin_close() {
@@ -553,6 +571,7 @@ void Publisher::begin_close() {
     std::lock_guard lock(d.m);
     if (d.closing) return;
     d.closing = true;
+    d.closing_flag = true;
     d.close_deadline = (Clock::now() + d.o.close_timeout).time_since_epoch().count();
   }
   d.cv.notify_all();

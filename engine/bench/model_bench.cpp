@@ -11,6 +11,7 @@
 #include "engine/device/device_training.h"
 #include "engine/job/build.h"
 #include "engine/job/job_spec.h"
+#include "kernels/cpu/gemm.h"
 
 namespace shardlab {
 
@@ -22,25 +23,52 @@ struct BenchJob {
 };
 constexpr BenchJob kJobs[] = {{"fashion_mlp", "samples"}, {"chars_gpt", "tokens"}};
 
+// The shapes of issue 22's PyTorch 1.13 script, per job (set explicitly, so an edit of the job
+// files cannot move them): the optimizers are the job files' (adam for fashion_mlp, adamw for
+// chars_gpt), as in that script.
+std::vector<std::string> pytorch_shape_overrides(const std::string& job) {
+  if (job == "fashion_mlp")
+    return {
+        "model.mlp.hidden=[512, 256]",
+        "model.mlp.activation=\"relu\"",
+        "optimizer.name=\"adam\"",
+        "train.batch_size=256",
+    };
+  return {
+      "model.gpt.context=64", "model.gpt.width=64",    "model.gpt.layers=2",
+      "model.gpt.heads=4",    "model.gpt.mlp_ratio=4", "train.batch_size=32",
+  };
+}
+
 // The job file as one process on `device`, warmup + steps steps, no evaluation or progress.
-JobSpec bench_job(const std::string& path, const std::string& device, int64_t total_steps) {
-  return load_job(
-      path, {"device=" + device, "parallel={}", fmt::format("train.steps={}", total_steps),
-             "train.epochs=0", fmt::format("train.log_every={}", total_steps), "train.eval_every=0",
-             "train.eval_batches=0", "train.schedule={}", "train.early_stopping={}"});
+JobSpec bench_job(const std::string& path, const std::string& job, const std::string& device,
+                  int64_t total_steps, bool pytorch_shapes) {
+  std::vector<std::string> overrides{"device=" + device,
+                                     "parallel={}",
+                                     fmt::format("train.steps={}", total_steps),
+                                     "train.epochs=0",
+                                     fmt::format("train.log_every={}", total_steps),
+                                     "train.eval_every=0",
+                                     "train.eval_batches=0",
+                                     "train.schedule={}",
+                                     "train.early_stopping={}"};
+  if (pytorch_shapes)
+    for (std::string& o : pytorch_shape_overrides(job)) overrides.push_back(std::move(o));
+  return load_job(path, overrides);
 }
 
 std::string model_description(const TrainingSetup& s) {
   const ModelConfig& m = s.job.model;
   if (m.kind == "gpt")
-    return fmt::format("gpt context {}, width {}, {} layers, {} parameters, batch {} x {} tokens",
-                       m.gpt.context, m.gpt.width, m.gpt.layers, s.model->num_params(),
-                       s.job.train.batch_size, m.gpt.context);
+    return fmt::format(
+        "gpt context {}, width {}, {} layers, {} heads, {} parameters, {}, batch {} x {} tokens",
+        m.gpt.context, m.gpt.width, m.gpt.layers, m.gpt.heads, s.model->num_params(),
+        s.job.optimizer.name, s.job.train.batch_size, m.gpt.context);
   std::string dims = std::to_string(m.mlp.input_dim);
   for (const int64_t h : m.mlp.hidden) dims += fmt::format("-{}", h);
   dims += fmt::format("-{}", m.mlp.num_classes);
-  return fmt::format("mlp {}, {} parameters, batch {}", dims, s.model->num_params(),
-                     s.job.train.batch_size);
+  return fmt::format("mlp {}, {} parameters, {}, batch {}", dims, s.model->num_params(),
+                     s.job.optimizer.name, s.job.train.batch_size);
 }
 
 // Trains `setup` and measures the steps after the warm-up.
@@ -87,8 +115,15 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o, std::ostream& out) 
   const std::string dir = o.jobs_dir.empty() ? resource_dir() + "/jobs" : o.jobs_dir;
   const int64_t total = o.warmup + o.steps;
   fmt::print(out,
-             "bench model: {} timed steps after {} warm-up steps, one process, no evaluation\n",
-             o.steps, o.warmup);
+             "bench model: {} timed steps after {} warm-up steps, one process, no evaluation{}\n",
+             o.steps, o.warmup,
+             o.pytorch_shapes ? ", the shapes of the PyTorch 1.13 comparison (issue 22)" : "");
+  if (o.pytorch_shapes) {
+    // The comparison is one process on one core: one BLAS thread, whatever this process had.
+    kernels::use_single_blas_thread();
+    fmt::print(out, "blas: {}; kernels for {}; {} thread\n", kernels::blas_config(),
+               kernels::blas_core_name(), kernels::blas_threads());
+  }
   out.flush();
   for (const BenchJob& job : kJobs) {
     const std::string path = fmt::format("{}/{}.json", dir, job.name);
@@ -100,7 +135,8 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o, std::ostream& out) 
     for (const char* device : {"cpu", "cuda"}) {
       if ((device == std::string("cpu") && !cpu) || (device == std::string("cuda") && !cuda))
         continue;
-      TrainingSetup setup = build_training(bench_job(path, device, total));
+      TrainingSetup setup =
+          build_training(bench_job(path, job.name, device, total, o.pytorch_shapes));
       if (line.empty()) line = fmt::format("{} ({}):", job.name, model_description(setup));
       rows.push_back(measure(setup, job, o.warmup));
     }

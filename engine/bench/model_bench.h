@@ -4,6 +4,11 @@
 // (Trainer) and on GPU 0 (engine/device/device_training.h), and reports each rate and the
 // GPU/CPU ratio. The rate of a run is the units (samples or target tokens) of its timed steps over
 // their summed step times (StepInfo::step_seconds).
+//
+// With pytorch_shapes, the jobs take the shapes of the single-process PyTorch 1.13 comparison of
+// issue 22 (one process, one BLAS thread, the same OpenBLAS): fashion_mlp as an MLP 784-512-256-10
+// with Adam at batch 256, chars_gpt at context 64, width 64, 2 layers, 4 heads, batch 32 (AdamW),
+// and the BLAS library, its kernels and its thread count are printed first.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +24,8 @@ struct ModelBenchOptions {
   int64_t warmup = 2;           // untimed steps first (allocation, caches, cuBLAS handles)
   // Folder holding fashion_mlp.json and chars_gpt.json; "" : resource_dir() + "/jobs".
   std::string jobs_dir;
+  // The shapes of issue 22's PyTorch comparison instead of the job files' own (see above).
+  bool pytorch_shapes = false;
 };
 
 struct ModelBenchRow {

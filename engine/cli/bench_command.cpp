@@ -3,7 +3,8 @@
 //              with --device cuda, the kernels/cuda update kernels next to a device copy
 //   mlp        single-process MLP training throughput on Fashion-MNIST, in samples/s
 //   model      the example jobs (fashion_mlp, chars_gpt) on the CPU and on a GPU, samples/s and
-//              tokens/s and the GPU/CPU ratio (engine/bench/model_bench.h)
+//              tokens/s and the GPU/CPU ratio (engine/bench/model_bench.h); --pytorch-shapes: at
+//              the shapes of the single-process PyTorch comparison (issue 22), on the CPU
 //   comm, sharded, hybrid, telemetry: bench_comm.cpp, bench_sharded.cpp, bench_hybrid.cpp,
 //   bench_telemetry.cpp, web: bench_web.cpp
 #include <fmt/format.h>
@@ -99,13 +100,21 @@ int bench_mlp(const std::vector<std::string>& argv) {
   return 0;
 }
 
-// `bench model [--device cpu|cuda|both] [--steps N]`. --device cuda where no GPU can be used is
-// one line and exit status 1 (before anything is read); both measures the CPU and says why cuda
-// was not measured.
+// `bench model [--device cpu|cuda|both] [--steps N] [--pytorch-shapes]`. --device cuda where no
+// GPU can be used is one line and exit status 1 (before anything is read); both measures the CPU
+// and says why cuda was not measured. --pytorch-shapes: the shapes of issue 22's single-process
+// PyTorch comparison (ModelBenchOptions::pytorch_shapes), on the CPU unless --device says
+// otherwise, 100 timed steps after 5 warm-up steps unless --steps says otherwise.
 int bench_model(const std::vector<std::string>& argv) {
-  Args args(argv, {{"--device", "--steps"}, {}});
+  Args args(argv, {{"--device", "--steps"}, {"--pytorch-shapes"}});
   args.expect_no_positional();
   ModelBenchOptions opt;
+  opt.pytorch_shapes = args.has("--pytorch-shapes");
+  if (opt.pytorch_shapes) {
+    opt.device = "cpu";
+    opt.steps = 100;
+    opt.warmup = 5;
+  }
   opt.device = args.get("--device", opt.device);
   if (opt.device != "cpu" && opt.device != "cuda" && opt.device != "both")
     SL_THROW(UsageError, "--device: unknown device '{}' (known: cpu, cuda, both)", opt.device);

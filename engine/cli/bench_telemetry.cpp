@@ -5,6 +5,7 @@
 //             until the collector has handed all N to its consumer. Rows: a consumer that only
 //             counts, and a RunModelConsumer (what `shardlab monitor` and the app feed); beside
 //             them decode_frame alone over the same bytes (no sockets), the ceiling.
+//   publish   what publish() costs the rank's thread, in ns, for a Publisher and a RecordingSink.
 //   overhead  the demo job (resources/jobs/fashion_mlp.json: mlp 784-256-128-10, adam, ZeRO-2 on 4
 //             threads), shortened and without evaluation, trained alternately with telemetry off
 //             and on (each rank a Publisher to an in-process collector that feeds a RunModel and
@@ -31,6 +32,7 @@
 #include "net/collector.h"
 #include "net/consumers.h"
 #include "net/ingest_bench.h"
+#include "net/local_sinks.h"
 #include "net/protocol.h"
 #include "net/publisher.h"
 
@@ -232,6 +234,87 @@ OverheadRun run_once(const JobSpec& job, const Datasets& data, bool telemetry_on
   return out;
 }
 
+// ---------------------------------------------------------------------------------------------
+// (b) what publish() costs the rank's thread
+
+// A STEP event as the training loop makes one.
+telemetry::Event step_event(int64_t step) {
+  telemetry::Event e;
+  e.time = telemetry::now_seconds();
+  telemetry::StepEvent s;
+  s.step = step;
+  s.loss = 2.3;
+  s.step_seconds = 1e-3;
+  e.payload = s;
+  return e;
+}
+
+// Mean nanoseconds per publish() over `events` calls made in chunks of kChunk; between chunks
+// (untimed) the sink's thread is given time to take them, so the queue never fills. `drained`
+// says whether the sink has taken all published so far.
+template <class Drained>
+double publish_ns(telemetry::TelemetrySink& sink, int64_t events, Drained drained) {
+  constexpr int64_t kChunk = 1000;
+  double seconds = 0;
+  for (int64_t done = 0; done < events; done += kChunk) {
+    std::vector<telemetry::Event> chunk;  // made before the clock starts: only publish() is timed
+    chunk.reserve(kChunk);
+    for (int64_t i = 0; i < kChunk; ++i) chunk.push_back(step_event(done + i));
+    const auto t0 = Clock::now();
+    for (auto& e : chunk) sink.publish(std::move(e));
+    seconds += seconds_since(t0);
+    const auto wait0 = Clock::now();
+    while (!drained() && seconds_since(wait0) < 5)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return 1e9 * seconds / static_cast<double>(events);
+}
+
+void bench_publish_cost(int64_t events) {
+  fmt::print(
+      "\npublish cost on the rank's thread: {} STEP events, mean ns per publish() (the sink's own "
+      "thread drains between chunks of 1000)\n",
+      events);
+  {
+    net::CollectorOptions copt;
+    copt.token = net::make_token();
+    net::Collector collector(copt, {});
+    collector.start();
+    net::PublisherOptions o;
+    o.port = collector.port();
+    o.token = copt.token;
+    o.hello.job_id = "bench-publish";
+    net::Publisher pub(o);
+    const double ns = publish_ns(pub, events, [&] { return pub.sent() >= pub.published(); });
+    fmt::print("  publisher (to a collector over loopback)  {:8.1f} ns\n", ns);
+    pub.close();
+  }
+  {
+    const std::string path =
+        (std::filesystem::temp_directory_path() /
+         fmt::format("shardlab-bench-publish-{}.slrec", static_cast<long>(getpid())))
+            .string();
+    {
+      net::RecordingSink rec(path);
+      int64_t published = 0;
+      auto count = [&] { return static_cast<int64_t>(rec.events()) >= published; };
+      struct Counting : telemetry::TelemetrySink {
+        net::RecordingSink& to;
+        int64_t& n;
+        Counting(net::RecordingSink& t, int64_t& c) : to(t), n(c) {}
+        void publish(telemetry::Event e) noexcept override {
+          ++n;
+          to.publish(std::move(e));
+        }
+      } counting(rec, published);
+      const double ns = publish_ns(counting, events, count);
+      fmt::print("  recording sink (to a file)                {:8.1f} ns\n", ns);
+    }
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+  }
+}
+
 void bench_overhead(int64_t steps, int64_t pairs) {
   JobSpec job = demo_job(steps);
   const Datasets data = load_completed_data(job);
@@ -316,6 +399,7 @@ int bench_telemetry_command(const std::vector<std::string>& argv) {
              bench::usable_cores(), quick ? " (--quick)" : "");
   std::fflush(stdout);
   bench_ingest(events);
+  bench_publish_cost(quick ? 20000 : 200000);
   bench_overhead(steps, pairs);
   return 0;
 }

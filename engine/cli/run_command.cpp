@@ -29,6 +29,7 @@
 #include "engine/device/device_training.h"
 #include "engine/job/build.h"
 #include "engine/job/job_spec.h"
+#include "engine/launch/compute_threads.h"
 #include "engine/launch/job_state.h"
 #include "engine/launch/mpirun.h"
 #include "engine/launch/prepared_job.h"
@@ -59,6 +60,7 @@ void print_gpu_line(int gpus) {
 int run_in_process(const JobSpec& job, bool quiet, const Args& args, double tolerance,
                    Stopwatch& total) {
   TrainingSetup setup = build_training(job);
+  launch::use_compute_threads(setup.job);
   const launch::PreparedJob plan = launch::plan_job(setup.job);
   const bool tokens = setup.job.model.kind == "gpt";
   const bool cuda = setup.job.device == "cuda";

@@ -13,6 +13,7 @@
 #include "engine/core/timer.h"
 #include "engine/device/device_training.h"
 #include "engine/job/job_spec.h"
+#include "engine/launch/compute_threads.h"
 #include "engine/launch/prepared_job.h"
 #include "engine/parallel/rank_runner.h"
 
@@ -61,6 +62,7 @@ int worker_command(const std::vector<std::string>& argv) {
   // Prepared once: the topology (this rank's HELLO, the comm records' mapping) and the world's
   // communication options now; the data once this rank has joined its world.
   launch::PreparedJob prepared = launch::plan_job(job);
+  launch::use_compute_threads(job);  // the node's cores shared among its ranks
   const auto totals =
       std::make_shared<CommTotalsSink>(session.world_size(), prepared.comm_topology());
   // This rank's telemetry: a publisher to --telemetry, and/or its own --record file.

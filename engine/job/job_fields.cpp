@@ -83,6 +83,7 @@ std::map<std::string, Extra> extras() {
       {"train.schedule.min_lr_ratio", used({is("train.schedule.kind", {"warmup_cosine"})})},
       {"train.checkpoint_every", used({checkpoints})},
       {"train.keep_checkpoints", used({checkpoints})},
+      {"train.threads", range(0, kMaxThreads)},
       {"train.early_stopping.min_delta", used({above("train.early_stopping.patience", 0)})},
       {"parallel.strategy", one_of(strategy_names())},
       {"parallel.world_size", range(1, kMaxWorldSize)},

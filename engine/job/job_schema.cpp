@@ -85,6 +85,7 @@ void visit_job(V& v, Job& job) {
     v.field("init_model", t.init_model);
     v.field("checkpoint_every", t.checkpoint_every);
     v.field("keep_checkpoints", t.keep_checkpoints);
+    v.field("threads", t.threads);
     v.section("schedule", [&] {
       v.field("kind", t.schedule.kind);
       v.field("warmup_steps", t.schedule.warmup_steps);

@@ -563,6 +563,10 @@ void check_checkpoints(Checker& c, const JobSpec& job) {
   const TrainConfig& t = job.train;
   c.at_least<int64_t>("train.checkpoint_every", t.checkpoint_every, 0);
   c.at_least<int64_t>("train.keep_checkpoints", t.keep_checkpoints, 1);
+  if (!(t.threads >= 0 && t.threads <= kMaxThreads))
+    c.fail("train.threads",
+           fmt::format("must be in [0, {}] (0: the cores divided among the ranks), got {}",
+                       kMaxThreads, t.threads));
   if (t.checkpoint_dir.empty()) {
     const std::string why = "only used with train.checkpoint_dir";
     if (t.checkpoint_every >= 0) c.unused_field("train.checkpoint_every", why);

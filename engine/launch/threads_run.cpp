@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include "engine/launch/compute_threads.h"
+
 namespace shardlab::launch {
 
 ParallelRunResult run_threads(const PreparedJob& prepared, const RankRunOptions& options) {
+  use_compute_threads(prepared.job);
   RankRunOptions opts = options;
   opts.comm_topology = prepared.comm_topology();
   return run_threads_job(prepared.job, prepared.data, prepared.comm, opts);

@@ -36,6 +36,12 @@ class Layer {
   // Given dL/dy of the last forward, writes dL/dx and ADDS dL/dparams into the bound gradients
   // (so gradients accumulate over micro-batches until someone zeroes them).
   virtual void backward(const Tensor& dy, Tensor& dx) = 0;
+  // backward for a caller that has no use for dL/dx: the first layer of a model, whose input is
+  // the data (Model::backward calls it for block 0). ADDS dL/dparams exactly as backward does, the
+  // same bits, but may skip dL/dx and its cost (a Linear skips its dx GEMM). `scratch` is the
+  // caller's tensor, which the layer may use; its shape and contents afterwards are unspecified.
+  // The default runs backward(dy, scratch).
+  virtual void backward_params_only(const Tensor& dy, Tensor& scratch) { backward(dy, scratch); }
 };
 
 }  // namespace shardlab

@@ -49,17 +49,28 @@ void Linear::forward(const Tensor& x, Tensor& y) {
   if (bias_) kernels::bias_add(y.data(), b_, rows, out_);
 }
 
-void Linear::backward(const Tensor& dy, Tensor& dx) {
+int64_t Linear::add_param_grads(const Tensor& dy) {
   const int64_t rows = x_.numel() / in_;
   detail::check_grad(dy, rows * out_, out_, "Linear");
-  dx.resize(x_.shape());
-  if (rows == 0) return;
+  if (rows == 0) return 0;
   // dW += dy^T x   ([out, rows] x [rows, in])
   gemm(Trans::Yes, Trans::No, out_, in_, rows, 1.0f, dy.data(), out_, x_.data(), in_, 1.0f, dw_,
        in_);
   if (bias_) kernels::bias_grad(dy.data(), db_, rows, out_);
+  return rows;
+}
+
+void Linear::backward(const Tensor& dy, Tensor& dx) {
+  const int64_t rows = add_param_grads(dy);
+  dx.resize(x_.shape());
+  if (rows == 0) return;
   // dx = dy W   ([rows, out] x [out, in])
   gemm(Trans::No, Trans::No, rows, in_, out_, 1.0f, dy.data(), out_, w_, in_, 0.0f, dx.data(), in_);
+}
+
+void Linear::backward_params_only(const Tensor& dy, Tensor& scratch) {
+  (void)scratch;
+  (void)add_param_grads(dy);
 }
 
 }  // namespace shardlab

@@ -81,12 +81,18 @@ void Model::backward(const Tensor& dlogits, BlockHooks* hooks) {
   SL_ENFORCE(dlogits.shape() == logits.shape(),
              "Model: dlogits of shape {} do not match the last logits {}",
              to_string(dlogits.shape()), to_string(logits.shape()));
-  // Block 0's input gradient (with respect to the data) is computed and dropped: the Layer
-  // interface has no way to skip it, and it is one small product per step.
+  // Nobody uses block 0's input gradient (with respect to the data): it runs
+  // backward_params_only, which skips it where the block can (an MLP's first Linear skips its dx
+  // GEMM: for 784-512-256-10, a quarter of a training step's FLOPs). A pipeline's first stage
+  // drives its blocks itself (engine/parallel/pipeline_stage.cpp).
   for (size_t i = blocks_.size(); i-- > 0;) {
     const int b = static_cast<int>(i);
     if (hooks) hooks->before_backward(b);
-    blocks_[i]->backward(i + 1 == blocks_.size() ? dlogits : dcur_, dnext_);
+    const Tensor& dy = i + 1 == blocks_.size() ? dlogits : dcur_;
+    if (i == 0)
+      blocks_[i]->backward_params_only(dy, dnext_);
+    else
+      blocks_[i]->backward(dy, dnext_);
     std::swap(dcur_, dnext_);
     if (hooks) hooks->after_backward(b);
   }

@@ -87,7 +87,8 @@ class Model {
   // with its leading dimensions folded into rows). The reference stays valid until the next
   // forward; buffers are reused, so steady-state steps do not allocate.
   const Tensor& forward(const Tensor& input, BlockHooks* hooks = nullptr);
-  // Back-propagates dL/dlogits of the last forward, ADDING into the bound gradients.
+  // Back-propagates dL/dlogits of the last forward, ADDING into the bound gradients. The input's
+  // gradient is not computed: block 0 runs Layer::backward_params_only.
   void backward(const Tensor& dlogits, BlockHooks* hooks = nullptr);
 
   int num_blocks() const { return static_cast<int>(blocks_.size()); }

@@ -56,18 +56,27 @@ void Sequential::forward(const Tensor& x, Tensor& y) {
   }
 }
 
-void Sequential::backward(const Tensor& dy, Tensor& dx) {
+const Tensor& Sequential::backward_to_first(const Tensor& dy) {
   const size_t n = children_.size();
-  if (n == 0) {
+  for (size_t i = n; i-- > 1;) {
+    const Tensor& g = i + 1 == n ? dy : grads_[i];
+    children_[i].second->backward(g, grads_[i - 1]);
+  }
+  return n > 1 ? grads_[0] : dy;
+}
+
+void Sequential::backward(const Tensor& dy, Tensor& dx) {
+  if (children_.empty()) {
     dx.resize(dy.shape());
     std::copy(dy.data(), dy.data() + dy.numel(), dx.data());
     return;
   }
-  for (size_t i = n; i-- > 0;) {
-    const Tensor& g = i + 1 == n ? dy : grads_[i];
-    Tensor& out = i == 0 ? dx : grads_[i - 1];
-    children_[i].second->backward(g, out);
-  }
+  children_[0].second->backward(backward_to_first(dy), dx);
+}
+
+void Sequential::backward_params_only(const Tensor& dy, Tensor& scratch) {
+  if (children_.empty()) return;  // no parameters, and the identity's dx is not wanted
+  children_[0].second->backward_params_only(backward_to_first(dy), scratch);
 }
 
 }  // namespace shardlab

@@ -36,8 +36,13 @@ class Sequential : public Layer {
   // An empty Sequential is the identity.
   void forward(const Tensor& x, Tensor& y) override;
   void backward(const Tensor& dy, Tensor& dx) override;
+  // The children's backward in reverse, the first child's through its backward_params_only.
+  void backward_params_only(const Tensor& dy, Tensor& scratch) override;
 
  private:
+  // Children n-1 .. 1 backward; returns dL/d(output of child 0) (dy itself when n == 1).
+  const Tensor& backward_to_first(const Tensor& dy);
+
   std::string label_;
   std::vector<std::pair<std::string, std::unique_ptr<Layer>>> children_;
   std::vector<Tensor> acts_;   // acts_[i]: output of child i, for i < size() - 1

@@ -17,6 +17,9 @@ struct EarlyStoppingConfig {
   double min_delta = 0.0;  // an eval loss must beat the best by more than this to count
 };
 
+// train.threads: more than any machine here has cores.
+inline constexpr int64_t kMaxThreads = 1024;
+
 struct TrainConfig {
   int64_t steps = 0;   // optimizer steps; 0 means use epochs
   int64_t epochs = 0;  // passes over the training set when steps is 0
@@ -42,6 +45,11 @@ struct TrainConfig {
   std::string init_model;
   int64_t checkpoint_every = 0;
   int64_t keep_checkpoints = 3;
+  // Threads each rank computes on (BLAS); 0: this machine's cores divided among the ranks that
+  // share them (engine/launch/compute_threads.h). 1 by default: OpenBLAS on more threads sums
+  // some GEMMs in another order, so results would depend on the machine's cores (the same bits
+  // on every run of one count, not across counts).
+  int64_t threads = 1;  // at most kMaxThreads
   ScheduleConfig schedule;
   EarlyStoppingConfig early_stopping;
 };

@@ -15,6 +15,8 @@ void relu_backward(const float* y, const float* dy, float* dx, int64_t n);
 // GELU, tanh approximation (Hendrycks & Gimpel 2016, eq. for "GELU(x) ~ 0.5x(1+tanh(...))";
 // PyTorch's approximate='tanh'), in float:
 //   t = tanh(sqrt(2/pi) * (x + 0.044715 * x^3)),  y = 0.5 * x * (1 + t)
+// with the tanh argument in float and tanh itself evaluated in double and rounded once (within
+// 1 ulp; branch-free, so the loop vectorises; see activation.cpp).
 // tanh_out (may be null) receives t for a backward that keeps it.
 void gelu_forward(const float* x, float* y, float* tanh_out, int64_t n);
 // dx = dy * (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)), with t read from

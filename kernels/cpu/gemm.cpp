@@ -17,6 +17,14 @@ void use_single_blas_thread() {
   openblas_set_num_threads(1);
 }
 
+void set_blas_threads(int n) {
+  openblas_set_num_threads(n < 1 ? 1 : n);
+}
+
+int blas_threads() {
+  return openblas_get_num_threads();
+}
+
 std::string blas_config() {
   return openblas_get_config();
 }

@@ -16,6 +16,10 @@ void gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, cons
 // ShardLab runs one BLAS thread per rank (ranks are the parallelism); call once per process
 // before any GEMM.
 void use_single_blas_thread();
+// Runs each GEMM on `n` (>= 1) OpenBLAS threads (engine/launch/compute_threads.h decides n).
+void set_blas_threads(int n);
+// The number of threads OpenBLAS runs a GEMM on (1 after use_single_blas_thread()).
+int blas_threads();
 
 // The BLAS library and the kernel family it chose for this CPU, e.g. "OpenBLAS 0.3.21 ... /
 // Haswell".

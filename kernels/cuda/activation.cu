@@ -1,8 +1,9 @@
 // The element math of kernels/cpu/activation.h, one thread per element in grid-stride loops, in
 // the CPU's order of operations (built with --fmad=false, so no contraction). ReLU is
-// bit-identical to the CPU. GELU calls the device's tanhf, which is not the same function as
-// glibc's tanhf (both within a few ulp), so t, and through it y and dx, may differ from the CPU in
-// the last bits; the rest of the GELU arithmetic rounds exactly as on the CPU.
+// bit-identical to the CPU. GELU calls the device's tanhf (within 2 ulp), not the CPU's tanh
+// (kernels/cpu/activation.cpp: evaluated in double, within 1 ulp), so t, and through it y and dx,
+// may differ from the CPU in the last bits; the rest of the GELU arithmetic rounds exactly as on
+// the CPU.
 #include "kernels/cuda/activation.h"
 #include "kernels/cuda/launch.cuh"
 

@@ -280,6 +280,49 @@ class tst_KernelsLayers : public QObject {
     QVERIFY(same(y[0], 0.0f, "gelu(0)"));
   }
 
+  void gelu_tanh_precision() {
+    // GELU's tanh is evaluated in double and rounded once (kernels/cpu/activation.cpp): within 1
+    // ulp of tanh rounded from double, here on 200001 arguments over [-12, 12] (saturated to
+    // +-1 from 9.01) and the edge cases. The argument u = sqrt(2/pi) (x + 0.044715 x^3) is
+    // recomputed here in float exactly as the kernel does, so t is compared as a function of u.
+    const float s2pi = static_cast<float>(std::sqrt(2.0 / std::numbers::pi));
+    Vec x;
+    for (int i = -100000; i <= 100000; ++i) x.push_back(static_cast<float>(i) * 1.2e-4f);
+    for (const float v :
+         {1e-30f, -1e-30f, 1e-45f, 3.0f, 1e30f, -1e30f, std::numeric_limits<float>::infinity(),
+          -std::numeric_limits<float>::infinity()})
+      x.push_back(v);
+    const int64_t n = static_cast<int64_t>(x.size());
+    Vec y(x.size()), t(x.size());
+    gelu_forward(x.data(), y.data(), t.data(), n);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float v = x[i];
+      const float u = s2pi * (v + 0.044715f * v * v * v);
+      const auto want = static_cast<float>(std::tanh(static_cast<double>(u)));
+      const float lo = std::nextafter(want, -2.0f), hi = std::nextafter(want, 2.0f);
+      if (!(t[i] >= lo && t[i] <= hi) && !(std::isnan(u) && std::isnan(t[i])))
+        QFAIL(qPrintable(QString("gelu tanh at x = %1 (u = %2): %3, want %4 within 1 ulp")
+                             .arg(double{v}, 0, 'g', 9)
+                             .arg(double{u}, 0, 'g', 9)
+                             .arg(double{t[i]}, 0, 'g', 9)
+                             .arg(double{want}, 0, 'g', 9)));
+    }
+    QVERIFY(same(t[100000], 0.0f, "tanh(0)"));
+    // NaN in, NaN out.
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    float ny = 0, nt = 0;
+    gelu_forward(&nan, &ny, &nt, 1);
+    QVERIFY(std::isnan(nt) && std::isnan(ny));
+    // Element by element (n = 1: no vector loop) the same bits as in one call over all of them:
+    // a value does not depend on its position or on the length of the call.
+    for (size_t i = 0; i < x.size(); i += 997) {
+      float yi = 0, ti = 0;
+      gelu_forward(&x[i], &yi, &ti, 1);
+      QVERIFY(same(yi, y[i], "gelu y alone"));
+      QVERIFY(same(ti, t[i], "gelu tanh alone"));
+    }
+  }
+
   void gelu_backward_values() {
     const Vec x = uniform(64, 4, -4.0f, 4.0f);
     const Vec r = uniform(x.size(), 5);
@@ -703,17 +746,81 @@ class tst_KernelsLayers : public QObject {
 
   void bias_grad_order() {
     // The order contract: rows added in increasing order onto the existing value, bit for bit.
-    // Magnitudes from 1e-3 to 1e3 make the rounding depend on the order.
-    const int64_t rows = 64, cols = 5;
-    Vec dy = uniform(rows * cols, 66);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) dy[r * cols + c] *= std::pow(10.0f, (r % 7) - 3);
-    const Vec db0 = uniform(cols, 67);
-    Vec db = db0, ordered = db0;
-    bias_grad(dy.data(), db.data(), rows, cols);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) ordered[c] += dy[r * cols + c];
-    QVERIFY(same(db, ordered, "bias_grad in row order"));
+    // Magnitudes from 1e-3 to 1e3 make the rounding depend on the order. Row counts around the
+    // kernel's four-row passes, column counts around the vector width.
+    for (const int64_t rows : {64, 67, 3, 1})
+      for (const int64_t cols : {5, 37}) {
+        Vec dy = uniform(rows * cols, 66);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < cols; ++c) dy[r * cols + c] *= std::pow(10.0f, (r % 7) - 3);
+        const Vec db0 = uniform(cols, 67);
+        Vec db = db0, ordered = db0;
+        bias_grad(dy.data(), db.data(), rows, cols);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < cols; ++c) ordered[c] += dy[r * cols + c];
+        QVERIFY(same(db, ordered, "bias_grad in row order"));
+      }
+  }
+
+  void layer_norm_order() {
+    // The order contract of kernels/cpu/layer_norm.h, bit for bit against a one-row-at-a-time
+    // transcription of it: mean and variance in double left to right, the backward's two sums in
+    // float left to right, dweight and dbias the rows in increasing order onto the existing value
+    // (so the CUDA kernels, which keep that order, give the same bits). Magnitudes from 1e-3 to 1e3
+    // make every rounding depend on the order; row counts around the kernel's row groups.
+    for (const int64_t rows : {11, 8, 3, 1})
+      for (const int64_t dim : {33, 64, 1}) {
+        const auto n = static_cast<size_t>(rows * dim);
+        Vec x = uniform(n, 80), dy = uniform(n, 81);
+        for (size_t i = 0; i < n; ++i) {
+          x[i] *= std::pow(10.0f, static_cast<float>(i % 7) - 3);
+          dy[i] *= std::pow(10.0f, static_cast<float>(i % 5) - 2);
+        }
+        const Vec w = uniform(static_cast<size_t>(dim), 82, 0.5f, 1.5f);
+        const Vec b = uniform(static_cast<size_t>(dim), 83);
+        const Vec dw0 = uniform(static_cast<size_t>(dim), 84),
+                  db0 = uniform(static_cast<size_t>(dim), 85);
+        const float eps = 1e-5f;
+        Vec y(n), xhat(n), rstd(static_cast<size_t>(rows)), dx(n), dw = dw0, db = db0;
+        layer_norm_forward(x.data(), w.data(), b.data(), y.data(), xhat.data(), rstd.data(), rows,
+                           dim, eps);
+        layer_norm_backward(dy.data(), xhat.data(), rstd.data(), w.data(), dx.data(), dw.data(),
+                            db.data(), rows, dim);
+        Vec wy(n), wxhat(n), wrstd(static_cast<size_t>(rows)), wdx(n), wdw = dw0, wdb = db0;
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* xr = x.data() + r * dim;
+          double mean = 0, var = 0;
+          for (int64_t j = 0; j < dim; ++j) mean += xr[j];
+          mean *= 1.0 / static_cast<double>(dim);
+          for (int64_t j = 0; j < dim; ++j) var += (xr[j] - mean) * (xr[j] - mean);
+          var *= 1.0 / static_cast<double>(dim);
+          const float rs = static_cast<float>(1.0 / std::sqrt(var + eps));
+          wrstd[r] = rs;
+          for (int64_t j = 0; j < dim; ++j) {
+            wxhat[r * dim + j] = static_cast<float>(xr[j] - mean) * rs;
+            wy[r * dim + j] = wxhat[r * dim + j] * w[j] + b[j];
+          }
+          float sum_g = 0, sum_gh = 0;
+          for (int64_t j = 0; j < dim; ++j) {
+            const float g = dy[r * dim + j] * w[j];
+            sum_g += g;
+            sum_gh += g * wxhat[r * dim + j];
+            wdw[j] += dy[r * dim + j] * wxhat[r * dim + j];
+            wdb[j] += dy[r * dim + j];
+          }
+          const float inv_dim = 1.0f / static_cast<float>(dim);
+          const float mean_g = sum_g * inv_dim, mean_gh = sum_gh * inv_dim;
+          for (int64_t j = 0; j < dim; ++j)
+            wdx[r * dim + j] =
+                rs * (dy[r * dim + j] * w[j] - mean_g - wxhat[r * dim + j] * mean_gh);
+        }
+        QVERIFY(same(y, wy, "layer_norm y"));
+        QVERIFY(same(xhat, wxhat, "layer_norm xhat"));
+        QVERIFY(same(rstd, wrstd, "layer_norm rstd"));
+        QVERIFY(same(dx, wdx, "layer_norm dx"));
+        QVERIFY(same(dw, wdw, "layer_norm dweight in row order"));
+        QVERIFY(same(db, wdb, "layer_norm dbias in row order"));
+      }
   }
 };
 

@@ -12,11 +12,13 @@
 
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
+#include "engine/model/activations.h"
 #include "engine/model/attention.h"
 #include "engine/model/cross_entropy.h"
 #include "engine/model/embedding.h"
 #include "engine/model/linear.h"
 #include "engine/model/model.h"
+#include "engine/model/sequential.h"
 
 using namespace shardlab;
 
@@ -63,6 +65,37 @@ int64_t gpt_param_count(const GptConfig& g) {
                         + H * C + H          // mlp.fc
                         + C * H + C;         // mlp.proj
   return V * C + g.context * C + g.layers * block + 2 * C + V * C;
+}
+
+// Passes everything to `inner` and counts how its caller ran backward: with dL/dx
+// (Layer::backward) or without (Layer::backward_params_only).
+class SpyLayer : public Layer {
+ public:
+  explicit SpyLayer(std::unique_ptr<Layer> inner) : inner_(std::move(inner)) {}
+  std::string kind() const override { return "Spy"; }
+  void declare(ParamLayout& layout, const std::string& prefix, int block) override {
+    inner_->declare(layout, prefix, block);
+  }
+  void bind(const ParamBinding& binding) override { inner_->bind(binding); }
+  void init(Rng& rng) override { inner_->init(rng); }
+  void forward(const Tensor& x, Tensor& y) override { inner_->forward(x, y); }
+  void backward(const Tensor& dy, Tensor& dx) override {
+    ++with_dx;
+    inner_->backward(dy, dx);
+  }
+  void backward_params_only(const Tensor& dy, Tensor& scratch) override {
+    ++without_dx;
+    inner_->backward_params_only(dy, scratch);
+  }
+  int with_dx = 0, without_dx = 0;
+
+ private:
+  std::unique_ptr<Layer> inner_;
+};
+
+// Bitwise equality of two float ranges (QCOMPARE on floats allows a relative difference).
+bool same_bits(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
 }
 
 // Checks the layout is back to back, block by block, each name carrying its block's prefix.
@@ -384,6 +417,108 @@ class TestModel : public QObject {
         QVERIFY2(QString(e.what()).contains(QString("id %1 ").arg(bad)), e.what());
       }
     }
+  }
+
+  // Nobody needs the gradient with respect to the data: Model::backward runs block 0 through
+  // backward_params_only (every other block through backward), and a Sequential passes that on
+  // to its first child.
+  void firstBlockSkipsInputGradient() {
+    std::vector<std::unique_ptr<Layer>> blocks;
+    auto first = std::make_unique<Sequential>("Linear+Relu");
+    auto* first_linear = &static_cast<SpyLayer&>(
+        first->add("fc", std::make_unique<SpyLayer>(std::make_unique<Linear>(10, 6))));
+    first->emplace<Relu>("act");
+    auto* first_block = new SpyLayer(std::move(first));
+    blocks.emplace_back(first_block);
+    auto* second_block = new SpyLayer(std::make_unique<Linear>(6, 3));
+    blocks.emplace_back(second_block);
+    Model model(small_mlp(), std::move(blocks));
+    model.init(7);
+    Tensor x({4, 10});
+    Rng(2).fill_normal(x.span(), 0.0f, 1.0f);
+    model.forward(x);
+    Tensor d({4, 3});
+    Rng(3).fill_normal(d.span(), 0.0f, 1.0f);
+    model.backward(d);
+    QCOMPARE(second_block->with_dx, 1);
+    QCOMPARE(second_block->without_dx, 0);
+    QCOMPARE(first_block->with_dx, 0);
+    QCOMPARE(first_block->without_dx, 1);
+    QCOMPARE(first_linear->with_dx, 0);  // the first Linear's dx GEMM is not run
+    QCOMPARE(first_linear->without_dx, 1);
+  }
+
+  // Linear::backward_params_only adds the same bits to dW and db as backward, and skips dx: the
+  // caller's scratch tensor is left as it was.
+  void linearParamsOnlySameBits() {
+    for (const bool bias : {true, false}) {
+      Linear full(7, 5, bias), part(7, 5, bias);
+      ParamLayout layout, same_layout;
+      full.declare(layout, "", 0);
+      part.declare(same_layout, "", 0);
+      const auto n = static_cast<size_t>(layout.size());
+      std::vector<float> params(n), grads_full(n), grads_part(n);
+      full.bind(ParamBinding{&layout, params.data(), grads_full.data(), 0});
+      part.bind(ParamBinding{&same_layout, params.data(), grads_part.data(), 0});
+      Rng rng(4);
+      full.init(rng);
+      rng.fill_normal(std::span<float>(params).last(bias ? 5 : 0), 0.0f, 1.0f);
+      // Nonzero starting gradients: both ADD.
+      Rng(5).fill_normal(grads_full, 0.0f, 1.0f);
+      grads_part = grads_full;
+      Tensor x({2, 3, 7});
+      Rng(6).fill_normal(x.span(), 0.0f, 1.0f);
+      Tensor y1, y2;
+      full.forward(x, y1);
+      part.forward(x, y2);
+      Tensor dy({6, 5});
+      Rng(7).fill_normal(dy.span(), 0.0f, 3.0f);
+      Tensor dx;
+      full.backward(dy, dx);
+      QCOMPARE(dx.shape(), x.shape());
+      Tensor scratch({3}, {1.0f, 2.0f, 3.0f});
+      part.backward_params_only(dy, scratch);
+      QVERIFY(same_bits(grads_part, grads_full));
+      QCOMPARE(scratch.shape(), Shape({3}));
+      QCOMPARE(scratch[0], 1.0f);
+      QCOMPARE(scratch[2], 3.0f);
+    }
+  }
+
+  // The models' gradients through Model::backward (block 0 without its input gradient) are the
+  // same bits as with every block's full backward, dx included.
+  void skippedInputGradientSameBits_data() {
+    QTest::addColumn<QString>("kind");
+    QTest::newRow("mlp") << "mlp";
+    QTest::newRow("gpt") << "gpt";
+  }
+  void skippedInputGradientSameBits() {
+    QFETCH(QString, kind);
+    const bool gpt = kind == "gpt";
+    auto model = build_model(gpt ? small_gpt() : small_mlp());
+    Tensor x({4, 10});
+    if (gpt) {
+      x = token_ids(3, 5, 11, 8);
+    } else {
+      Rng(8).fill_normal(x.span(), 0.0f, 1.0f);
+    }
+    const Tensor& logits = model->forward(x);
+    Tensor d(logits.shape());
+    Rng(9).fill_normal(d.span(), 0.0f, 1.0f);
+    model->zero_grad();
+    model->backward(d);
+    const std::vector<float> skipped(model->grads().begin(), model->grads().end());
+    // Every block through backward, as the pipeline's first stage runs them.
+    model->zero_grad();
+    Tensor cur = d, next;
+    for (int b = model->num_blocks(); b-- > 0;) {
+      model->block(b).backward(cur, next);
+      std::swap(cur, next);
+    }
+    QVERIFY(same_bits(model->grads(), skipped));
+    double norm = 0;
+    for (float g : skipped) norm += double(g) * g;
+    QVERIFY(norm > 0);
   }
 
   void modelForwardBackward() {
