@@ -154,7 +154,11 @@ void TimeAccounting::add(const telemetry::Event& event, int pp) {
         r.closed.push_back(std::move(a));
       else
         r.closed.back().add(a);
-      while (r.closed.size() > kWindowSlots) r.closed.pop_front();
+      // kWindowSlots full slots and the one still filling: dropping a full slot for the one that
+      // has just begun would leave the window short of kWindowSlots * kSlotSeconds, and a rank
+      // whose slot is filling when the job ends would not be judged at all.
+      const size_t keep = kWindowSlots + (r.closed.back().seconds < kSlotSeconds ? 1 : 0);
+      while (r.closed.size() > keep) r.closed.pop_front();
     }
     a = StepAccount{};
   }

@@ -185,14 +185,14 @@ double table_time(int64_t n) {
 
 // The steps a window holds after a rank reported steps 1..`reported`, each of `seconds`: the
 // warm-up left out, then slots of as many steps as it takes to reach kSlotSeconds, the newest
-// kWindowSlots slots kept.
+// kWindowSlots full slots kept and the one still filling.
 int64_t window_steps(int64_t reported, double seconds) {
   const int64_t accounted = std::max<int64_t>(0, reported - kWarmUpSteps);
   int64_t per_slot = 1;
   while (static_cast<double>(per_slot) * seconds < kSlotSeconds) ++per_slot;
-  const int64_t count = (accounted + per_slot - 1) / per_slot;
-  const auto kept = static_cast<int64_t>(kWindowSlots);
-  return count > kept ? accounted - (count - kept) * per_slot : accounted;
+  const int64_t full = accounted / per_slot;
+  const int64_t filling = accounted % per_slot;
+  return std::min(full, static_cast<int64_t>(kWindowSlots)) * per_slot + filling;
 }
 
 bool near(double a, double b, double tolerance = kTolerance) {
@@ -712,8 +712,8 @@ class TestTimeAccounting : public QObject {
     }
   }
 
-  // The window sums a rank's newest kWindowSlots slots; older steps drop out. Slow steps make a
-  // slot each, fast ones (1/64 s) four (kSlotSeconds).
+  // The window sums a rank's newest kWindowSlots full slots and the one still filling; older
+  // steps drop out. Slow steps make a slot each, fast ones (1/64 s) four (kSlotSeconds).
   void windowKeepsTheLastSteps_data() {
     QTest::addColumn<int>("steps");  // reported, the warm-up included
     QTest::addColumn<bool>("fast");
@@ -733,8 +733,11 @@ class TestTimeAccounting : public QObject {
     QTest::newRow("fast: 1 slot")       << 5   << true  << 4  << 2;
     QTest::newRow("fast: 3 steps")      << 4   << true  << 3  << 2;
     QTest::newRow("fast: 20 slots")     << 81  << true  << 80 << 2;
-    QTest::newRow("fast: 20 slots + 1") << 82  << true  << 77 << 6;
-    QTest::newRow("fast: 99 steps")     << 100 << true  << 79 << 22;
+    QTest::newRow("fast: 20 slots + 1") << 82  << true  << 81 << 2;
+    QTest::newRow("fast: 20 slots + 3") << 84  << true  << 83 << 2;
+    QTest::newRow("fast: 21 slots")     << 85  << true  << 80 << 6;
+    QTest::newRow("fast: 21 slots + 1") << 86  << true  << 81 << 6;
+    QTest::newRow("fast: 99 steps")     << 100 << true  << 83 << 18;
     // clang-format on
   }
 
@@ -842,6 +845,44 @@ class TestTimeAccounting : public QObject {
          at = table.find("STRAGGLER", at + 1))
       ++flagged;
     QCOMPARE(flagged, size_t{1});
+  }
+
+  // Steps of 6.4 ms (a slot is 8 of them, 51.2 ms) that end with a slot filling: the window
+  // still holds kWindowSlots full slots (over kMinDiagnosisSeconds) and the straggler is named.
+  // When the filling slot pushed out a full one, the window held 19 full slots and one step,
+  // 0.979 s, and nobody was named at the end of such a job.
+  void stragglerNamedWhileASlotFills() {
+    constexpr double kScale = 0.0064;
+    constexpr int64_t kPerSlot = 8;
+    QVERIFY(7 * kScale < kSlotSeconds && kPerSlot * kScale >= kSlotSeconds);
+    const Plan scaled = [](int r, int64_t n) {
+      StepPlan p = straggler_plan(r, n);
+      p.fwd *= kScale;
+      p.bwd *= kScale;
+      p.opt *= kScale;
+      p.seconds *= kScale;
+      for (Coll& c : p.colls) {
+        c.duration *= kScale;
+        c.wait *= kScale;
+      }
+      return p;
+    };
+    for (const int64_t filling : {int64_t{1}, kPerSlot - 1}) {
+      const int64_t steps =
+          kWarmUpSteps + static_cast<int64_t>(kWindowSlots + 2) * kPerSlot + filling;
+      const TimeAccounting t = account(run_events(4, steps, scaled));
+      const int64_t expected_steps = static_cast<int64_t>(kWindowSlots) * kPerSlot + filling;
+      for (int r = 0; r < 4; ++r) {
+        const StepAccount w = t.window(r);
+        QCOMPARE(w.steps, expected_steps);
+        QVERIFY2(w.seconds >= kMinDiagnosisSeconds, qPrintable(QString::number(w.seconds)));
+        COMPARE_NEAR(w.seconds, static_cast<double>(expected_steps) * kScale);
+      }
+      const Diagnosis d = t.diagnose(places_of(hellos(1, 4)));
+      QVERIFY2(d.straggler.has_value(), qPrintable(QString("%1 steps").arg(steps)));
+      QCOMPARE(d.straggler->rank, 2);
+      QCOMPARE(d.straggler->steps, expected_steps);
+    }
   }
 
   // Without places (no HELLOs): the text has no coordinates, and every rank counts as stage 0.
