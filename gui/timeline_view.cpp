@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <map>
 
 #include "net/run_model.h"
 
@@ -69,6 +70,11 @@ QColor TimelineView::kindColor(net::SpanKind kind) {
   return Qt::black;
 }
 
+QColor TimelineView::computeColor(net::SpanKind kind, int chunk) {
+  const QColor base = kindColor(kind);
+  return chunk % 2 == 1 ? QColor(base.lighter(150).rgb()) : base;  // an RGB colour, as drawn
+}
+
 TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
   setAttribute(Qt::WA_OpaquePaintEvent);  // paintEvent fills its whole dirty region
   setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Expanding);
@@ -87,12 +93,21 @@ void TimelineView::update(const net::RunModel& run) {
   const double t0 = window_.first, t1 = window_.second;
   const int n = t1 > t0 ? tl.ranks() : 0;
   lanes_.assign(static_cast<size_t>(n), Lane{});
+  chunked_ = false;
+  const std::map<int, net::RankPlace> places = run.places();
   for (int r = 0; r < n; ++r) {
     Lane& lane = lanes_[static_cast<size_t>(r)];
+    // A PHASE's stage is its virtual stage, chunk * pp + stage (timeline.h).
+    // Without the rank's HELLO the depth is unknown and every span counts as chunk 0.
+    const auto place = places.find(r);
+    const int pp = place == places.end() ? 0 : place->second.pp;
     for (const net::Span& s : tl.spans(r)) {
       if (s.start > t1) break;  // sorted by start: nothing later overlaps
       if (s.end < t0) continue;
-      lane.items.push_back(Item{s.start - t0, s.end - t0, s.kind, s.micro_batch, s.label, s.ok});
+      const int32_t chunk = pp >= 1 && s.virtual_stage > 0 ? s.virtual_stage / pp : 0;
+      chunked_ = chunked_ || chunk > 0;
+      lane.items.push_back(
+          Item{s.start - t0, s.end - t0, s.kind, s.micro_batch, chunk, s.label, s.ok});
     }
     for (const net::StepMark& m : tl.steps(r))
       if (m.end >= t0 && m.end <= t1) lane.marks.push_back(m.end - t0);
@@ -113,7 +128,7 @@ QColor TimelineView::colorAt(int rank, double time) const {
   const Item* collective = nullptr;
   for (auto it = items.rbegin(); it != items.rend(); ++it) {
     if (t < it->start || t >= it->end) continue;
-    if (isCompute(it->kind)) return kindColor(it->kind);
+    if (isCompute(it->kind)) return computeColor(it->kind, it->chunk);
     if (collective == nullptr) collective = &*it;
   }
   if (collective != nullptr) return collective->ok ? kindColor(collective->kind) : failedColor();
@@ -162,6 +177,16 @@ void TimelineView::ensureLayout() const {
     x += kSwatch + 4;
     add(x, legend_y, name);
     x += fm.horizontalAdvance(name) + 2 * kGap;
+  }
+  if (chunked_) {  // interleaved: odd chunks' forward and backward swatches side by side
+    for (net::SpanKind kind : {net::SpanKind::forward, net::SpanKind::backward}) {
+      swatches_.emplace_back(QRect(x, legend_y + (line - kSwatch) / 2, kSwatch, kSwatch),
+                             computeColor(kind, 1));
+      x += kSwatch + 2;
+    }
+    const QString name = tr("odd chunks");
+    add(x + 2, legend_y, name);
+    x += 2 + fm.horizontalAdvance(name) + 2 * kGap;
   }
 
   const int n = ranks();
@@ -214,9 +239,13 @@ void TimelineView::ensureLayout() const {
   const double scale = W / length();
   const QRgb idle = idleColor().rgb(), mark = stepLineColor().rgb(),
              coll_ok = kindColor(net::SpanKind::collective).rgb(), coll_bad = failedColor().rgb();
-  const std::array<QRgb, 3> compute = {kindColor(net::SpanKind::forward).rgb(),
-                                       kindColor(net::SpanKind::backward).rgb(),
-                                       kindColor(net::SpanKind::optimizer).rgb()};
+  // Compute colours by kind, then the same kinds on odd chunks (index kind + 3).
+  const std::array<QRgb, 6> compute = {computeColor(net::SpanKind::forward, 0).rgb(),
+                                       computeColor(net::SpanKind::backward, 0).rgb(),
+                                       computeColor(net::SpanKind::optimizer, 0).rgb(),
+                                       computeColor(net::SpanKind::forward, 1).rgb(),
+                                       computeColor(net::SpanKind::backward, 1).rgb(),
+                                       computeColor(net::SpanKind::optimizer, 1).rgb()};
   std::vector<QRgb> full(static_cast<size_t>(W)), band(static_cast<size_t>(W));
   std::vector<int8_t> comp(static_cast<size_t>(W)), coll(static_cast<size_t>(W));
   for (int r = 0; r < visible_; ++r) {
@@ -226,7 +255,8 @@ void TimelineView::ensureLayout() const {
     for (const Item& it : lane.items) {
       const auto [x0, x1] = columns(it, scale, W);
       if (isCompute(it.kind)) {
-        std::fill(comp.begin() + x0, comp.begin() + x1, static_cast<int8_t>(it.kind));
+        std::fill(comp.begin() + x0, comp.begin() + x1,
+                  static_cast<int8_t>(static_cast<int>(it.kind) + (it.chunk % 2 == 1 ? 3 : 0)));
       } else {
         for (int c = x0; c < x1; ++c)
           coll[static_cast<size_t>(c)] =
@@ -300,6 +330,13 @@ QString TimelineView::toolTipAt(QPoint p) const {
   switch (it->kind) {
     case net::SpanKind::forward:
     case net::SpanKind::backward:
+      if (chunked_)
+        return tr("rank %1: %2, micro-batch %3, chunk %4, %5")
+            .arg(rank)
+            .arg(QString::fromLatin1(net::to_string(it->kind)))
+            .arg(it->micro_batch)
+            .arg(it->chunk)
+            .arg(duration);
       return tr("rank %1: %2, micro-batch %3, %4")
           .arg(rank)
           .arg(QString::fromLatin1(net::to_string(it->kind)))
@@ -324,7 +361,8 @@ QString TimelineView::csv() const {
     for (const Item& it : lanes_[r].items) {
       QString label;
       if (it.kind == net::SpanKind::forward || it.kind == net::SpanKind::backward)
-        label = QString::number(it.micro_batch);
+        label = it.chunk > 0 ? QStringLiteral("%1@%2").arg(it.micro_batch).arg(it.chunk)
+                             : QString::number(it.micro_batch);
       else if (it.kind == net::SpanKind::collective)
         label = (it.label < labels_.size() ? labels_[it.label] : QString()) +
                 (it.ok ? QString() : QStringLiteral(" (failed)"));

@@ -9,7 +9,8 @@
 //   +--------------------------------------------------------------------------------+
 //
 // - The window is Timeline::recent_window(steps()) (default 3 steps), time running left to right.
-// - Forward, backward and optimizer spans fill the lane in their colours; collectives (and sends)
+// - Forward, backward and optimizer spans fill the lane in their colours (with interleaved 1F1B
+//   the forwards and backwards of odd model chunks lighter: computeColor); collectives (and sends)
 //   fill it where the rank computes nothing, and are drawn as a thinner band across the lane's
 //   middle third where they overlap compute (a failed collective in failedColor()).
 // - Idle time is the lane's background (idleColor(), light grey), so pipeline bubbles and ranks
@@ -49,6 +50,9 @@ class TimelineView : public QWidget {
 
   // Colours used for drawing, public so tests and legends can refer to them.
   static QColor kindColor(net::SpanKind kind);
+  // A forward's or backward's colour on model chunk `chunk` (interleaved 1F1B: chunk c of stage s
+  // is virtual stage c * pp + s): kindColor on even chunks, lighter on odd ones.
+  static QColor computeColor(net::SpanKind kind, int chunk);
   static QColor failedColor() { return QColor(0xe1, 0x57, 0x59); }
   static QColor idleColor() { return QColor(222, 222, 222); }
   static QColor stepLineColor() { return QColor(70, 70, 70); }
@@ -109,6 +113,7 @@ class TimelineView : public QWidget {
     double start = 0, end = 0;  // seconds after the window start
     net::SpanKind kind = net::SpanKind::forward;
     int32_t micro_batch = -1;
+    int32_t chunk = 0;  // forward/backward: the model chunk (0 without interleaving)
     uint32_t label = 0;
     bool ok = true;
   };
@@ -129,6 +134,7 @@ class TimelineView : public QWidget {
   int steps_ = kDefaultSteps;
   std::pair<double, double> window_{0, 0};
   std::vector<Lane> lanes_;
+  bool chunked_ = false;  // a forward or backward of a chunk > 0 is in the window (interleaved)
   std::vector<QString> labels_;  // Timeline::labels()
 
   // Layout and raster cache, rebuilt lazily when the size or the data changed.

@@ -72,6 +72,7 @@ void Timeline::add(const telemetry::Event& event) {
     span.start = p->start;
     span.end = p->end;
     span.micro_batch = span.kind == SpanKind::optimizer ? -1 : p->micro_batch;
+    span.virtual_stage = span.kind == SpanKind::optimizer ? -1 : p->stage;
   } else if (const auto* c = std::get_if<telemetry::CollectiveEvent>(&event.payload)) {
     span.kind = SpanKind::collective;
     span.start = c->start;

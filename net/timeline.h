@@ -25,8 +25,11 @@ struct Span {
   SpanKind kind = SpanKind::forward;
   double start = 0, end = 0;  // epoch seconds, end >= start
   int32_t micro_batch = -1;   // forward/backward: the micro-batch; -1 otherwise
-  uint32_t label = 0;         // collective: index into Timeline::labels() ("all_reduce dp[1]")
-  bool ok = true;             // collective: false when it failed
+  // forward/backward: the PHASE event's stage, the virtual stage the op ran (chunk * pp + stage
+  // with interleaved 1F1B, the pipeline stage otherwise); -1 otherwise.
+  int32_t virtual_stage = -1;
+  uint32_t label = 0;  // collective: index into Timeline::labels() ("all_reduce dp[1]")
+  bool ok = true;      // collective: false when it failed
 };
 
 struct StepMark {

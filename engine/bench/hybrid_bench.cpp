@@ -41,6 +41,7 @@ JobSpec config_job(Communicator& comm, const JobSpec& base, const HybridBenchCon
   p.dp = c.dp;
   p.micro_batches = c.micro_batches;
   p.schedule = c.schedule;
+  p.pp_chunks = c.chunks;
   p.world_size = comm.size();
   p.backend = comm.backend();
   p.timeout_s = static_cast<double>(comm.options().timeout.count()) / 1000.0;
@@ -198,16 +199,17 @@ void print_hybrid_throughput(const std::vector<HybridBenchResult>& rows, std::os
 void print_hybrid_bubble(const std::vector<HybridBenchResult>& rows, std::ostream& out) {
   size_t stages = 0;
   for (const HybridBenchResult& r : rows) stages = std::max(stages, r.stage_busy_s.size());
-  std::string head =
-      fmt::format("{:<6} {:>2} {:>2} {:>5} {:>8}", "sched", "p", "m", "batch", "step ms");
+  std::string head = fmt::format("{:<11} {:>2} {:>2} {:>2} {:>5} {:>8}", "sched", "p", "v", "m",
+                                 "batch", "step ms");
   for (size_t s = 0; s < stages; ++s) head += fmt::format(" {:>7}", fmt::format("stage{}", s));
   head += fmt::format(" {:>7} {:>8} {:>7} {:>8} {:>7}\n", "mean", "formula", "sim", "pipe ms",
                       "sim ms");
   out << head;
   for (const HybridBenchResult& r : rows) {
     const int p = static_cast<int>(r.config.pp), m = static_cast<int>(r.config.micro_batches);
-    std::string line = fmt::format("{:<6} {:>2} {:>2} {:>5} {:>8.2f}", r.config.schedule, p, m,
-                                   r.config.batch_size, r.median_step_ms);
+    const int v = static_cast<int>(r.config.chunks);
+    std::string line = fmt::format("{:<11} {:>2} {:>2} {:>2} {:>5} {:>8.2f}", r.config.schedule, p,
+                                   v, m, r.config.batch_size, r.median_step_ms);
     double busy = 0, pipe = 0;
     for (size_t s = 0; s < stages; ++s) {
       if (s < r.stage_busy_s.size()) {
@@ -224,15 +226,18 @@ void print_hybrid_bubble(const std::vector<HybridBenchResult>& rows, std::ostrea
     // One micro-batch's time through a stage, split 1:2 between forward and backward.
     const double per_op = busy / static_cast<double>(m);
     const ScheduleTiming sim =
-        simulate(*make_schedule(r.config.schedule, p, m), per_op / 3.0, 2.0 * per_op / 3.0);
+        simulate(*make_schedule(r.config.schedule, p, m, v), per_op / 3.0, 2.0 * per_op / 3.0);
+    const double formula =
+        v > 1 ? interleaved_bubble_fraction_formula(p, m, v) : bubble_fraction_formula(p, m);
     line += fmt::format(" {:>7} {:>8} {:>7} {:>8.2f} {:>7.2f}\n", percent(r.mean_bubble()),
-                        percent(bubble_fraction_formula(p, m)), percent(sim.bubble_fraction),
-                        1e3 * pipe, 1e3 * sim.step_time);
+                        percent(formula), percent(sim.bubble_fraction), 1e3 * pipe,
+                        1e3 * sim.step_time);
     out << line;
   }
   out << "stageN: stage N's measured bubble, idle / (busy + idle) over the timed steps (idle: "
          "waiting for a\n  neighbour's activations or gradients); mean: over the stages; "
-         "formula: (p-1)/(m+p-1)\nsim: simulate() with the measured mean busy time per "
+         "formula: (p-1)/(m+p-1), interleaved (p-1)/(v*m+p-1)\nsim: simulate() with the measured "
+         "mean busy time per "
          "micro-batch and stage (split 1:2 into\n  forward and backward, free communication); "
          "pipe ms: measured busy + idle per step (mean over\n  stages); sim ms: the simulated "
          "pipeline time\n";

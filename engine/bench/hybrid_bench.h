@@ -5,7 +5,8 @@
 //               a step's time is its slowest rank's) and tokens/s = batch * context / step time
 //   bubble      per pipeline configuration (tp = dp = 1): every stage's busy and idle time over
 //               the timed steps (HybridShardedOptimizer::pipeline_times() deltas), its measured
-//               bubble idle / (busy + idle), beside (p-1)/(m+p-1) (bubble_fraction_formula) and
+//               bubble idle / (busy + idle), beside (p-1)/(m+p-1) (bubble_fraction_formula;
+//               interleaved with v chunks: (p-1)/(v*m+p-1)) and
 //               simulate() with the measured mean op times
 //
 // Each replica reads its contiguous batch/dp slice of every global batch from a Sampler built
@@ -29,7 +30,8 @@ namespace shardlab {
 struct HybridBenchConfig {
   int64_t pp = 1, tp = 1, dp = 1;
   int64_t micro_batches = 1;
-  std::string schedule = "1f1b";  // gpipe | 1f1b
+  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved
+  int64_t chunks = 1;             // model chunks per stage (interleaved: >= 2)
   int64_t batch_size = 32;        // global batch (all replicas)
   int64_t ranks() const { return pp * tp * dp; }
   std::string layout() const;  // "2x2x2" (pp x tp x dp)

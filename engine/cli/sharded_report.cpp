@@ -109,10 +109,18 @@ void print_bubble(const JobSpec& job, const ParallelRunResult& run) {
     const double b = busy[static_cast<size_t>(s)], i = idle[static_cast<size_t>(s)];
     stages += fmt::format("{}{:.1f}%", s == 0 ? "" : " ", b + i > 0 ? 100.0 * i / (b + i) : 0.0);
   }
-  fmt::print(
-      "pipeline bubble ({}, p={}, m={}): measured per stage {}; formula (p-1)/(m+p-1) = "
-      "{:.1f}%\n",
-      job.parallel.schedule, p, m, stages, 100.0 * bubble_fraction_formula(p, m));
+  const int v = static_cast<int>(job.parallel.pp_chunks);
+  if (v > 1)
+    fmt::print(
+        "pipeline bubble ({}, p={}, v={}, m={}): measured per stage {}; formula (p-1)/(v*m+p-1) = "
+        "{:.1f}%\n",
+        job.parallel.schedule, p, v, m, stages,
+        100.0 * interleaved_bubble_fraction_formula(p, m, v));
+  else
+    fmt::print(
+        "pipeline bubble ({}, p={}, m={}): measured per stage {}; formula (p-1)/(m+p-1) = "
+        "{:.1f}%\n",
+        job.parallel.schedule, p, m, stages, 100.0 * bubble_fraction_formula(p, m));
 }
 
 }  // namespace

@@ -62,6 +62,12 @@ Extra range(int64_t min, int64_t max) {
   return e;
 }
 
+Extra with_range(Extra e, int64_t min, int64_t max) {
+  e.min = min;
+  e.max = max;
+  return e;
+}
+
 std::map<std::string, Extra> extras() {
   const auto mlp = is("model.kind", {"mlp"});
   const auto gpt = is("model.kind", {"gpt"});
@@ -94,7 +100,9 @@ std::map<std::string, Extra> extras() {
       {"parallel.timeout_s", used({parallel})},
       {"parallel.dp", range(-1, kMaxWorldSize)},  // -1: world_size / (pp x tp)
       {"parallel.micro_batches", used({above("parallel.pp", 1), above("parallel.tp", 1)})},
-      {"parallel.schedule", one_of({"gpipe", "1f1b"}, {pipeline})},
+      {"parallel.schedule", one_of({"gpipe", "1f1b", "interleaved"}, {pipeline})},
+      {"parallel.pp_chunks",
+       with_range(used({is("parallel.schedule", {"interleaved"})}), 1, kMaxPipelineChunks)},
       {"parallel.pp_partition", one_of({"uniform", "balanced"}, {pipeline})},
       {"telemetry.token_file", used({not_empty("telemetry.address")})},
   };

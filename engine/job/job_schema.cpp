@@ -110,6 +110,7 @@ void visit_job(V& v, Job& job) {
     v.field("dp", p.dp);
     v.field("micro_batches", p.micro_batches);
     v.field("schedule", p.schedule);
+    v.field("pp_chunks", p.pp_chunks);
     v.field("pp_partition", p.pp_partition);
   });
   v.section("telemetry", [&] {

@@ -421,6 +421,22 @@ void check_model_parallel(Checker& c, const JobSpec& job, bool world_ok) {
   const std::string no_pipeline = "not used without pipeline parallelism (parallel.pp is 1)";
   if (c.one_of("parallel.schedule", p.schedule, field_choices("parallel.schedule")) && p.pp == 1)
     c.unused_field("parallel.schedule", no_pipeline);
+  // Interleaved 1F1B: pp_chunks model chunks a stage, micro-batches in groups of pp (Megatron
+  // requires both; pipeline_schedule.h). With pp 1 the schedule itself is reported unused.
+  if (p.schedule != "interleaved") {
+    c.unused_field("parallel.pp_chunks", "not used without schedule interleaved (leave it 1)");
+  } else if (p.pp > 1) {
+    if (p.pp_chunks < 2 || p.pp_chunks > kMaxPipelineChunks)
+      c.fail("parallel.pp_chunks",
+             fmt::format("must be in [2, {}] with schedule interleaved (the model chunks each "
+                         "stage runs), got {}",
+                         kMaxPipelineChunks, p.pp_chunks));
+    if (micro_ok && p.micro_batches % p.pp != 0)
+      c.fail("parallel.micro_batches",
+             fmt::format("must be a multiple of parallel.pp = {} with schedule interleaved (its "
+                         "micro-batches go through the chunks in groups of pp), got {}",
+                         p.pp, p.micro_batches));
+  }
   if (c.one_of("parallel.pp_partition", p.pp_partition, field_choices("parallel.pp_partition")) &&
       p.pp == 1)
     c.unused_field("parallel.pp_partition", no_pipeline);
@@ -466,6 +482,12 @@ void check_model_parallel(Checker& c, const JobSpec& job, bool world_ok) {
     } catch (const InvalidArgument& e) {
       c.fail_from(e, dim_field);
     }
+    if (p.pp_chunks > 1 && p.pp_chunks <= kMaxPipelineChunks && g.layers + 2 < p.pp * p.pp_chunks)
+      c.fail(
+          "parallel.pp_chunks",
+          fmt::format("{} stages of {} chunks are {} virtual stages, but the model has {} blocks "
+                      "(model.gpt.layers + 2)",
+                      p.pp, p.pp_chunks, p.pp * p.pp_chunks, g.layers + 2));
   }
 }
 

@@ -36,8 +36,8 @@ void CommTelemetrySink::on_record(const CommRecord& r) {
   c.ok = r.ok;
   c.wait = r.wait;
   if (r.last >= 0)
-    c.last_rank = topology_ ? topology_->world_rank(r.group, r.last)
-                            : (r.group == "world" ? r.last : -1);
+    c.last_rank =
+        topology_ ? topology_->world_rank(r.group, r.last) : (r.group == "world" ? r.last : -1);
   telemetry::Event e;
   e.rank = rank;
   e.time = c.start + c.duration;

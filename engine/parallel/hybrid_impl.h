@@ -25,6 +25,13 @@ namespace shardlab {
 inline constexpr int kActivationTag = 1;  // stage s -> s + 1, training forward
 inline constexpr int kGradientTag = 2;    // stage s + 1 -> s, training backward
 inline constexpr int kEvalTag = 3;        // stage s -> s + 1, evaluation forward
+// The tag of a message of kind `tag` into model chunk `chunk` of the receiving stage: each chunk
+// has its own stream between two stages (with interleaving and p = 2, stage 1 sends stage 0 both
+// chunk 0's and chunk 1's inputs), so the order of chunks never decides which message is matched.
+// Chunk 0's tags are the plain ones.
+inline constexpr int pipeline_tag(int tag, int chunk) {
+  return tag + 4 * chunk;
+}
 
 struct HybridShardedOptimizer::Impl {
   Topology::Groups groups;

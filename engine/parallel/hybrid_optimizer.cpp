@@ -88,14 +88,17 @@ HybridShardedOptimizer::HybridShardedOptimizer(Communicator& world, const Sharde
   im.groups = topo_.build_groups(world);
   im.tp = TpGroup::of(*im.groups.tp);
   im.coord = topo_.coord(world.rank());
-  im.schedule = make_schedule(p.schedule, topo_.pp(), static_cast<int>(p.micro_batches));
+  const int chunks = static_cast<int>(p.pp_chunks);
+  im.schedule = make_schedule(p.schedule, topo_.pp(), static_cast<int>(p.micro_batches), chunks);
   im.ops = im.schedule->ops(im.coord.pp);
-  const std::vector<IndexRange> stages =
-      partition_stages(model_layout(options.model), topo_.pp(), p.pp_partition);
-  const int slots = std::max(1, max_in_flight(*im.schedule, im.coord.pp));
+  int slots = 1;
+  for (int c = 0; c < chunks; ++c)
+    slots = std::max(slots, max_in_flight(*im.schedule, im.coord.pp, c));
   const int64_t pad = p.strategy == "ddp" ? 1 : topo_.dp();
-  im.stage = std::make_unique<PipelineStage>(gpt, stages[static_cast<size_t>(im.coord.pp)], slots,
-                                             im.tp, pad);
+  im.stage = std::make_unique<PipelineStage>(
+      gpt,
+      stage_chunks(model_layout(options.model), topo_.pp(), chunks, p.pp_partition, im.coord.pp),
+      slots, im.tp, pad);
   im.stage->init(options.model.seed);
   im.tp_sync =
       std::make_unique<TensorParallelGradSync>(im.tp, im.stage->layout(), im.stage->slices());
@@ -107,11 +110,13 @@ HybridShardedOptimizer::HybridShardedOptimizer(Communicator& world, const Sharde
   im.vocab = tp_vocab_part(gpt, im.tp);
   im.width = gpt.width;
   im.vocab_size = gpt.vocab_size;
-  im.inputs.resize(static_cast<size_t>(slots));
-  im.losses.assign(static_cast<size_t>(slots), VocabParallelCrossEntropy(im.tp));
-  im.out_shapes.resize(static_cast<size_t>(slots));
-  im.act_sends.resize(static_cast<size_t>(slots));
-  im.grad_sends.resize(static_cast<size_t>(slots));
+  // Per activation slot of every chunk (chunk c's slot k at c * slots + k).
+  const auto all_slots = static_cast<size_t>(chunks * slots);
+  im.inputs.resize(all_slots);
+  im.losses.assign(all_slots, VocabParallelCrossEntropy(im.tp));
+  im.out_shapes.resize(all_slots);
+  im.act_sends.resize(all_slots);
+  im.grad_sends.resize(all_slots);
 }
 
 HybridShardedOptimizer::~HybridShardedOptimizer() {
@@ -191,6 +196,7 @@ EvalResult HybridShardedOptimizer::evaluate(const Dataset& data, int64_t max_sam
   PipelineStage& stage = *im.stage;
   Communicator& pp = *im.groups.pp;
   const int s = im.coord.pp;
+  const int p = pp.size();
   // The dp replicas share the samples; every rank of a replica runs the same forwards, in rounds
   // of one replica's training batch, so the stage's layers (slot 0) never grow beyond what
   // training holds.
@@ -206,20 +212,26 @@ EvalResult HybridShardedOptimizer::evaluate(const Dataset& data, int64_t max_sam
     const bool counted = !idx.empty();
     if (!counted) idx.push_back(0);
     data.gather(idx, b);
-    const Tensor* x = &b.input;
-    if (!stage.first()) {
-      in.resize({b.input.dim(0), b.input.dim(1), im.width});
-      pp.recv({in.data(), static_cast<size_t>(in.numel())}, s - 1, kEvalTag);
-      x = &in;
+    // Through the stage's chunks in model order: chunk c is virtual stage c * p + s, fed by the
+    // previous virtual stage's stage and feeding the next one's.
+    const Tensor* y = nullptr;
+    for (int c = 0; c < stage.chunks(); ++c) {
+      const Tensor* x = &b.input;
+      if (!stage.first(c)) {
+        in.resize({b.input.dim(0), b.input.dim(1), im.width});
+        pp.recv({in.data(), static_cast<size_t>(in.numel())}, (s + p - 1) % p,
+                pipeline_tag(kEvalTag, c));
+        x = &in;
+      }
+      y = &stage.forward(c, 0, *x);
+      if (!stage.last(c))
+        pp.send({y->data(), static_cast<size_t>(y->numel())}, (s + 1) % p,
+                pipeline_tag(kEvalTag, (c * p + s + 1) / p));
     }
-    const Tensor& y = stage.forward(0, *x);
-    if (!stage.last()) {
-      pp.send({y.data(), static_cast<size_t>(y.numel())}, s + 1, kEvalTag);
-      continue;
-    }
-    const double l = loss_fn.forward(y, b.targets, im.vocab.begin, im.vocab_size);
+    if (!stage.last()) continue;
+    const double l = loss_fn.forward(*y, b.targets, im.vocab.begin, im.vocab_size);
     const double c =
-        static_cast<double>(count_correct_vocab_parallel(y, b.targets, im.vocab.begin, im.tp));
+        static_cast<double>(count_correct_vocab_parallel(*y, b.targets, im.vocab.begin, im.tp));
     if (!counted || im.coord.tp != 0) continue;
     const auto r = static_cast<double>(b.targets.size());
     loss_sum += l * r;

@@ -34,11 +34,22 @@ HybridShardedOptimizer::Impl::PipelineOutcome HybridShardedOptimizer::Impl::run_
   PipelineOutcome out;
   Communicator& pp = *groups.pp;
   const int s = coord.pp;
+  const int p = pp.size();
+  const int v = stage->chunks();
   const int m = static_cast<int>(micro_batches);
+  const int slots = stage->slots();
   const float inv_m = 1.0f / static_cast<float>(m);
-  std::vector<int> slot_of(static_cast<size_t>(m), -1);
-  std::vector<int> free_slots;
-  for (int k = stage->slots(); k-- > 0;) free_slots.push_back(k);
+  // Chunk c of this stage is virtual stage c * p + s; its input comes from the previous virtual
+  // stage (on stage s - 1, or p - 1 for c's first stage when s == 0) and its output goes to the
+  // next (on s + 1, or 0). Messages are tagged with the chunk they go to (pipeline_tag).
+  const int prev = (s + p - 1) % p, next = (s + 1) % p;
+  auto chunk_of_virtual = [&](int k) { return k / p; };
+  // slot_of[c * m + j]: the activation slot of micro-batch j on chunk c; free slots per chunk.
+  std::vector<int> slot_of(static_cast<size_t>(v * m), -1);
+  std::vector<std::vector<int>> free_slots(static_cast<size_t>(v));
+  for (auto& f : free_slots)
+    for (int k = slots; k-- > 0;) f.push_back(k);
+  auto at = [&](int c, int slot) { return static_cast<size_t>(c * slots + slot); };
 
   auto wait_send = [&](WorkHandle& h) {
     if (!h) return;
@@ -50,68 +61,75 @@ HybridShardedOptimizer::Impl::PipelineOutcome HybridShardedOptimizer::Impl::run_
 
   for (const PipelineOp& op : ops) {
     const int j = op.micro_batch;
+    const int c = op.chunk;
+    const int virtual_stage = c * p + s;
+    const size_t key = static_cast<size_t>(c * m + j);
     if (op.kind == PhaseKind::forward) {
-      SL_ENFORCE_T(InternalError, !free_slots.empty(),
-                   "pipeline stage {}: no free activation slot for micro-batch {}", s, j);
-      const int slot = free_slots.back();
-      free_slots.pop_back();
-      slot_of[static_cast<size_t>(j)] = slot;
+      auto& free = free_slots[static_cast<size_t>(c)];
+      SL_ENFORCE_T(InternalError, !free.empty(),
+                   "pipeline stage {}: no free activation slot for micro-batch {} (chunk {})", s, j,
+                   c);
+      const int slot = free.back();
+      free.pop_back();
+      slot_of[key] = slot;
       // Every stage reads the micro-batch: the first for its tokens, the last for its targets,
       // the others for the shape of what they receive.
       data.gather(micro_batch(indices, m, j), batch);
       const Tensor* x = &batch.input;
-      if (!stage->first()) {
-        Tensor& in = inputs[static_cast<size_t>(slot)];
+      if (!stage->first(c)) {
+        Tensor& in = inputs[at(c, slot)];
         in.resize({batch.input.dim(0), batch.input.dim(1), width});
         const auto t0 = Clock::now();
-        pp.recv(view(in), s - 1, kActivationTag);
+        pp.recv(view(in), prev, pipeline_tag(kActivationTag, c));
         out.idle += since(t0);
         x = &in;
       }
-      wait_send(act_sends[static_cast<size_t>(slot)]);
+      wait_send(act_sends[at(c, slot)]);
       const auto t0 = Clock::now();
       const double phase_start = telemetry ? telemetry::now_seconds() : 0.0;
-      const Tensor& y = stage->forward(slot, *x);
+      const Tensor& y = stage->forward(c, slot, *x);
       slow_down(extra_forward_work);
-      out_shapes[static_cast<size_t>(slot)] = y.shape();
-      if (stage->last()) {
-        out.loss +=
-            losses[static_cast<size_t>(slot)].forward(y, batch.targets, vocab.begin, vocab_size);
+      out_shapes[at(c, slot)] = y.shape();
+      if (stage->last(c)) {
+        out.loss += losses[at(c, slot)].forward(y, batch.targets, vocab.begin, vocab_size);
         out.rows += static_cast<int64_t>(batch.targets.size());
       }
       out.busy += since(t0);
       if (telemetry)
-        publish_phase(telemetry, world_rank, s, j, telemetry::Phase::forward, phase_start,
-                      telemetry::now_seconds());
-      if (!stage->last())
-        act_sends[static_cast<size_t>(slot)] = pp.send_async(view(y), s + 1, kActivationTag);
+        publish_phase(telemetry, world_rank, virtual_stage, j, telemetry::Phase::forward,
+                      phase_start, telemetry::now_seconds());
+      if (!stage->last(c))
+        act_sends[at(c, slot)] = pp.send_async(
+            view(y), next, pipeline_tag(kActivationTag, chunk_of_virtual(virtual_stage + 1)));
     } else {
-      const int slot = slot_of[static_cast<size_t>(j)];
+      const int slot = slot_of[key];
       SL_ENFORCE_T(InternalError, slot >= 0,
-                   "pipeline stage {}: backward of micro-batch {} before its forward", s, j);
+                   "pipeline stage {}: backward of micro-batch {} (chunk {}) before its forward", s,
+                   j, c);
       const Tensor* g = &dlogits;
-      if (stage->last()) {
-        losses[static_cast<size_t>(slot)].backward(dlogits);
+      if (stage->last(c)) {
+        losses[at(c, slot)].backward(dlogits);
         for (int64_t i = 0; i < dlogits.numel(); ++i) dlogits[i] *= inv_m;
       } else {
-        grad_in.resize(out_shapes[static_cast<size_t>(slot)]);
+        grad_in.resize(out_shapes[at(c, slot)]);
         const auto t0 = Clock::now();
-        pp.recv(view(grad_in), s + 1, kGradientTag);
+        pp.recv(view(grad_in), next, pipeline_tag(kGradientTag, c));
         out.idle += since(t0);
         g = &grad_in;
       }
-      wait_send(grad_sends[static_cast<size_t>(slot)]);
+      wait_send(grad_sends[at(c, slot)]);
       const auto t0 = Clock::now();
       const double phase_start = telemetry ? telemetry::now_seconds() : 0.0;
-      const Tensor& dx = stage->backward(slot, *g);
+      const Tensor& dx = stage->backward(c, slot, *g);
       out.busy += since(t0);
       if (telemetry)
-        publish_phase(telemetry, world_rank, s, j, telemetry::Phase::backward, phase_start,
-                      telemetry::now_seconds());
-      if (!stage->first())
-        grad_sends[static_cast<size_t>(slot)] = pp.send_async(view(dx), s - 1, kGradientTag);
-      free_slots.push_back(slot);
-      slot_of[static_cast<size_t>(j)] = -1;
+        publish_phase(telemetry, world_rank, virtual_stage, j, telemetry::Phase::backward,
+                      phase_start, telemetry::now_seconds());
+      if (!stage->first(c))
+        grad_sends[at(c, slot)] = pp.send_async(
+            view(dx), prev, pipeline_tag(kGradientTag, chunk_of_virtual(virtual_stage - 1)));
+      free_slots[static_cast<size_t>(c)].push_back(slot);
+      slot_of[key] = -1;
     }
   }
   for (auto& h : act_sends) wait_send(h);

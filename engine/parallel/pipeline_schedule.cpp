@@ -29,7 +29,7 @@ PipelineSchedule::PipelineSchedule(int stages, int micro_batches, int chunks)
     : stages_(stages), micro_batches_(micro_batches), chunks_(chunks) {
   SL_ENFORCE(stages >= 1, "parallel.pp: must be >= 1, got {}", stages);
   SL_ENFORCE(micro_batches >= 1, "parallel.micro_batches: must be >= 1, got {}", micro_batches);
-  SL_ENFORCE(chunks >= 1, "parallel.chunks: must be >= 1, got {}", chunks);
+  SL_ENFORCE(chunks >= 1, "parallel.pp_chunks: must be >= 1, got {}", chunks);
 }
 
 void PipelineSchedule::check_stage(int stage) const {
@@ -69,7 +69,8 @@ std::vector<PipelineOp> OneFOneBSchedule::ops(int stage) const {
 
 InterleavedOneFOneBSchedule::InterleavedOneFOneBSchedule(int stages, int micro_batches, int chunks)
     : PipelineSchedule(stages, micro_batches, chunks) {
-  SL_ENFORCE(chunks >= 2, "parallel.chunks: the interleaved schedule needs >= 2, got {}", chunks);
+  SL_ENFORCE(chunks >= 2, "parallel.pp_chunks: the interleaved schedule needs >= 2, got {}",
+             chunks);
   SL_ENFORCE(micro_batches % stages == 0,
              "parallel.micro_batches: the interleaved schedule needs a multiple of the {} stages, "
              "got {}",
@@ -104,8 +105,8 @@ std::vector<PipelineOp> InterleavedOneFOneBSchedule::ops(int stage) const {
 std::unique_ptr<PipelineSchedule> make_schedule(const std::string& name, int stages,
                                                 int micro_batches, int chunks) {
   if (name == "gpipe" || name == "1f1b") {
-    SL_ENFORCE(chunks == 1, "parallel.chunks: schedule '{}' takes 1 chunk per stage, got {}", name,
-               chunks);
+    SL_ENFORCE(chunks == 1, "parallel.pp_chunks: schedule '{}' takes 1 chunk per stage, got {}",
+               name, chunks);
     if (name == "gpipe") return std::make_unique<GPipeSchedule>(stages, micro_batches);
     return std::make_unique<OneFOneBSchedule>(stages, micro_batches);
   }
@@ -284,6 +285,24 @@ int max_in_flight(const PipelineSchedule& schedule, int stage) {
     most = std::max(most, now);
   }
   return most;
+}
+
+int max_in_flight(const PipelineSchedule& schedule, int stage, int chunk) {
+  int now = 0, most = 0;
+  for (const PipelineOp& op : schedule.ops(stage)) {
+    if (op.chunk != chunk) continue;
+    now += op.kind == PhaseKind::forward ? 1 : -1;
+    most = std::max(most, now);
+  }
+  return most;
+}
+
+double interleaved_bubble_fraction_formula(int stages, int micro_batches, int chunks) {
+  SL_ENFORCE(stages >= 1 && micro_batches >= 1 && chunks >= 1,
+             "interleaved_bubble_fraction_formula: stages, micro_batches and chunks must be >= 1, "
+             "got {}, {} and {}",
+             stages, micro_batches, chunks);
+  return double(stages - 1) / double(chunks * micro_batches + stages - 1);
 }
 
 double bubble_fraction_formula(int stages, int micro_batches) {

@@ -122,6 +122,14 @@ bool validate(const PipelineSchedule& schedule, std::string* why = nullptr);
 // The most micro-batches (forwards whose backward has not run) held at once on stage.
 int max_in_flight(const PipelineSchedule& schedule, int stage);
 
+// The most forwards of chunk `chunk` held at once on stage (its activation slots).
+int max_in_flight(const PipelineSchedule& schedule, int stage, int chunk);
+
+// (p-1)/(v*m+p-1): the idle fraction of interleaved 1F1B with v chunks a stage and uniform op
+// times (the bubble time (p-1)(t_f+t_b)/v over a step of m(t_f+t_b) plus it; Narayanan et al.
+// 2021, section 2.2).
+double interleaved_bubble_fraction_formula(int stages, int micro_batches, int chunks);
+
 // (p-1)/(m+p-1): the idle fraction of GPipe and 1F1B with uniform op times (Narayanan et al.
 // 2021, section 2.2).
 double bubble_fraction_formula(int stages, int micro_batches);

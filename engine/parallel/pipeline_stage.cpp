@@ -79,11 +79,28 @@ std::vector<IndexRange> partition_stages(const ParamLayout& full, int stages,
   return balanced_split(sizes, stages);
 }
 
-ParamLayout stage_layout(const GptConfig& config, IndexRange blocks, TpGroup tp) {
+std::vector<IndexRange> stage_chunks(const ParamLayout& full, int stages, int chunks,
+                                     const std::string& how, int stage) {
+  SL_ENFORCE(chunks >= 1, "parallel.pp_chunks: must be >= 1, got {}", chunks);
+  SL_ENFORCE(stage >= 0 && stage < stages, "stage_chunks: stage {} outside [0, {})", stage, stages);
+  SL_ENFORCE(chunks == 1 || full.num_blocks() >= stages * chunks,
+             "parallel.pp_chunks: {} stages of {} chunks are {} virtual stages, the model has {} "
+             "blocks",
+             stages, chunks, stages * chunks, full.num_blocks());
+  const std::vector<IndexRange> virtual_stages = partition_stages(full, stages * chunks, how);
+  std::vector<IndexRange> out;
+  for (int c = 0; c < chunks; ++c)
+    out.push_back(virtual_stages[static_cast<size_t>(c * stages + stage)]);
+  return out;
+}
+
+ParamLayout stage_layout(const GptConfig& config, const std::vector<IndexRange>& chunks,
+                         TpGroup tp) {
   ParamLayout layout;
-  for (int64_t b = blocks.begin; b < blocks.end; ++b)
-    build_tp_gpt_block(config, static_cast<int>(b), tp)
-        ->declare(layout, fmt::format("blocks.{}.", b), static_cast<int>(b));
+  for (const IndexRange& blocks : chunks)
+    for (int64_t b = blocks.begin; b < blocks.end; ++b)
+      build_tp_gpt_block(config, static_cast<int>(b), tp)
+          ->declare(layout, fmt::format("blocks.{}.", b), static_cast<int>(b));
   return layout;
 }
 
@@ -93,30 +110,60 @@ struct PipelineStage::Slot {
   Tensor dx;                 // dL/d(stage input) of the slot's last backward
 };
 
-PipelineStage::PipelineStage(const GptConfig& config, IndexRange blocks, int slots, TpGroup tp,
-                             int64_t pad_multiple)
-    : config_(config), blocks_(blocks), tp_(tp), full_(full_gpt_layout(config)) {
+PipelineStage::PipelineStage(const GptConfig& config, std::vector<IndexRange> chunks, int slots,
+                             TpGroup tp, int64_t pad_multiple)
+    : config_(config),
+      chunks_(std::move(chunks)),
+      slots_per_chunk_(slots),
+      tp_(tp),
+      full_(full_gpt_layout(config)) {
   SL_ENFORCE(slots >= 1, "PipelineStage: needs at least one activation slot, got {}", slots);
   SL_ENFORCE(pad_multiple >= 1, "PipelineStage: pad_multiple must be >= 1, got {}", pad_multiple);
-  SL_ENFORCE(blocks.begin >= 0 && blocks.begin < blocks.end && blocks.end <= full_.num_blocks(),
-             "PipelineStage: blocks [{}, {}) outside the model's {} blocks", blocks.begin,
-             blocks.end, full_.num_blocks());
-  for (int s = 0; s < slots; ++s) {
-    auto slot = std::make_unique<Slot>();
-    ParamLayout scratch;  // later slots declare into a copy: the same indices as layout_
-    for (int64_t b = blocks.begin; b < blocks.end; ++b) {
-      slot->blocks.push_back(build_tp_gpt_block(config, static_cast<int>(b), tp));
-      slot->blocks.back()->declare(s == 0 ? layout_ : scratch, fmt::format("blocks.{}.", b),
-                                   static_cast<int>(b));
+  SL_ENFORCE(!chunks_.empty(), "PipelineStage: needs at least one chunk of blocks");
+  int64_t previous_end = 0;
+  for (const IndexRange& blocks : chunks_) {
+    SL_ENFORCE(blocks.begin >= previous_end && blocks.begin < blocks.end &&
+                   blocks.end <= full_.num_blocks(),
+               "PipelineStage: blocks [{}, {}) outside the model's {} blocks or not after the "
+               "previous chunk",
+               blocks.begin, blocks.end, full_.num_blocks());
+    previous_end = blocks.end;
+  }
+  for (const IndexRange& blocks : chunks_) {
+    // Slot 0 declares the chunk's blocks into layout_; later slots into a copy of layout_ as it
+    // was before the chunk, so they get the same parameter indices.
+    const ParamLayout before = layout_;
+    for (int k = 0; k < slots; ++k) {
+      auto slot = std::make_unique<Slot>();
+      ParamLayout scratch = before;
+      for (int64_t b = blocks.begin; b < blocks.end; ++b) {
+        slot->blocks.push_back(build_tp_gpt_block(config, static_cast<int>(b), tp));
+        slot->blocks.back()->declare(k == 0 ? layout_ : scratch, fmt::format("blocks.{}.", b),
+                                     static_cast<int>(b));
+      }
+      slot->outs.resize(slot->blocks.size());
+      slots_.push_back(std::move(slot));
     }
-    slot->outs.resize(slot->blocks.size());
-    slots_.push_back(std::move(slot));
   }
   slices_ = tp_param_slices(layout_, full_, config, tp);
   padded_ = (layout_.size() + pad_multiple - 1) / pad_multiple * pad_multiple;
   params_ = make_buffer(MemCategory::params, padded_);
   grads_ = make_buffer(MemCategory::grads, padded_);
   bind_all();
+}
+
+IndexRange PipelineStage::chunk_blocks(int chunk) const {
+  SL_ENFORCE(chunk >= 0 && chunk < chunks(), "PipelineStage: chunk {} out of range ({} chunks)",
+             chunk, chunks());
+  return chunks_[static_cast<size_t>(chunk)];
+}
+
+PipelineStage::Slot& PipelineStage::slot_at(int chunk, int slot) {
+  SL_ENFORCE(chunk >= 0 && chunk < chunks(), "PipelineStage: chunk {} out of range ({} chunks)",
+             chunk, chunks());
+  SL_ENFORCE(slot >= 0 && slot < slots(), "PipelineStage: slot {} out of range ({} slots)", slot,
+             slots());
+  return *slots_[static_cast<size_t>(chunk * slots() + slot)];
 }
 
 PipelineStage::~PipelineStage() = default;
@@ -146,18 +193,19 @@ void PipelineStage::init(uint64_t seed) {
   ParamLayout scratch;
   for (size_t i = 0; i < full_blocks.size(); ++i)
     full_blocks[i]->declare(scratch, fmt::format("blocks.{}.", i), static_cast<int>(i));
-  for (int64_t b = blocks_.begin; b < blocks_.end; ++b) {
-    const IndexRange r = full_.block_range(static_cast<int>(b));
-    // The whole block, as the single-process model initialises it (Model::init_block).
-    Buffer block = make_buffer(MemCategory::comm, r.size());
-    Layer& layer = *full_blocks[static_cast<size_t>(b)];
-    layer.bind(ParamBinding{&full_, block.data(), nullptr, r.begin});
-    Rng rng = Rng::derive(seed, static_cast<uint64_t>(b));
-    layer.init(rng);
-    for (const ParamSlice& s : slices_)
-      if (full_[s.global].block == b)
-        copy_global_to_local(s, layout_, full_, block, r.begin, params_, 0);
-  }
+  for (const IndexRange& blocks : chunks_)
+    for (int64_t b = blocks.begin; b < blocks.end; ++b) {
+      const IndexRange r = full_.block_range(static_cast<int>(b));
+      // The whole block, as the single-process model initialises it (Model::init_block).
+      Buffer block = make_buffer(MemCategory::comm, r.size());
+      Layer& layer = *full_blocks[static_cast<size_t>(b)];
+      layer.bind(ParamBinding{&full_, block.data(), nullptr, r.begin});
+      Rng rng = Rng::derive(seed, static_cast<uint64_t>(b));
+      layer.init(rng);
+      for (const ParamSlice& s : slices_)
+        if (full_[s.global].block == b)
+          copy_global_to_local(s, layout_, full_, block, r.begin, params_, 0);
+    }
 }
 
 void PipelineStage::load_full(std::span<const float> full) {
@@ -173,25 +221,21 @@ void PipelineStage::store_full(std::span<float> full, bool replicated) const {
     if (replicated || !s.replicated) copy_local_to_global(s, layout_, full_, params_, 0, full, 0);
 }
 
-const Tensor& PipelineStage::forward(int slot, const Tensor& x) {
-  SL_ENFORCE(slot >= 0 && slot < slots(), "PipelineStage: slot {} out of range ({} slots)", slot,
-             slots());
-  Slot& s = *slots_[static_cast<size_t>(slot)];
+const Tensor& PipelineStage::forward(int chunk, int slot, const Tensor& x) {
+  Slot& s = slot_at(chunk, slot);
   for (size_t i = 0; i < s.blocks.size(); ++i)
     s.blocks[i]->forward(i == 0 ? x : s.outs[i - 1], s.outs[i]);
   Tensor& out = s.outs.back();
-  if (last()) {
+  if (last(chunk)) {
     const int64_t cols = out.dim(-1);
     out.reshape({cols > 0 ? out.numel() / cols : 0, cols});
   }
   return out;
 }
 
-const Tensor& PipelineStage::backward(int slot, const Tensor& dy) {
-  SL_ENFORCE(slot >= 0 && slot < slots(), "PipelineStage: slot {} out of range ({} slots)", slot,
-             slots());
+const Tensor& PipelineStage::backward(int chunk, int slot, const Tensor& dy) {
+  Slot& s = slot_at(chunk, slot);
   SL_ENFORCE(has_grads(), "PipelineStage: backward with the gradients released");
-  Slot& s = *slots_[static_cast<size_t>(slot)];
   const Tensor* g = &dy;
   for (size_t i = s.blocks.size(); i-- > 0;) {
     Tensor& out = i == 0 ? s.dx : (g == &dcur_ ? dnext_ : dcur_);

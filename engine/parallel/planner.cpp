@@ -84,10 +84,10 @@ MemoryPlan plan_memory_hybrid(const ModelConfig& model, const OptimizerConfig& o
                               const ParallelConfig& parallel, int world, int rank) {
   const Topology topo = Topology::make({parallel.pp, parallel.tp, parallel.dp}, world);
   const Coord c = topo.coord(rank);
-  const std::vector<IndexRange> stages =
-      partition_stages(model_layout(model), topo.pp(), parallel.pp_partition);
-  const ParamLayout local =
-      stage_layout(model.gpt, stages[static_cast<size_t>(c.pp)], TpGroup{nullptr, c.tp, topo.tp()});
+  const std::vector<IndexRange> chunks =
+      stage_chunks(model_layout(model), topo.pp(), static_cast<int>(parallel.pp_chunks),
+                   parallel.pp_partition, c.pp);
+  const ParamLayout local = stage_layout(model.gpt, chunks, TpGroup{nullptr, c.tp, topo.tp()});
   MemoryPlan plan = plan_memory(local, optimizer, parallel, topo.dp());
   plan.formula += fmt::format(" per rank's stage/tp slice, N = dp = {}", topo.dp());
   return plan;

@@ -80,7 +80,7 @@ class ShardedOptimizerBase : public IShardedOptimizer {
   ShardedOptions options_;
   std::unique_ptr<Optimizer> optimizer_;
   parallel_detail::TrainingPosition position_;
-  telemetry::TelemetrySink* telemetry_ = nullptr;  // OptimizeInput::telemetry, during optimize()
+  telemetry::TelemetrySink* telemetry_ = nullptr;    // OptimizeInput::telemetry, during optimize()
   std::chrono::microseconds extra_forward_work_{0};  // OptimizeInput's, during optimize()
 
  private:

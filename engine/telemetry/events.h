@@ -55,9 +55,10 @@ enum class Phase : uint8_t { forward = 0, backward = 1, optimizer = 2 };
 const char* to_string(Phase phase);
 
 // One span of a rank's compute: the forward or backward of a micro-batch on a pipeline stage
-// (stage 0 for the 1-D strategies, which are one stage), or a step's optimizer update
-// (micro_batch -1). With the collectives' spans these make the app's timeline; the gaps between
-// them are idle time.
+// (stage 0 for the 1-D strategies, which are one stage; with interleaved 1F1B the virtual stage,
+// chunk * pp + stage, so its chunk is stage / pp), or a step's optimizer update (on the pipeline
+// stage, micro_batch -1). With the collectives' spans these make the app's timeline; the gaps
+// between them are idle time.
 struct PhaseEvent {
   int32_t stage = 0;
   int32_t micro_batch = 0;

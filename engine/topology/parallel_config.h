@@ -44,7 +44,11 @@ struct ParallelConfig {
   int64_t dp = -1;  // data-parallel replicas; -1: world_size / (pp * tp)
   // Micro-batches per step (samples of each replica's batch split evenly); the pipeline's m.
   int64_t micro_batches = 1;
-  std::string schedule = "1f1b";         // gpipe | 1f1b (pipeline schedule, pp > 1)
+  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved (pipeline schedule, pp > 1)
+  // Model chunks per stage (virtual stages, Megatron's virtual_pipeline_model_parallel_size):
+  // >= 2 with schedule interleaved, where the model is cut into pp * pp_chunks virtual stages and
+  // stage s runs s, pp + s, ...; 1 otherwise.
+  int64_t pp_chunks = 1;
   std::string pp_partition = "uniform";  // uniform | balanced (blocks per stage, pp > 1)
 };
 
@@ -54,6 +58,7 @@ inline bool uses_model_parallelism(const ParallelConfig& p) {
 }
 
 inline constexpr int64_t kMaxWorldSize = 1024;
+inline constexpr int64_t kMaxPipelineChunks = 64;
 
 // "none", "ddp", "zero1", "zero2", "fsdp".
 inline const std::vector<std::string>& strategy_names() {

@@ -38,9 +38,10 @@ constexpr double kMs = 1e-3;
 class Feeder : public test::EventFeeder {
  public:
   using EventFeeder::EventFeeder;
-  void phase(int rank, telemetry::Phase phase, int micro_batch, double start, double end) {
+  void phase(int rank, telemetry::Phase phase, int micro_batch, double start, double end,
+             int virtual_stage = -1) {
     telemetry::PhaseEvent p;
-    p.stage = rank;
+    p.stage = virtual_stage >= 0 ? virtual_stage : rank;
     p.micro_batch = micro_batch;
     p.phase = phase;
     p.start = start;
@@ -240,6 +241,80 @@ class TestTimelineView : public QObject {
     QCOMPARE(view.ranks(), 0);
     QVERIFY(!view.colorAt(0, kT0).isValid());
     renderOf(view);  // paints without data
+  }
+
+  // Interleaved 1F1B, pp 2 with 2 chunks a stage: a PHASE's stage is its virtual stage (chunk * pp
+  // + stage), so rank 0 runs virtual stages 0 and 2 and rank 1 runs 1 and 3. Chunk 1's forwards
+  // and backwards are drawn lighter, the tooltip and the CSV name the chunk.
+  void interleavedChunksAreShown() {
+    net::RunModel model;
+    for (int r = 0; r < 2; ++r) {
+      net::Hello h;
+      h.job_id = "job";
+      h.rank = r;
+      h.world = 2;
+      h.pp = 2;
+      h.pp_i = r;
+      model.add(net::Message{h});
+    }
+    Feeder f(model);
+    using telemetry::Phase;
+    auto at = [](double ms) { return kT0 + ms * kMs; };
+    // rank 0: F0 on chunk 0 (0-10), F0 on chunk 1 (20-30), B0 on chunk 1 (40-50), B0 on chunk 0
+    // (60-70); rank 1: F0 chunk 0 (10-20), B0 chunk 1 (30-40) after F0 chunk 1 (30-35).
+    f.phase(0, Phase::forward, 0, at(0), at(10), 0);
+    f.phase(1, Phase::forward, 0, at(10), at(20), 1);
+    f.phase(0, Phase::forward, 0, at(20), at(30), 2);
+    f.phase(1, Phase::forward, 0, at(30), at(35), 3);
+    f.phase(1, Phase::backward, 0, at(35), at(40), 3);
+    f.phase(0, Phase::backward, 0, at(40), at(50), 2);
+    f.phase(1, Phase::backward, 0, at(50), at(60), 1);
+    f.phase(0, Phase::backward, 0, at(60), at(70), 0);
+    f.step(1, 1, at(72), 72 * kMs);
+    f.step(0, 1, at(75), 75 * kMs);
+    TimelineView view;
+    view.resize(800, 300);
+    view.update(model);
+    QCOMPARE(view.ranks(), 2);
+    const QColor fwd = TimelineView::kindColor(SpanKind::forward),
+                 bwd = TimelineView::kindColor(SpanKind::backward);
+    const QColor fwd1 = TimelineView::computeColor(SpanKind::forward, 1),
+                 bwd1 = TimelineView::computeColor(SpanKind::backward, 1);
+    QVERIFY(fwd1 != fwd && bwd1 != bwd && fwd1 != bwd1);
+    QCOMPARE(TimelineView::computeColor(SpanKind::forward, 0), fwd);
+    QCOMPARE(TimelineView::computeColor(SpanKind::forward, 2), fwd);
+    const QImage img = renderOf(view);
+    if (qEnvironmentVariableIsSet("SHARDLAB_SAVE_VIEWS"))
+      img.save(QDir::temp().filePath("shardlab-timeline-interleaved.png"));
+    struct Probe {
+      int rank;
+      double ms;
+      QColor color;
+    };
+    for (const Probe& p : std::vector<Probe>{{0, 5, fwd},
+                                             {0, 25, fwd1},
+                                             {0, 45, bwd1},
+                                             {0, 65, bwd},
+                                             {1, 15, fwd},
+                                             {1, 32, fwd1},
+                                             {1, 38, bwd1},
+                                             {1, 55, bwd}}) {
+      QVERIFY2(view.colorAt(p.rank, at(p.ms)) == p.color,
+               qPrintable(QString("rank %1 at %2 ms: %3, expected %4")
+                              .arg(p.rank)
+                              .arg(p.ms)
+                              .arg(view.colorAt(p.rank, at(p.ms)).name(), p.color.name())));
+      QCOMPARE(img.pixelColor(xOf(view, at(p.ms)), view.laneRect(p.rank).top()), p.color);
+    }
+    const QRect lane0 = view.laneRect(0);
+    const QString tip = view.toolTipAt(QPoint(xOf(view, at(25)), lane0.top() + 1));
+    QVERIFY2(tip.startsWith("rank 0: forward, micro-batch 0, chunk 1, 10."), qPrintable(tip));
+    const QString tip0 = view.toolTipAt(QPoint(xOf(view, at(65)), lane0.top() + 1));
+    QVERIFY2(tip0.startsWith("rank 0: backward, micro-batch 0, chunk 0, 10."), qPrintable(tip0));
+    const QStringList lines = view.csv().split('\n', Qt::SkipEmptyParts);
+    QVERIFY(lines.contains("0,forward,0,0,0.01"));
+    QVERIFY(lines.contains("0,forward,0@1,0.02,0.03"));
+    QVERIFY(lines.contains("1,backward,0@1,0.035,0.04"));
   }
 
   void lanesFor1024Ranks() {

@@ -456,7 +456,23 @@ class TestJob : public QObject {
            R"({"train": {"accumulation_steps": 2}})");
     mp_row("unknown schedule", R"({"strategy": "ddp", "world_size": 2, "pp": 2,
            "schedule": "zigzag"})",
-           "parallel.schedule", R"(must be one of "gpipe", "1f1b", got "zigzag")");
+           "parallel.schedule", R"(must be one of "gpipe", "1f1b", "interleaved", got "zigzag")");
+    mp_row("interleaved without chunks", R"({"strategy": "ddp", "world_size": 2, "pp": 2,
+           "micro_batches": 2, "schedule": "interleaved"})",
+           "parallel.pp_chunks", "must be in [2, 64] with schedule interleaved");
+    mp_row("interleaved micro_batches not a multiple of pp",
+           R"({"strategy": "ddp", "world_size": 2, "pp": 2, "micro_batches": 1,
+           "schedule": "interleaved", "pp_chunks": 2})",
+           "parallel.micro_batches",
+           "must be a multiple of parallel.pp = 2 with schedule interleaved");
+    mp_row("interleaved with more virtual stages than blocks",
+           R"({"strategy": "ddp", "world_size": 2, "pp": 2, "micro_batches": 2,
+           "schedule": "interleaved", "pp_chunks": 3})",
+           "parallel.pp_chunks",
+           "2 stages of 3 chunks are 6 virtual stages, but the model has 4 blocks");
+    mp_row("pp_chunks without interleaved", R"({"strategy": "ddp", "world_size": 2, "pp": 2,
+           "pp_chunks": 2})",
+           "parallel.pp_chunks", "not used without schedule interleaved");
     mp_row("unknown pp_partition", R"({"strategy": "ddp", "world_size": 2, "pp": 2,
            "pp_partition": "greedy"})",
            "parallel.pp_partition", R"(must be one of "uniform", "balanced", got "greedy")");
@@ -825,6 +841,7 @@ class TestJob : public QObject {
              [](ParallelConfig& p) { p.pp = 4; }, [](ParallelConfig& p) { p.tp = 1; },
              [](ParallelConfig& p) { p.dp = 2; }, [](ParallelConfig& p) { p.micro_batches = 1; },
              [](ParallelConfig& p) { p.schedule = "1f1b"; },
+             [](ParallelConfig& p) { p.pp_chunks = 3; },
              [](ParallelConfig& p) { p.pp_partition = "uniform"; }}) {
       JobSpec other = loaded;
       change(other.parallel);
@@ -838,6 +855,7 @@ class TestJob : public QObject {
     QCOMPARE(plain.dp, int64_t(-1));
     QCOMPARE(plain.micro_batches, int64_t(1));
     QCOMPARE(plain.schedule, std::string("1f1b"));
+    QCOMPARE(plain.pp_chunks, int64_t(1));
     QCOMPARE(plain.pp_partition, std::string("uniform"));
     QVERIFY(!uses_model_parallelism(plain));
   }
@@ -898,7 +916,7 @@ class TestJob : public QObject {
     QCOMPARE(doc["train"]["schedule"].size(), field_count<ScheduleConfig>());
     QCOMPARE(doc["train"]["early_stopping"].size(), field_count<EarlyStoppingConfig>());
     QCOMPARE(doc["parallel"].size(), field_count<ParallelConfig>());
-    QCOMPARE(field_count<ParallelConfig>(), size_t(13));
+    QCOMPARE(field_count<ParallelConfig>(), size_t(14));
     QCOMPARE(doc["telemetry"].size(), field_count<TelemetryConfig>());
     QCOMPARE(field_count<JobSpec>(), size_t(8));
     QVERIFY(doc["device"] == json("cpu"));

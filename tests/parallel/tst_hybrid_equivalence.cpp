@@ -31,7 +31,11 @@ struct Layout {
   std::string optimizer = "adam";
   double clip = 0;  // train.clip_grad_norm
   std::string partition = "uniform";
+  int64_t chunks = 1;  // parallel.pp_chunks (interleaved)
 };
+
+// Rows after the sweep: what it leaves out.
+constexpr size_t kExtraRows = 11;
 
 std::vector<Layout> all_layouts() {
   std::vector<Layout> out;
@@ -56,15 +60,23 @@ std::vector<Layout> all_layouts() {
   out.push_back({4, 1, 2, "gpipe", "zero2", 1});
   out.push_back({2, 1, 2, "1f1b", "ddp", 4, "adam", 0, "balanced"});
   out.push_back({3, 2, 1, "1f1b", "zero1", 3, "sgd", 0.5});
+  // Interleaved 1F1B, 2 chunks a stage (4 virtual stages over the 4 blocks): alone, in 3D with a
+  // binding clip, with ZeRO-2 over dp and the balanced partition, and with 3 groups of micro-
+  // batches.
+  out.push_back({2, 1, 1, "interleaved", "ddp", 4, "adam", 0, "uniform", 2});
+  out.push_back({2, 2, 2, "interleaved", "zero1", 2, "sgd", 0.5, "uniform", 2});
+  out.push_back({2, 1, 2, "interleaved", "zero2", 4, "adam", 0, "balanced", 2});
+  out.push_back({2, 1, 1, "interleaved", "zero2", 6, "adam", 0, "uniform", 2});
   return out;
 }
 
 QString name_of(const Layout& l) {
-  return QString("pp%1_tp%2_dp%3_%4_%5_m%6%7%8%9")
+  return QString("pp%1_tp%2_dp%3_%4%5_%6_m%7%8%9%10")
       .arg(l.pp)
       .arg(l.tp)
       .arg(l.dp)
       .arg(qs(l.schedule))
+      .arg(l.chunks > 1 ? QString("_v%1").arg(l.chunks) : QString())
       .arg(qs(l.strategy))
       .arg(l.micro_batches)
       .arg(l.optimizer == "adam" ? QString() : "_" + qs(l.optimizer))
@@ -84,6 +96,7 @@ JobSpec job_for(const Layout& l, int64_t vocab) {
   j.parallel.dp = l.dp;
   j.parallel.micro_batches = l.micro_batches;
   j.parallel.schedule = l.schedule;
+  j.parallel.pp_chunks = l.chunks;
   j.parallel.pp_partition = l.partition;
   j.optimizer = optimizer_config(l.optimizer);
   if (l.optimizer == "sgd") j.optimizer.lr = 0.5;  // large steps: differences would show
@@ -112,14 +125,16 @@ class TestHybridEquivalence : public QObject {
  private slots:
   void sweep_covers_every_layout() {
     // 24 layouts (pp, tp, dp) with product <= 8; the 10 with two stages or more run both
-    // schedules (20 rows); 7 extra rows after them.
-    int layouts = 0, piped = 0;
+    // schedules (20 rows); kExtraRows rows after them, 4 of them interleaved.
+    int layouts = 0, piped = 0, interleaved = 0;
     const auto all = all_layouts();
-    for (size_t i = 0; i + 7 < all.size(); ++i) {
+    for (size_t i = 0; i + kExtraRows < all.size(); ++i) {
       if (all[i].schedule == "1f1b") ++layouts;
       if (all[i].pp > 1) ++piped;
     }
-    QCOMPARE(all.size(), size_t{24 + 10 + 7});
+    for (const Layout& l : all) interleaved += l.schedule == "interleaved" && l.chunks == 2 ? 1 : 0;
+    QCOMPARE(all.size(), size_t{24 + 10} + kExtraRows);
+    QCOMPARE(interleaved, 4);
     QCOMPARE(layouts, 24);
     QCOMPARE(piped, 20);
     // The corpus's vocabulary does not split evenly over 4 tp ranks, so the uneven vocabulary
@@ -236,6 +251,19 @@ class TestHybridEquivalence : public QObject {
     uneven.parallel.micro_batches = 3;  // batch 8
     e = create_error(uneven);
     QVERIFY2(e.second.find("micro_batches") != std::string::npos, e.second.c_str());
+
+    // Interleaved: 2 stages of 4 chunks are 8 virtual stages, the model has 4 blocks; 6
+    // micro-batches in groups of 4 stages.
+    JobSpec chunks = job_for({2, 1, 1, "interleaved", "ddp", 4, "adam", 0, "uniform", 4}, vocab);
+    e = create_error(chunks);
+    QVERIFY2(e.second.find("parallel.pp_chunks") != std::string::npos, e.second.c_str());
+    JobSpec groups = job_for({4, 1, 1, "interleaved", "ddp", 6, "adam", 0, "uniform", 2}, vocab);
+    groups.model.gpt.layers = 6;  // 8 blocks
+    e = create_error(groups);
+    QVERIFY2(e.second.find("parallel.micro_batches") != std::string::npos, e.second.c_str());
+    JobSpec one = job_for({2, 1, 1, "interleaved", "ddp", 4, "adam", 0, "uniform", 1}, vocab);
+    e = create_error(one);
+    QVERIFY2(e.second.find("parallel.pp_chunks") != std::string::npos, e.second.c_str());
   }
 };
 

@@ -1,14 +1,17 @@
 // What every rank of a threads job publishes about its compute and its evaluations
 // (RankRunOptions::telemetry): for every strategy (ddp, zero1, zero2, fsdp on 4 ranks, with
 // gradient accumulation, on the Fashion-MNIST MLP) and a pp 2 x tp 1 x dp 2 job with 2
-// micro-batches (the tiny GPT), each rank publishes per step a forward and a backward PhaseEvent
-// for each of its micro-batches (on its pipeline stage, 0 for the 1-D strategies) and exactly one
+// micro-batches (the tiny GPT; also interleaved with 2 chunks a stage and 4 micro-batches), each
+// rank publishes per step a forward and a backward PhaseEvent for each of its micro-batches and
+// chunks (on its virtual stage: chunk * pp + its pipeline stage, 0 for the 1-D strategies) and
+// exactly one
 // optimizer PhaseEvent (micro-batch -1) after them, every span ordered and inside the step (after
 // the previous StepEvent, before this one); and an EvalEvent at every train.eval_every steps and at
 // the end, the same figures on every rank, equal to the run's result.
 #include <QtTest>
 
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "engine/job/build.h"
@@ -42,8 +45,23 @@ JobSpec hybrid_job() {
   return j;
 }
 
+// pp 2 x tp 1 x dp 1, interleaved 1F1B with 2 chunks a stage, 4 micro-batches of 2 samples.
+JobSpec interleaved_job() {
+  JobSpec j = gpt_job("ddp", 2, corpus_vocab());
+  j.train.steps = kSteps;
+  j.train.eval_every = kEvalEvery;
+  j.train.batch_size = 2 * 4;
+  set_grid(j, {.pp = 2, .tp = 1, .dp = 1, .micro_batches = 4});
+  j.parallel.schedule = "interleaved";
+  j.parallel.pp_chunks = 2;
+  return j;
+}
+
 QString phase_name(const telemetry::PhaseEvent& p) {
-  return QString("%1 of micro-batch %2").arg(telemetry::to_string(p.phase)).arg(p.micro_batch);
+  return QString("%1 of micro-batch %2 (virtual stage %3)")
+      .arg(telemetry::to_string(p.phase))
+      .arg(p.micro_batch)
+      .arg(p.stage);
 }
 
 }  // namespace
@@ -55,6 +73,8 @@ class TestRankTelemetry : public QObject {
   // Runs `job` on every rank with one recording sink and checks what each rank published.
   void check(const JobSpec& job, const Datasets& data, int64_t micro_batches) {
     const int n = static_cast<int>(job.parallel.world_size);
+    const int pp = static_cast<int>(job.parallel.pp);
+    const int chunks = static_cast<int>(job.parallel.pp_chunks);
     RecordingSink sink;
     RankRunOptions ro;
     ro.telemetry = [&sink](int) -> telemetry::TelemetrySink* { return &sink; };
@@ -87,34 +107,40 @@ class TestRankTelemetry : public QObject {
           QCOMPARE(st->step, steps);
           const QString at = who + QString("step %1: ").arg(steps);
           QVERIFY2(step_begin > 0, qPrintable(at + "no running state before it"));
-          // (phase, micro-batch) -> its span; each exactly once.
-          std::map<std::pair<int, int>, telemetry::PhaseEvent> seen;
+          // (phase, micro-batch, virtual stage) -> its span; each exactly once. The optimizer's
+          // stage is the pipeline stage; a forward's or backward's is chunk * pp + stage.
+          std::map<std::tuple<int, int, int>, telemetry::PhaseEvent> seen;
           for (const telemetry::PhaseEvent& p : phases) {
-            QVERIFY2(p.stage == stage, qPrintable(at + phase_name(p) +
-                                                  QString(" on stage %1, "
-                                                          "expected %2")
-                                                      .arg(p.stage)
-                                                      .arg(stage)));
+            const bool opt_phase = p.phase == telemetry::Phase::optimizer;
+            const bool stage_ok =
+                opt_phase ? p.stage == stage
+                          : p.stage % pp == stage && p.stage >= 0 && p.stage / pp < chunks;
+            QVERIFY2(stage_ok,
+                     qPrintable(at + phase_name(p) +
+                                QString(" on the wrong stage (this rank's is %1)").arg(stage)));
             QVERIFY2(p.start <= p.end, qPrintable(at + phase_name(p) + " ends before it starts"));
             QVERIFY2(p.start >= step_begin && p.end <= e.time,
                      qPrintable(at + phase_name(p) + " outside the step"));
             const bool inserted =
-                seen.emplace(std::make_pair(static_cast<int>(p.phase), p.micro_batch), p).second;
+                seen.emplace(std::make_tuple(static_cast<int>(p.phase), p.micro_batch, p.stage), p)
+                    .second;
             QVERIFY2(inserted, qPrintable(at + phase_name(p) + " twice"));
           }
-          QCOMPARE(static_cast<int64_t>(seen.size()), 2 * micro_batches + 1);
-          const auto opt = seen.find({static_cast<int>(telemetry::Phase::optimizer), -1});
+          QCOMPARE(static_cast<int64_t>(seen.size()), 2 * micro_batches * chunks + 1);
+          const auto opt = seen.find({static_cast<int>(telemetry::Phase::optimizer), -1, stage});
           QVERIFY2(opt != seen.end(), qPrintable(at + "no optimizer phase"));
-          for (int64_t m = 0; m < micro_batches; ++m) {
-            const auto f = seen.find({static_cast<int>(telemetry::Phase::forward), int(m)});
-            const auto b = seen.find({static_cast<int>(telemetry::Phase::backward), int(m)});
-            QVERIFY2(f != seen.end() && b != seen.end(),
-                     qPrintable(at + QString("micro-batch %1 lacks a phase").arg(m)));
-            QVERIFY2(f->second.end <= b->second.start,
-                     qPrintable(at + QString("micro-batch %1: backward before forward").arg(m)));
-            QVERIFY2(b->second.end <= opt->second.start,
-                     qPrintable(at + QString("micro-batch %1: backward after the update").arg(m)));
-          }
+          for (int64_t m = 0; m < micro_batches; ++m)
+            for (int c = 0; c < chunks; ++c) {
+              const int vs = c * pp + stage;
+              const auto f = seen.find({static_cast<int>(telemetry::Phase::forward), int(m), vs});
+              const auto b = seen.find({static_cast<int>(telemetry::Phase::backward), int(m), vs});
+              const QString mb = QString("micro-batch %1 on virtual stage %2").arg(m).arg(vs);
+              QVERIFY2(f != seen.end() && b != seen.end(), qPrintable(at + mb + " lacks a phase"));
+              QVERIFY2(f->second.end <= b->second.start,
+                       qPrintable(at + mb + ": backward before forward"));
+              QVERIFY2(b->second.end <= opt->second.start,
+                       qPrintable(at + mb + ": backward after the update"));
+            }
           phases.clear();
           step_begin = e.time;
         }
@@ -155,6 +181,7 @@ class TestRankTelemetry : public QObject {
   }
 
   void hybrid_pp2_dp2() { check(hybrid_job(), corpus_data(), 2); }
+  void interleaved_pp2_v2() { check(interleaved_job(), corpus_data(), 4); }
 };
 
 QTEST_GUILESS_MAIN(TestRankTelemetry)

@@ -51,10 +51,12 @@ namespace {
 constexpr int64_t kK = 4;       // the checkpoint's step
 constexpr int64_t kN = kK + 3;  // the end of the runs
 
-// A layout "strategy/world" (1-D) or "strategy/PPxTPxDP" (3-D, GPT only).
+// A layout "strategy/world" (1-D) or "strategy/PPxTPxDP" (3-D, GPT only), "strategy/PPxTPxDPvV"
+// for interleaved 1F1B with V chunks a stage.
 struct LayoutSpec {
   std::string strategy;
   int pp = 1, tp = 1, dp = 1;
+  int chunks = 1;
   bool three_d = false;
   int world() const { return pp * tp * dp; }
 };
@@ -68,7 +70,9 @@ LayoutSpec parse_layout(const QString& s) {
     l.three_d = true;
     l.pp = dims[0].toInt();
     l.tp = dims[1].toInt();
-    l.dp = dims[2].toInt();
+    const QStringList dp_v = dims[2].split('v');
+    l.dp = dp_v[0].toInt();
+    l.chunks = dp_v.size() == 2 ? dp_v[1].toInt() : 1;
   } else {
     l.dp = dims.value(0).toInt();
   }
@@ -89,7 +93,8 @@ JobSpec job_of(const QString& model, const QString& optimizer, const LayoutSpec&
       j.parallel.dp = l.dp;
       if (l.pp > 1) {
         j.parallel.micro_batches = 2;
-        j.parallel.schedule = "1f1b";
+        j.parallel.schedule = l.chunks > 1 ? "interleaved" : "1f1b";
+        j.parallel.pp_chunks = l.chunks;
       }
     }
   } else {
@@ -265,6 +270,10 @@ class TestResharding : public QObject {
     // A hybrid DDP writer with tp and dp > 1: only dp rank 0 writes, and tp rank 1 leaves the
     // replicated parameters to tp rank 0.
     row("gpt", "adam", "ddp/1x2x2", "zero1/2x1x2", adam);
+    // Interleaved 1F1B (2 chunks a stage: stage 0 holds blocks 0 and 2, not 0 and 1) to and from
+    // the plain layouts.
+    row("gpt", "adam", "zero1/2x2x2v2", "ddp/1x1x1", adam);
+    row("gpt", "adam", "zero2/2x1x2", "zero1/2x1x1v2", adam);
   }
 
   void roundTrip() {
