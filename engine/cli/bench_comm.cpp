@@ -10,7 +10,9 @@
 
 #include "engine/bench/comm_bench.h"
 #include "engine/cli/args.h"
+#include "engine/cli/command_spec.h"
 #include "engine/cli/commands.h"
+#include "engine/cli/json_output.h"
 #include "engine/comm/threads/world.h"
 
 #ifdef SHARDLAB_HAVE_MPI
@@ -50,12 +52,26 @@ double busbw_at(const std::vector<CommBenchRow>& rows, const std::string& backen
   return 0;
 }
 
+// --json: the rows as one document (fields: command_table.cpp).
+Json comm_json(const std::string& backend, int ranks, const std::vector<CommBenchRow>& rows) {
+  Json out{{"bench", "comm"}, {"backend", backend}, {"ranks", ranks}};
+  out["rows"] = Json::array();
+  for (const CommBenchRow& r : rows)
+    out["rows"].push_back(Json{{"backend", r.backend},
+                               {"op", to_string(r.op)},
+                               {"ranks", r.ranks},
+                               {"bytes", r.bytes},
+                               {"iters", r.iters},
+                               {"seconds", r.seconds},
+                               {"algbw_gb_per_second", r.algbw_gbs},
+                               {"busbw_gb_per_second", r.busbw_gbs}});
+  return out;
+}
+
 }  // namespace
 
 int bench_comm_command(const std::vector<std::string>& argv) {
-  Args args(argv, {{"--backend", "--ranks", "--min-bytes", "--max-bytes", "--ops", "--iters",
-                    "--timeout-s", "--rounds"},
-                   {}});
+  Args args(argv, arg_spec("bench comm"));
   args.expect_no_positional();
   CommBenchOptions o;
   o.min_bytes = args.get_int("--min-bytes", o.min_bytes, 4, int64_t{1} << 32);
@@ -66,6 +82,8 @@ int bench_comm_command(const std::vector<std::string>& argv) {
   CommOptions copt;
   copt.timeout = std::chrono::seconds(args.get_int("--timeout-s", 60, 1, 86400));
   const std::string backend = args.get("--backend", "threads");
+  const bool json = args.has("--json");
+  StdoutToStderr text_to_stderr(json);
 
   if (backend == "threads") {
     const int ranks = static_cast<int>(args.get_int("--ranks", 4, 1, 256));
@@ -81,6 +99,12 @@ int bench_comm_command(const std::vector<std::string>& argv) {
     if (bw > 0)
       fmt::print("# all_reduce busbw at 64 MiB: {:.2f} GB/s = {:.0f}% of single-core memcpy\n", bw,
                  100.0 * bw / memcpy_gbs);
+    if (json) {
+      text_to_stderr.restore();
+      Json out = comm_json(backend, ranks, rows);
+      out["memcpy_gb_per_second"] = memcpy_gbs;
+      print_json(out);
+    }
     return 0;
   }
   if (backend == "mpi") {
@@ -98,6 +122,10 @@ int bench_comm_command(const std::vector<std::string>& argv) {
       if (worst > 0)
         fmt::print("# from 1 MiB up, the mpi backend takes at most {:.3f}x the time of raw MPI\n",
                    worst);
+      if (json) {
+        text_to_stderr.restore();
+        print_json(comm_json(backend, world->size(), rows));
+      }
     }
     return 0;
 #else

@@ -18,7 +18,9 @@
 #include "engine/bench/optimizer_bench.h"
 #include "engine/cli/args.h"
 #include "engine/cli/bench_common.h"
+#include "engine/cli/command_spec.h"
 #include "engine/cli/commands.h"
+#include "engine/cli/json_output.h"
 #include "engine/core/device.h"
 #include "engine/job/build.h"
 
@@ -43,7 +45,24 @@ int bench_optimizer_cuda(const Args& args, const std::vector<std::string>& optim
   opt.n = n;
   opt.reps = reps;
   opt.optimizers = optimizers;
-  run_optimizer_bench_cuda(opt, std::cout);
+  StdoutToStderr text_to_stderr(args.has("--json"));
+  const auto rows = run_optimizer_bench_cuda(opt, std::cout);
+  if (!args.has("--json")) return 0;
+  text_to_stderr.restore();
+  Json out{{"bench", "optimizer"}, {"device", "cuda"}, {"parameters", n}, {"reps", reps}};
+  out["rows"] = Json::array();
+  for (const auto& r : rows)
+    out["rows"].push_back(Json{{"optimizer", r.optimizer},
+                               {"setting", r.setting},
+                               {"parameters", r.n},
+                               {"bytes_per_param", r.bytes_per_param},
+                               {"best_seconds", r.best_seconds},
+                               {"median_seconds", r.median_seconds},
+                               {"params_per_second", r.params_per_s},
+                               {"gb_per_second", r.gb_per_s},
+                               {"copy_gb_per_second", r.copy_gb_per_s},
+                               {"copy_ratio", r.copy_ratio}});
+  print_json(out);
   return 0;
 #else
   (void)n;
@@ -56,7 +75,7 @@ int bench_optimizer_cuda(const Args& args, const std::vector<std::string>& optim
 }
 
 int bench_optimizer(const std::vector<std::string>& argv) {
-  Args args(argv, {{"--params", "--reps", "--optimizers", "--device"}, {}});
+  Args args(argv, arg_spec("bench optimizer"));
   args.expect_no_positional();
   const std::vector<std::string> optimizers = split_list(args.get("--optimizers"));
   for (const auto& name : optimizers) {
@@ -73,12 +92,29 @@ int bench_optimizer(const std::vector<std::string>& argv) {
   opt.n = args.get_int("--params", opt.n, 1024, int64_t{1} << 31);
   opt.reps = static_cast<int>(args.get_int("--reps", opt.reps, 1, 1000));
   opt.optimizers = optimizers;
-  run_optimizer_bench(opt, std::cout);
+  StdoutToStderr text_to_stderr(args.has("--json"));
+  const std::vector<OptimizerBenchRow> rows = run_optimizer_bench(opt, std::cout);
+  if (!args.has("--json")) return 0;
+  text_to_stderr.restore();
+  Json out{{"bench", "optimizer"}, {"device", "cpu"}, {"parameters", opt.n}, {"reps", opt.reps}};
+  out["rows"] = Json::array();
+  for (const OptimizerBenchRow& r : rows)
+    out["rows"].push_back(Json{{"optimizer", r.optimizer},
+                               {"setting", r.setting},
+                               {"parameters", r.n},
+                               {"bytes_per_param", r.bytes_per_param},
+                               {"best_seconds", r.best_seconds},
+                               {"median_seconds", r.median_seconds},
+                               {"params_per_second", r.params_per_s},
+                               {"gb_per_second", r.gb_per_s},
+                               {"triad_gb_per_second", r.triad_gb_per_s},
+                               {"triad_ratio", r.triad_ratio}});
+  print_json(out);
   return 0;
 }
 
 int bench_mlp(const std::vector<std::string>& argv) {
-  Args args(argv, {{"--steps", "--batch", "--data"}, {}});
+  Args args(argv, arg_spec("bench mlp"));
   args.expect_no_positional();
   JobSpec job;
   job.name = "bench-mlp";
@@ -88,15 +124,27 @@ int bench_mlp(const std::vector<std::string>& argv) {
   job.train.steps = args.get_int("--steps", 500, 10, 1000000);
   job.train.batch_size = args.get_int("--batch", 64, 1, 60000);
   job.train.log_every = job.train.steps;
+  StdoutToStderr text_to_stderr(args.has("--json"));
   TrainingSetup s = build_training(job);
   // Time training alone: no evaluation set.
   Trainer trainer(*s.model, *s.optimizer, *s.data.train, nullptr, s.job.train, job.optimizer.lr);
   const TrainResult r = trainer.run();
+  const double seconds_per_step = r.train_seconds / static_cast<double>(r.steps);
+  if (args.has("--json")) {
+    text_to_stderr.restore();
+    print_json(Json{{"bench", "mlp"},
+                    {"parameters", s.model->num_params()},
+                    {"batch_size", job.train.batch_size},
+                    {"steps", r.steps},
+                    {"samples_per_second", r.samples_per_second},
+                    {"seconds_per_step", seconds_per_step}});
+    return 0;
+  }
   fmt::print("mlp {}-{}-{}-{}, {} parameters, adam, batch {}, {} steps, 1 BLAS thread\n",
              s.job.model.mlp.input_dim, s.job.model.mlp.hidden[0], s.job.model.mlp.hidden[1],
              s.job.model.mlp.num_classes, s.model->num_params(), job.train.batch_size, r.steps);
   fmt::print("training throughput: {:.0f} samples/s ({:.2f} ms per step)\n", r.samples_per_second,
-             1e3 * r.train_seconds / static_cast<double>(r.steps));
+             1e3 * seconds_per_step);
   return 0;
 }
 
@@ -106,7 +154,7 @@ int bench_mlp(const std::vector<std::string>& argv) {
 // PyTorch comparison (ModelBenchOptions::pytorch_shapes), on the CPU unless --device says
 // otherwise, 100 timed steps after 5 warm-up steps unless --steps says otherwise.
 int bench_model(const std::vector<std::string>& argv) {
-  Args args(argv, {{"--device", "--steps"}, {"--pytorch-shapes"}});
+  Args args(argv, arg_spec("bench model"));
   args.expect_no_positional();
   ModelBenchOptions opt;
   opt.pytorch_shapes = args.has("--pytorch-shapes");
@@ -123,7 +171,20 @@ int bench_model(const std::vector<std::string>& argv) {
     const std::string problem = device_problem("cuda");
     SL_ENFORCE_T(Error, problem.empty(), "bench model --device cuda: {}", problem);
   }
-  run_model_bench(opt, std::cout);
+  StdoutToStderr text_to_stderr(args.has("--json"));
+  const ModelBenchResult result = run_model_bench(opt, std::cout);
+  if (!args.has("--json")) return 0;
+  text_to_stderr.restore();
+  Json out{{"bench", "model"}, {"rows", Json::array()}};
+  for (const ModelBenchRow& r : result.rows)
+    out["rows"].push_back(Json{{"job", r.job},
+                               {"device", r.device},
+                               {"unit", r.unit},
+                               {"steps", r.steps},
+                               {"seconds", r.seconds},
+                               {"units_per_second", r.per_second}});
+  out["cuda_not_measured"] = result.cuda_not_measured;
+  print_json(out);
   return 0;
 }
 

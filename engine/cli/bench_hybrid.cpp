@@ -2,11 +2,12 @@
 // ranks as threads of this process.
 //   throughput  layouts pp x tp x dp = 1x1x1, 1x2x1, 2x1x1, 2x2x2 at the global batch (32):
 //               median step time and tokens/s; m = 4 micro-batches where pp > 1, else 1
-//   bubble      pp = 2, 4 (tp = dp = 1) x m = 1, 4, 8 x 1f1b, gpipe at a fixed global batch (16,
-//               so only m changes): every stage's measured bubble beside (p-1)/(m+p-1). The model
-//               has 6 layers here (--bubble-layers): 8 pipeline blocks with the embedding and the
-//               head, so that at p = 4 every stage runs two blocks and the stages cost about the
-//               same (with 2 layers, p = 4 would give the embedding alone a stage, idle ~100%).
+//   bubble      pp = 2, 4 (tp = dp = 1) x m = 1, 4, 8 x 1f1b, gpipe, and interleaved with v = 2
+//               chunks (m a multiple of p) at a fixed global batch (16, so only m changes): every
+//               stage's measured bubble beside (p-1)/(m+p-1) ((p-1)/(v*m+p-1) interleaved). The
+//               model has 6 layers here (--bubble-layers): 8 pipeline blocks with the embedding and
+//               the head, so that at p = 4 every stage runs two blocks and the stages cost about
+//               the same (with 2 layers, p = 4 would give the embedding alone a stage, idle ~100%).
 // The model, data and optimizer are resources/jobs/chars_gpt.json's (context 64, width 64, 2
 // layers, 4 heads; adamw lr 0.003).
 #include <fmt/format.h>
@@ -20,8 +21,11 @@
 #include "engine/bench/harness.h"
 #include "engine/bench/hybrid_bench.h"
 #include "engine/cli/args.h"
+#include "engine/cli/command_spec.h"
 #include "engine/cli/commands.h"
+#include "engine/cli/json_output.h"
 #include "engine/job/build.h"
+#include "engine/parallel/pipeline_schedule.h"
 #include "engine/parallel/planner.h"
 
 namespace shardlab::cli {
@@ -52,13 +56,38 @@ JobSpec chars_gpt_job(const std::string& strategy) {
   return job;
 }
 
+// --json: one configuration's figures (fields: command_table.cpp).
+Json result_json(const HybridBenchResult& r, bool bubble) {
+  const HybridBenchConfig& c = r.config;
+  Json out{{"layout", c.layout()},
+           {"pp", c.pp},
+           {"tp", c.tp},
+           {"dp", c.dp},
+           {"micro_batches", c.micro_batches},
+           {"schedule", c.schedule},
+           {"batch_size", c.batch_size},
+           {"context", r.context},
+           {"steps", r.steps},
+           {"median_step_ms", r.median_step_ms},
+           {"min_step_ms", r.min_step_ms},
+           {"tokens_per_second", r.tokens_per_s},
+           {"peak_bytes_max", r.peak_bytes_max},
+           {"final_loss", r.final_loss}};
+  if (bubble) {
+    Json stages = Json::array();
+    for (size_t s = 0; s < r.stage_busy_s.size(); ++s) stages.push_back(r.stage_bubble(s));
+    out["stage_bubble"] = stages;
+    out["mean_bubble"] = r.mean_bubble();
+    out["formula_bubble"] =
+        bubble_fraction_formula(static_cast<int>(c.pp), static_cast<int>(c.micro_batches));
+  }
+  return out;
+}
+
 }  // namespace
 
 int bench_hybrid_command(const std::vector<std::string>& argv) {
-  ArgSpec spec;
-  spec.options = {"--steps", "--warmup", "--strategy", "--timeout-s", "--bubble-layers"};
-  spec.switches = {"--quick"};
-  const Args args(argv, spec);
+  const Args args(argv, arg_spec("bench hybrid"));
   args.expect_no_positional();
   const bool quick = args.has("--quick");
   const int64_t steps = args.get_int("--steps", quick ? 2 : 10, 1, 100000);
@@ -69,6 +98,8 @@ int bench_hybrid_command(const std::vector<std::string>& argv) {
   const auto timeout = std::chrono::seconds(args.get_int("--timeout-s", 120, 1, 86400));
   // At least 2 layers: 4 blocks for p = 4.
   const int64_t bubble_layers = args.get_int("--bubble-layers", 6, 2, 64);
+  const bool json = args.has("--json");
+  StdoutToStderr text_to_stderr(json);
 
   JobSpec job = chars_gpt_job(strategy);
   const Datasets data = load_completed_data(job);
@@ -98,6 +129,18 @@ int bench_hybrid_command(const std::vector<std::string>& argv) {
         c.pp = p;
         c.micro_batches = m;
         c.schedule = schedule;
+        c.batch_size = bubble_batch;
+        pipelines.push_back(c);
+      }
+  // Interleaved 1F1B with v = 2 chunks a stage (m a multiple of p).
+  for (int64_t p : {2, 4})
+    for (int64_t m : ms)
+      if (m % p == 0) {
+        HybridBenchConfig c;
+        c.pp = p;
+        c.micro_batches = m;
+        c.schedule = "interleaved";
+        c.chunks = 2;
         c.batch_size = bubble_batch;
         pipelines.push_back(c);
       }
@@ -134,6 +177,14 @@ int bench_hybrid_command(const std::vector<std::string>& argv) {
         "note: p = 4 runs 4 stage threads on {} cores, so a stage's busy time includes waiting "
         "for a core\n",
         cores);
+  if (json) {
+    text_to_stderr.restore();
+    Json out{{"bench", "hybrid"}, {"strategy", strategy},        {"warmup", warmup},
+             {"steps", steps},    {"throughput", Json::array()}, {"bubble", Json::array()}};
+    for (const HybridBenchResult& r : rows) out["throughput"].push_back(result_json(r, false));
+    for (const HybridBenchResult& r : bubbles) out["bubble"].push_back(result_json(r, true));
+    print_json(out);
+  }
   return 0;
 }
 

@@ -14,7 +14,9 @@
 #include "engine/bench/sharded_bench.h"
 #include "engine/cli/args.h"
 #include "engine/cli/bench_common.h"
+#include "engine/cli/command_spec.h"
 #include "engine/cli/commands.h"
+#include "engine/cli/json_output.h"
 #include "engine/comm/threads/world.h"
 #include "engine/job/build.h"
 #include "engine/launch/mpirun.h"
@@ -38,6 +40,7 @@ struct Parsed {
   int ranks = 4;
   int cores = 1;
   std::chrono::milliseconds timeout{60000};
+  bool json = false;  // --json: one document on stdout, the text on stderr
 };
 
 Parsed parse(const Args& args) {
@@ -49,6 +52,7 @@ Parsed parse(const Args& args) {
   p.ranks = static_cast<int>(args.get_int("--ranks", p.backend == "mpi" ? 2 : 4, 1, 256));
   p.cores = static_cast<int>(args.get_int("--cores", bench::usable_cores(), 1, 1 << 20));
   p.timeout = std::chrono::seconds(args.get_int("--timeout-s", 120, 1, 86400));
+  p.json = args.has("--json");
 
   ShardedBenchOptions& o = p.bench;
   o.steps = args.get_int("--steps", o.steps, 1, 100000);
@@ -123,12 +127,39 @@ void print_header(const Parsed& p, const Datasets& data, const ModelConfig& mode
   std::fflush(stdout);
 }
 
+// --json: the rows as one document (fields: command_table.cpp).
+void print_rows_json(const Parsed& p, const std::vector<ShardedBenchRow>& rows) {
+  Json out{{"bench", "sharded"},
+           {"backend", p.backend},
+           {"ranks", p.ranks},
+           {"parameters", model_layout(p.bench.job.model).size()},
+           {"rows", Json::array()}};
+  for (const ShardedBenchRow& r : rows)
+    out["rows"].push_back(Json{{"strategy", r.strategy},
+                               {"overlap", r.overlap},
+                               {"ranks", r.ranks},
+                               {"steps", r.steps},
+                               {"median_step_ms", r.median_step_ms},
+                               {"min_step_ms", r.min_step_ms},
+                               {"rank0_median_step_ms", r.rank0_median_step_ms},
+                               {"vs_ddp", r.vs_ddp},
+                               {"steady_bytes_max", r.steady_bytes_max},
+                               {"steady_bytes_min", r.steady_bytes_min},
+                               {"planned_steady_bytes", r.planned_steady_bytes},
+                               {"peak_bytes_max", r.peak_bytes_max},
+                               {"comm_ms_per_step", r.comm_ms_per_step},
+                               {"comm_ops_per_step", r.comm_ops_per_step},
+                               {"final_loss", r.final_loss}});
+  print_json(out);
+}
+
 // Loads the data and completes the model's sizes from it.
 Datasets load_data(ShardedBenchOptions& o) {
   return load_completed_data(o.job);
 }
 
 int run_threads_bench(Parsed& p) {
+  StdoutToStderr text_to_stderr(p.json);
   const Datasets data = load_data(p.bench);
   print_header(p, data, p.bench.job.model);
   CommOptions copts;
@@ -140,11 +171,16 @@ int run_threads_bench(Parsed& p) {
     if (comm.rank() == 0) rows = std::move(r);
   });
   print_sharded_bench(rows, std::cout);
+  if (p.json) {
+    text_to_stderr.restore();
+    print_rows_json(p, rows);
+  }
   return 0;
 }
 
 #if SHARDLAB_HAVE_MPI
 int run_inner_mpi(Parsed& p) {
+  StdoutToStderr text_to_stderr(p.json);
   MpiSession session(nullptr, nullptr);
   SL_ENFORCE(session.world_size() == p.ranks, "bench sharded: --ranks is {} but mpirun started {}",
              p.ranks, session.world_size());
@@ -156,6 +192,10 @@ int run_inner_mpi(Parsed& p) {
   if (world->rank() == 0) print_header(p, data, p.bench.job.model);
   const auto rows = bench_sharded(*world, *data.train, p.bench);
   if (world->rank() == 0) print_sharded_bench(rows, std::cout);
+  if (p.json && world->rank() == 0) {
+    text_to_stderr.restore();
+    print_rows_json(p, rows);
+  }
   return 0;
 }
 #endif
@@ -163,11 +203,7 @@ int run_inner_mpi(Parsed& p) {
 }  // namespace
 
 int bench_sharded_command(const std::vector<std::string>& argv) {
-  ArgSpec spec;
-  spec.options = std::set<std::string>(kForwarded.begin(), kForwarded.end());
-  spec.options.insert({"--backend", "--ranks", "--cores"});
-  spec.switches = {"--inner-mpi", "--sequential"};
-  const Args args(argv, spec);
+  const Args args(argv, arg_spec("bench sharded"));
   Parsed p = parse(args);
   if (p.backend == "threads") return run_threads_bench(p);
 #if !SHARDLAB_HAVE_MPI
@@ -199,6 +235,7 @@ int bench_sharded_command(const std::vector<std::string>& argv) {
       inner.push_back(args.get(name));
     }
   if (args.has("--sequential")) inner.push_back("--sequential");
+  if (p.json) inner.push_back("--json");  // rank 0 prints the document
   std::fflush(stdout);
   const int rc = launch::run_mpirun(p.ranks, inner);
   SL_ENFORCE(rc == 0, "mpirun exited with status {}: a rank failed (its error is printed above)",

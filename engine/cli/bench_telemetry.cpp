@@ -25,7 +25,9 @@
 
 #include "engine/bench/harness.h"
 #include "engine/cli/args.h"
+#include "engine/cli/command_spec.h"
 #include "engine/cli/commands.h"
+#include "engine/cli/json_output.h"
 #include "engine/job/build.h"
 #include "engine/parallel/rank_runner.h"
 #include "net/auth.h"
@@ -79,15 +81,21 @@ std::vector<uint8_t> encode_steps(int64_t n) {
 }
 
 void print_ingest_row(const char* label, int64_t events, size_t bytes, double seconds,
-                      const char* note) {
+                      const char* note, Json& rows) {
+  rows.push_back(Json{{"consumer", label},
+                      {"events_per_second", static_cast<double>(events) / seconds},
+                      {"megabytes_per_second", static_cast<double>(bytes) / seconds / 1e6},
+                      {"seconds", seconds}});
   fmt::print("  {:<11} {:>12.0f} {:>9.1f} {:>9.3f}  {}\n", label,
              static_cast<double>(events) / seconds, static_cast<double>(bytes) / seconds / 1e6,
              seconds, note);
 }
 
-void bench_ingest(int64_t events) {
+void bench_ingest(int64_t events, Json& report) {
   const std::vector<uint8_t> bytes = encode_steps(events);
   const size_t frame = bytes.size() / static_cast<size_t>(events);
+  report = Json{{"events", events}, {"frame_bytes", frame}, {"rows", Json::array()}};
+  Json& rows = report["rows"];
   fmt::print(
       "\ningest: {} STEP events ({} bytes per frame, {:.1f} MB) over one loopback connection; the "
       "collector's io_context on one thread\n",
@@ -113,12 +121,12 @@ void bench_ingest(int64_t events) {
     return seconds;
   });
   print_ingest_row("decode-only", events, bytes.size(), bench::median(times),
-                   "decode_frame alone, no sockets");
+                   "decode_frame alone, no sockets", rows);
   std::fflush(stdout);
 
   times = bench::sample_seconds(
       0, kIngestReps, [&] { return net::measure_ingest(bytes, events, kIngestRank, {}); });
-  print_ingest_row("count", events, bytes.size(), bench::median(times), "counts the events");
+  print_ingest_row("count", events, bytes.size(), bench::median(times), "counts the events", rows);
   std::fflush(stdout);
 
   times = bench::sample_seconds(0, kIngestReps, [&] {
@@ -133,7 +141,7 @@ void bench_ingest(int64_t events) {
     return seconds;
   });
   print_ingest_row("run-model", events, bytes.size(), bench::median(times),
-                   "RunModelConsumer (per-rank state, step and loss series)");
+                   "RunModelConsumer (per-rank state, step and loss series)", rows);
   std::fflush(stdout);
 }
 
@@ -270,7 +278,7 @@ double publish_ns(telemetry::TelemetrySink& sink, int64_t events, Drained draine
   return 1e9 * seconds / static_cast<double>(events);
 }
 
-void bench_publish_cost(int64_t events) {
+void bench_publish_cost(int64_t events, Json& report) {
   fmt::print(
       "\npublish cost on the rank's thread: {} STEP events, mean ns per publish() (the sink's own "
       "thread drains between chunks of 1000)\n",
@@ -287,6 +295,7 @@ void bench_publish_cost(int64_t events) {
     net::Publisher pub(o);
     const double ns = publish_ns(pub, events, [&] { return pub.sent() >= pub.published(); });
     fmt::print("  publisher (to a collector over loopback)  {:8.1f} ns\n", ns);
+    report["publisher"] = ns;
     pub.close();
   }
   {
@@ -309,13 +318,14 @@ void bench_publish_cost(int64_t events) {
       } counting(rec, published);
       const double ns = publish_ns(counting, events, count);
       fmt::print("  recording sink (to a file)                {:8.1f} ns\n", ns);
+      report["recording_sink"] = ns;
     }
     std::error_code ec;
     std::filesystem::remove(path, ec);
   }
 }
 
-void bench_overhead(int64_t steps, int64_t pairs) {
+void bench_overhead(int64_t steps, int64_t pairs, Json& report) {
   JobSpec job = demo_job(steps);
   const Datasets data = load_completed_data(job);
   const auto problems = validate(job);
@@ -367,6 +377,16 @@ void bench_overhead(int64_t steps, int64_t pairs) {
     dropped += r.dropped;
     lost += r.sent - std::min(r.sent, r.received);
   }
+  report =
+      Json{{"steps", steps},
+           {"pairs", pairs},
+           {"off_seconds", off_s},
+           {"on_seconds", on_s},
+           {"overhead_percent", off_s > 0 ? 100.0 * (on_s - off_s) / off_s : 0.0},
+           {"pair_ratio_percent", 100.0 * (bench::median(ratios) - 1.0)},
+           {"events_sent_per_run", static_cast<double>(sent) / static_cast<double>(on_runs.size())},
+           {"events_dropped", dropped},
+           {"events_lost", lost}};
   fmt::print("median train seconds: off {:.3f}, on {:.3f}; telemetry overhead {:+.1f}%\n", off_s,
              on_s, off_s > 0 ? 100.0 * (on_s - off_s) / off_s : 0.0);
   fmt::print(
@@ -386,21 +406,27 @@ void bench_overhead(int64_t steps, int64_t pairs) {
 }  // namespace
 
 int bench_telemetry_command(const std::vector<std::string>& argv) {
-  ArgSpec spec;
-  spec.options = {"--events", "--steps", "--pairs"};
-  spec.switches = {"--quick"};
-  const Args args(argv, spec);
+  const Args args(argv, arg_spec("bench telemetry"));
   args.expect_no_positional();
   const bool quick = args.has("--quick");
   const int64_t events = args.get_int("--events", quick ? 200000 : 2000000, 1000, 50000000);
   const int64_t steps = args.get_int("--steps", quick ? 40 : 300, 10, 100000);
   const int64_t pairs = args.get_int("--pairs", quick ? 1 : 5, 1, 100);
+  const bool json = args.has("--json");
+  StdoutToStderr text_to_stderr(json);
   fmt::print("bench telemetry: protocol v{}, loopback TCP, {} cores{}\n", net::kProtocolVersion,
              bench::usable_cores(), quick ? " (--quick)" : "");
   std::fflush(stdout);
-  bench_ingest(events);
-  bench_publish_cost(quick ? 20000 : 200000);
-  bench_overhead(steps, pairs);
+  Json out{{"bench", "telemetry"},           {"protocol_version", net::kProtocolVersion},
+           {"cores", bench::usable_cores()}, {"ingest", Json::object()},
+           {"publish_ns", Json::object()},   {"overhead", Json::object()}};
+  bench_ingest(events, out["ingest"]);
+  bench_publish_cost(quick ? 20000 : 200000, out["publish_ns"]);
+  bench_overhead(steps, pairs, out["overhead"]);
+  if (json) {
+    text_to_stderr.restore();
+    print_json(out);
+  }
   return 0;
 }
 

@@ -21,7 +21,9 @@
 
 #include "engine/bench/harness.h"
 #include "engine/cli/args.h"
+#include "engine/cli/command_spec.h"
 #include "engine/cli/commands.h"
+#include "engine/cli/json_output.h"
 #include "engine/cli/web_setup.h"
 #include "engine/telemetry/events.h"
 #include "net/auth.h"
@@ -134,8 +136,9 @@ std::vector<uint8_t> encode_steps(int64_t n) {
   return out;
 }
 
-void bench_ingest(int64_t events, int viewers, int ranks) {
+void bench_ingest(int64_t events, int viewers, int ranks, Json& report) {
   const std::vector<uint8_t> bytes = encode_steps(events);
+  report = Json{{"events", events}, {"rows", Json::array()}};
   fmt::print(
       "ingest: {} STEP events over one loopback connection into a run model of {} ranks; the "
       "collector's io_context on one thread, shared with the web server (frames at 10 Hz)\n",
@@ -174,6 +177,9 @@ void bench_ingest(int64_t events, int viewers, int ranks) {
       return s;
     });
     const double median = bench::median(times);
+    report["rows"].push_back(Json{{"viewers", v},
+                                  {"events_per_second", static_cast<double>(events) / median},
+                                  {"seconds", median}});
     fmt::print("  {:<9} {:>12.0f} {:>9.3f}  {}\n", v, static_cast<double>(events) / median, median,
                v == 0 ? std::string("-")
                       : fmt::format("{} frames, {:.1f} MB (last run)", frames,
@@ -184,7 +190,7 @@ void bench_ingest(int64_t events, int viewers, int ranks) {
 
 // What a tick costs the collector thread: FrameBuilder::build at `ranks` ranks, every rank one step
 // further between builds (a delta holding every row and a new heat-map column), and a full frame.
-void bench_frames(int ranks) {
+void bench_frames(int ranks, Json& report) {
   net::RunModel model;
   populate(model, ranks);
   net::DashboardInfo info;
@@ -206,6 +212,10 @@ void bench_frames(int ranks) {
     full_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     full_bytes = full.size();
   }
+  report = Json{{"delta_ms", 1e3 * bench::median(delta_s)},
+                {"delta_bytes", delta_bytes},
+                {"full_ms", 1e3 * bench::median(full_s)},
+                {"full_bytes", full_bytes}};
   fmt::print(
       "frames at {} ranks (median of 20): a delta with every rank one step on {:.2f} ms ({:.0f} "
       "KB), a full frame {:.2f} ms ({:.0f} KB)\n",
@@ -259,18 +269,28 @@ int serve(const Args& args, int ranks) {
 }  // namespace
 
 int bench_web_command(const std::vector<std::string>& argv) {
-  ArgSpec spec;
-  spec.options = {"--events", "--viewers", "--ranks", "--http", "--duration", "--step-ms"};
-  spec.switches = {"--serve"};
-  const Args args(argv, spec);
+  const Args args(argv, arg_spec("bench web"));
   args.expect_no_positional();
   const int ranks = static_cast<int>(args.get_int("--ranks", 1024, 1, 65536));
+  const bool json = args.has("--json");
+  SL_ENFORCE_T(UsageError, !(json && args.has("--serve")),
+               "--json reports the measurement; --serve measures nothing");
   if (args.has("--serve")) return serve(args, ranks);
   const int64_t events = args.get_int("--events", 2000000, 1000, 50000000);
   const int viewers = static_cast<int>(args.get_int("--viewers", 100, 1, 1000));
+  StdoutToStderr text_to_stderr(json);
   fmt::print("bench web: {} cores\n", bench::usable_cores());
-  bench_frames(ranks);
-  bench_ingest(events, viewers, ranks);
+  Json out{{"bench", "web"},
+           {"cores", bench::usable_cores()},
+           {"ranks", ranks},
+           {"frames", Json::object()},
+           {"ingest", Json::object()}};
+  bench_frames(ranks, out["frames"]);
+  bench_ingest(events, viewers, ranks, out["ingest"]);
+  if (json) {
+    text_to_stderr.restore();
+    print_json(out);
+  }
   return 0;
 }
 

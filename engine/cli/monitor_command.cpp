@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "engine/cli/args.h"
+#include "engine/cli/command_spec.h"
 #include "engine/cli/commands.h"
 #include "engine/cli/telemetry_setup.h"
 #include "engine/cli/web_setup.h"
@@ -45,9 +46,7 @@ extern "C" void on_signal(int) {
 }  // namespace
 
 int monitor_command(const std::vector<std::string>& argv) {
-  Args args(argv, {{"--listen", "--record", "--token-file", "--duration", "--interval", "--http",
-                    "--job"},
-                   {"--until-done", "--force"}});
+  Args args(argv, arg_spec("monitor"));
   if (!args.positional().empty())
     SL_THROW(UsageError, "monitor takes no positional arguments (got '{}')", args.positional()[0]);
   if (!args.has("--listen"))

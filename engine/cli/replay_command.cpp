@@ -5,7 +5,9 @@
 //                             the recording in the web dashboard: each viewer plays it back with
 //                             play/pause, a position slider and a speed; serves until Ctrl-C (or S
 //                             seconds). --job gives the page the planned memory.
-//   export RUN.slrec [--chrome-trace OUT.json] [--csv OUT.csv]
+//   export RUN.slrec [--chrome-trace OUT.json] [--csv OUT.csv] [--tensorboard DIR]
+//                             DIR/rank<N>/events.out.tfevents.* for `tensorboard --logdir DIR`
+//                             (net/tensorboard.h: the tags and the layout)
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -17,12 +19,14 @@
 #include <fmt/format.h>
 
 #include "engine/cli/args.h"
+#include "engine/cli/command_spec.h"
 #include "engine/cli/commands.h"
 #include "engine/cli/web_setup.h"
 #include "engine/telemetry/events.h"
 #include "net/exporters.h"
 #include "net/recording.h"
 #include "net/run_model.h"
+#include "net/tensorboard.h"
 #include "net/web/web_thread.h"
 
 namespace shardlab::cli {
@@ -72,7 +76,7 @@ int replay_on_the_web(const Args& args, const HttpAddress& http,
 }  // namespace
 
 int replay_command(const std::vector<std::string>& argv) {
-  Args args(argv, {{"--http", "--job", "--token-file", "--duration"}, {}});
+  Args args(argv, arg_spec("replay"));
   if (args.positional().size() != 1)
     SL_THROW(UsageError, "replay needs exactly one recording, e.g. shardlab replay runs/x.slrec");
   const std::optional<HttpAddress> http = http_address(args);
@@ -102,13 +106,14 @@ int replay_command(const std::vector<std::string>& argv) {
 }
 
 int export_command(const std::vector<std::string>& argv) {
-  Args args(argv, {{"--chrome-trace", "--csv"}, {}});
+  Args args(argv, arg_spec("export"));
   if (args.positional().size() != 1)
     SL_THROW(UsageError,
              "export needs exactly one recording, e.g. shardlab export runs/x.slrec "
              "--chrome-trace trace.json");
-  if (!args.has("--chrome-trace") && !args.has("--csv"))
-    SL_THROW(UsageError, "export needs --chrome-trace OUT.json and/or --csv OUT.csv");
+  if (!args.has("--chrome-trace") && !args.has("--csv") && !args.has("--tensorboard"))
+    SL_THROW(UsageError,
+             "export needs --chrome-trace OUT.json, --csv OUT.csv and/or --tensorboard DIR");
   const net::RecordingContents rec = net::read_recording(args.positional()[0]);
   if (!rec.complete) fmt::print(stderr, "export: {}\n", rec.note);
   SL_ENFORCE(!rec.messages.empty(), "export: {} holds no complete block (nothing to export){}",
@@ -132,6 +137,12 @@ int export_command(const std::vector<std::string>& argv) {
           [&](std::ostream& out) { net::write_chrome_trace(rec.messages, out); });
   if (args.has("--csv"))
     write(args.get("--csv"), [&](std::ostream& out) { net::write_step_csv(rec.messages, out); });
+  if (args.has("--tensorboard")) {
+    const net::TensorBoardExport tb =
+        net::write_tensorboard(rec.messages, args.get("--tensorboard"));
+    fmt::print("export: wrote {} scalar events for {} ranks under {} (tensorboard --logdir {})\n",
+               tb.events, tb.files.size(), args.get("--tensorboard"), args.get("--tensorboard"));
+  }
   return 0;
 }
 

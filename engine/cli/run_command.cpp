@@ -19,7 +19,9 @@
 #include <optional>
 
 #include "engine/cli/args.h"
+#include "engine/cli/command_spec.h"
 #include "engine/cli/commands.h"
+#include "engine/cli/json_output.h"
 #include "engine/cli/restart.h"
 #include "engine/cli/sharded_report.h"
 #include "engine/cli/telemetry_setup.h"
@@ -53,12 +55,55 @@ void print_gpu_line(int gpus) {
   std::fflush(stdout);
 }
 
+// --json: what a run's TrainResult says (fields: command_table.cpp); null report: nothing.
+void report_result(Json* report, const JobSpec& job, const TrainResult& r) {
+  if (!report) return;
+  Json& d = *report;
+  d["steps"] = r.steps;
+  d["stop_reason"] = r.stop_reason;
+  d["stopped_early"] = r.stopped_early;
+  d["final_loss"] = r.losses.empty() ? Json(nullptr) : Json(r.losses.back());
+  d["train_seconds"] = r.train_seconds;
+  d["eval_seconds"] = r.eval_seconds;
+  d["samples_per_second"] = r.samples_per_second;
+  d["tokens_per_second"] = job.model.kind == "gpt" ? Json(r.tokens_per_second) : Json(nullptr);
+  d["eval"] = r.evals.empty() ? Json(nullptr)
+                              : Json{{"step", r.final_eval().step},
+                                     {"loss", r.final_eval().loss},
+                                     {"accuracy", r.final_eval().accuracy},
+                                     {"samples", r.final_eval().samples}};
+}
+
+// --json: the per-rank memory (measured and planned) and communication time of a sharded run.
+void report_ranks(Json* report, const ParallelRunResult& run) {
+  if (!report) return;
+  Json ranks = Json::array();
+  for (const RankReport& rr : run.ranks)
+    ranks.push_back(
+        Json{{"rank", rr.rank},
+             {"params_bytes", rr.memory.current[MemCategory::params]},
+             {"grads_bytes", rr.memory.current[MemCategory::grads]},
+             {"optimizer_state_bytes", rr.memory.current[MemCategory::optimizer_state]},
+             {"planned_params_bytes", rr.plan.steady[MemCategory::params]},
+             {"planned_grads_bytes", rr.plan.steady[MemCategory::grads]},
+             {"planned_optimizer_state_bytes", rr.plan.steady[MemCategory::optimizer_state]},
+             {"peak_bytes", rr.memory.peak_total},
+             {"comm_seconds", rr.comm_seconds}});
+  (*report)["ranks"] = ranks;
+}
+
+// --verify's outcome, recorded for --json; returns the exit status.
+int report_verified(Json* report, bool ok) {
+  if (report) (*report)["verified"] = ok;
+  return ok ? 0 : 1;
+}
+
 // In this process, on rank 0 of the job's topology: strategy none (on the CPU or GPU 0), or ddp on
 // one GPU per rank (device cuda, backend threads). The training setup (its data loaded, its model
 // sizes completed, its model built) comes from build_training; the launch layer adds the topology
 // the HELLO announces and the ranks' communication options.
 int run_in_process(const JobSpec& job, bool quiet, const Args& args, double tolerance,
-                   Stopwatch& total) {
+                   Stopwatch& total, Json* report) {
   TrainingSetup setup = build_training(job);
   launch::use_compute_threads(setup.job);
   const launch::PreparedJob plan = launch::plan_job(setup.job);
@@ -78,20 +123,21 @@ int run_in_process(const JobSpec& job, bool quiet, const Args& args, double tole
     return cuda ? run_device_training(setup, cb, plan.comm) : run_training(setup, cb);
   });
   print_summary_line(setup.job, r, total.seconds());
+  report_result(report, setup.job, r);
+  if (report) (*report)["parameters"] = setup.model->num_params();
   tel.close();
   if (!ddp) return 0;
   if (args.has("--save-model")) {
-    write_model_file(args.get("--save-model"), model_layout_fingerprint(setup.model->layout()),
-                     r.params);
+    save_model_file(args.get("--save-model"), setup.model->layout(), r.params);
     if (!quiet) fmt::print("model: saved to {}\n", args.get("--save-model"));
   }
   if (!args.has("--verify")) return 0;
-  return verify_against_single_process(job, r.params, tolerance) ? 0 : 1;
+  return report_verified(report, verify_against_single_process(job, r.params, tolerance));
 }
 
 // The prepared job's ranks as threads of this process; resume_from: "" or a checkpoint.
 int run_threads(const launch::PreparedJob& prepared, bool quiet, const Args& args, double tolerance,
-                Stopwatch& total, const std::string& resume_from) {
+                Stopwatch& total, const std::string& resume_from, Json* report) {
   const JobSpec& job = prepared.job;
   std::vector<int> ranks;
   for (int r = 0; r < job.parallel.world_size; ++r) ranks.push_back(r);
@@ -105,9 +151,12 @@ int run_threads(const launch::PreparedJob& prepared, bool quiet, const Args& arg
   opts.save_model_path = args.get("--save-model");
   const ParallelRunResult run = launch::run_threads(prepared, opts);
   print_sharded_summary(job, run, total.seconds());
+  report_result(report, job, run.result);
+  report_ranks(report, run);
+  if (report) (*report)["parameters"] = model_layout(job.model).size();
   tel.close();
   if (!args.has("--verify")) return 0;
-  return verify_against_single_process(job, run.result.params, tolerance) ? 0 : 1;
+  return report_verified(report, verify_against_single_process(job, run.result.params, tolerance));
 }
 
 // Removes a file when it goes out of scope (the verify model file, whatever happens).
@@ -125,7 +174,7 @@ struct RemoveOnExit {
 // otherwise prepared here only when --verify needs the completed model.
 int run_mpi(const JobSpec& job, std::optional<launch::PreparedJob>& prepared,
             const std::string& path, bool quiet, const Args& args, double tolerance,
-            const std::string& resume_from) {
+            const std::string& resume_from, Json* report) {
   launch::MpirunWorkers run;
   run.ranks = static_cast<int>(job.parallel.world_size);
   run.worker.program = launch::this_executable();
@@ -193,7 +242,7 @@ int run_mpi(const JobSpec& job, std::optional<launch::PreparedJob>& prepared,
   if (!prepared) prepared = launch::prepare_job(job);
   const std::vector<float> params =
       read_model_file(run.worker.save_model, model_layout(prepared->job.model));
-  return verify_against_single_process(job, params, tolerance) ? 0 : 1;
+  return report_verified(report, verify_against_single_process(job, params, tolerance));
 }
 
 // `argv` for attempt `n` of a restarted run: --record PATH becomes PATH.restart-n.EXT, so each
@@ -211,14 +260,13 @@ std::vector<std::string> attempt_argv(std::vector<std::string> argv, int n) {
   return argv;
 }
 
-const ArgSpec kRunArgs{{"--set", "--tolerance", "--telemetry", "--token-file", "--record",
-                        "--resume", "--max-restarts", "--save-model", "--http"},
-                       {"--quiet", "--verify", "--no-record", "--force"}};
-
 }  // namespace
 
-int run_command(const std::vector<std::string>& argv) {
-  const Args args(argv, kRunArgs);
+namespace {
+
+// The run itself; `report`: where --json's figures go (null without --json).
+int run_job(const std::vector<std::string>& argv, Json* report) {
+  const Args args(argv, arg_spec("run"));
   if (args.positional().size() != 1)
     SL_THROW(UsageError,
              "run needs exactly one job file, e.g. shardlab run resources/jobs/fashion_mlp.json");
@@ -231,6 +279,15 @@ int run_command(const std::vector<std::string>& argv) {
   Stopwatch total;
   const std::string path = args.positional()[0];
   const JobSpec job = load_job(path, args.all("--set"));
+  if (report) {
+    Json& d = *report;
+    d["job"] = job.name;
+    d["model"] = job.model.kind;
+    d["strategy"] = job.parallel.strategy;
+    d["backend"] = job.parallel.backend;
+    d["world_size"] = job.parallel.world_size;
+    d["device"] = job.device;
+  }
   // Before any data is read or rank started: what the job and its flags ask of the device first,
   // so that it is reported alike on every machine, then whether this process has it.
   SL_ENFORCE(job.device != "cuda" || !args.has("--resume"),
@@ -262,7 +319,7 @@ int run_command(const std::vector<std::string>& argv) {
       SL_THROW(UsageError,
                "--save-model: only a sharded job writes a model file (parallel.strategy ddp, "
                "zero1, zero2 or fsdp)");
-    return run_in_process(job, quiet, args, tolerance, total);
+    return run_in_process(job, quiet, args, tolerance, total, report);
   }
   RestartOptions ro;
   ro.max_restarts = max_restarts;
@@ -270,7 +327,7 @@ int run_command(const std::vector<std::string>& argv) {
   ro.initial_resume = args.get("--resume");
   // Each attempt's own arguments (its recording) and, from the second on, its resume line.
   auto prepare = [&](int n, const std::string& resume_from) {
-    const Args a(attempt_argv(argv, n), kRunArgs);
+    const Args a(attempt_argv(argv, n), arg_spec("run"));
     if (n > 0 && !resume_from.empty() && resume_from != ro.initial_resume) {
       const std::string line = check_resume(job, resume_from, mpi);
       if (!quiet && !mpi) fmt::print("{}\n", line);
@@ -286,15 +343,34 @@ int run_command(const std::vector<std::string>& argv) {
       prepared = launch::prepare_job(job);
     }
     return run_with_restarts(ro, [&](int n, const std::string& resume_from) {
-      return run_mpi(job, prepared, path, quiet, prepare(n, resume_from), tolerance, resume_from);
+      return run_mpi(job, prepared, path, quiet, prepare(n, resume_from), tolerance, resume_from,
+                     report);
     });
   }
-  if (job.device == "cuda") return run_in_process(job, quiet, args, tolerance, total);
+  if (job.device == "cuda") return run_in_process(job, quiet, args, tolerance, total, report);
   // Read once: bad data is not worth a restart.
   const launch::PreparedJob prepared = launch::prepare_job(job);
   return run_with_restarts(ro, [&](int n, const std::string& resume_from) {
-    return run_threads(prepared, quiet, prepare(n, resume_from), tolerance, total, resume_from);
+    return run_threads(prepared, quiet, prepare(n, resume_from), tolerance, total, resume_from,
+                       report);
   });
+}
+
+}  // namespace
+
+// --json: the text goes to stderr while the job runs; the summary is one document on stdout.
+int run_command(const std::vector<std::string>& argv) {
+  const bool json = Args(argv, arg_spec("run")).has("--json");
+  StdoutToStderr text_to_stderr(json);
+  Stopwatch wall;
+  Json report;
+  const int status = run_job(argv, json ? &report : nullptr);
+  if (!json) return status;
+  report["exit_status"] = status;
+  report["seconds"] = wall.seconds();
+  text_to_stderr.restore();
+  print_json(report);
+  return status;
 }
 
 }  // namespace shardlab::cli

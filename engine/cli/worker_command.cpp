@@ -1,14 +1,18 @@
 // shardlab worker JOB.json: one rank of a sharded job, for ranks started by mpirun or srun (and
-// by `shardlab run` with backend mpi). Rank 0 prints the progress and the summary.
+// by `shardlab run` with backend mpi). Rank 0 prints the progress and the summary; with --verify
+// it then compares the trained model with the same job in one process, as `run --verify` does
+// (verify.h), and exits 1 when they differ: how a run under srun is checked where it ran.
 #include <fmt/format.h>
 
 #include <cmath>
 #include <cstdio>
 
 #include "engine/cli/args.h"
+#include "engine/cli/command_spec.h"
 #include "engine/cli/commands.h"
 #include "engine/cli/sharded_report.h"
 #include "engine/cli/telemetry_setup.h"
+#include "engine/cli/verify.h"
 #include "engine/core/device.h"
 #include "engine/core/timer.h"
 #include "engine/device/device_training.h"
@@ -26,8 +30,7 @@
 namespace shardlab::cli {
 
 int worker_command(const std::vector<std::string>& argv) {
-  Args args(argv, {{"--set", "--save-model", "--telemetry", "--token-file", "--record", "--resume"},
-                   {"--quiet", "--force"}});
+  Args args(argv, arg_spec("worker"));
   if (args.positional().size() != 1)
     SL_THROW(UsageError,
              "worker needs exactly one job file, e.g. mpirun -np 4 shardlab worker "
@@ -37,6 +40,9 @@ int worker_command(const std::vector<std::string>& argv) {
            "worker: this build has no MPI (install libopenmpi-dev and rebuild); use "
            "parallel.backend threads with shardlab run instead");
 #else
+  if (args.has("--tolerance") && !args.has("--verify"))
+    SL_THROW(UsageError, "--tolerance only applies with --verify");
+  const double tolerance = args.has("--tolerance") ? parse_tolerance(args.get("--tolerance")) : 0.0;
   Stopwatch total;
   JobSpec job = load_job(args.positional()[0], args.all("--set"));
   // A worker is an mpi rank, and GPU jobs do not run as mpi ranks in this version: refused here
@@ -97,6 +103,9 @@ int worker_command(const std::vector<std::string>& argv) {
   const ParallelRunResult run = run_rank(completed, *world, prepared.data, opts);
   if (root) print_sharded_summary(completed, run, total.seconds());
   tel.close();
+  // Every rank holds the full trained parameters; the others wait in MPI_Finalize meanwhile.
+  if (root && args.has("--verify"))
+    return verify_against_single_process(completed, run.result.params, tolerance) ? 0 : 1;
   return 0;
 #endif
 }

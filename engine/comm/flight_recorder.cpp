@@ -199,8 +199,9 @@ std::string FlightRecorder::to_json() const {
     return std::chrono::duration<double>(t - origin_).count();
   };
   std::string s = fmt::format(
-      "{{\"rank\":{},\"capacity\":{},\"total\":{},\"origin_unix_s\":{:.6f},\"entries\":[", rank(),
-      capacity_, total(), origin_unix_s_);
+      "{{\"format\":\"shardlab-flight-record\",\"version\":1,\"rank\":{},\"capacity\":{},"
+      "\"total\":{},\"origin_unix_s\":{:.6f},\"entries\":[",
+      rank(), capacity_, total(), origin_unix_s_);
   for (size_t i = 0; i < entries.size(); ++i) {
     const Entry& e = entries[i];
     s += fmt::format(

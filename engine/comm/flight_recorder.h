@@ -81,7 +81,14 @@ class FlightRecorder {
   //      group world (seq 5) timed out after 0.3 s on rank 0: rank 3 had not arrived
   // (the second is one line). '#' is the sequence number within the group.
   std::string to_text() const;
-  // {"rank":..,"capacity":..,"total":..,"origin_unix_s":..,"entries":[{..}, ..]}, newest last.
+  // {"format":"shardlab-flight-record","version":1,"rank":..,"capacity":..,"total":..,
+  //  "origin_unix_s":..,"entries":[{..}, ..]}, newest last; the schema (every field, its type and
+  //  meaning) is resources/schemas/flight-record.schema.json. An entry: id, op (to_string(CommOp)),
+  //  group, group_rank, group_size, seq, bytes, peer, tag, state (to_string(State)), issued_s;
+  //  completed_s once it completed or failed; error when it failed with a message. Times are
+  //  seconds since origin_unix_s (the recorder's start, Unix seconds). `version` goes up when a
+  //  field changes meaning or goes away; fields may be added without it, so readers ignore the
+  //  ones they do not know.
   std::string to_json() const;
   // Writes to_json() (a path ending in ".json") or to_text() (any other) to `path`, atomically: a
   // temporary file in the same folder, then rename. Throws IoError.

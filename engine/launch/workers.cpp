@@ -30,6 +30,14 @@ std::vector<std::string> worker_argv(const WorkerCommand& c) {
       argv.push_back(flag);
       argv.push_back(value);
     }
+  if (c.verify) argv.push_back("--verify");
+  return argv;
+}
+
+std::vector<std::string> srun_argv(const WorkerCommand& command, int ranks) {
+  SL_ENFORCE(ranks >= 1, "srun needs at least one task, got {}", ranks);
+  std::vector<std::string> argv{"srun", "--mpi=pmix", "-n", std::to_string(ranks)};
+  for (std::string& word : worker_argv(command)) argv.push_back(std::move(word));
   return argv;
 }
 
@@ -46,11 +54,18 @@ std::string shell_quote(const std::string& word) {
   return quoted + "'";
 }
 
+std::string shell_line(const std::vector<std::string>& argv) {
+  std::string line;
+  for (const std::string& word : argv) {
+    if (!line.empty()) line += ' ';
+    line += shell_quote(word);
+  }
+  return line;
+}
+
 std::string remote_command(const WorkerCommand& c, int world, bool srun) {
-  // The address stays as given (an IPv6 host in brackets included).
-  return fmt::format("{} {} {} worker {} --telemetry {} --token-file {}",
-                     srun ? "srun -n" : "mpirun -np", world, shell_quote(c.program),
-                     shell_quote(c.job_file), c.telemetry, shell_quote(c.token_file));
+  if (srun) return shell_line(srun_argv(c, world));
+  return fmt::format("mpirun -np {} {}", world, shell_line(worker_argv(c)));
 }
 
 std::string advertise_host(const std::string& listen_host, const std::string& given) {

@@ -19,15 +19,25 @@ struct WorkerCommand {
   std::string telemetry;          // --telemetry HOST:PORT ("" none)
   std::string token_file;         // --token-file FILE ("" none)
   std::string save_model;         // --save-model FILE ("" none)
+  bool verify = false;            // --verify (rank 0 compares the model with one process)
 };
 
 // {program, "worker", job_file, [--set S]..., [--quiet], [--resume D], [--telemetry A],
-// [--token-file F], [--save-model M]}: what mpirun starts on every rank.
+// [--token-file F], [--save-model M], [--verify]}: what mpirun starts on every rank.
 std::vector<std::string> worker_argv(const WorkerCommand& command);
 
-// What to run on a cluster for `world` remote workers: "mpirun -np WORLD" (or "srun -n WORLD")
-// followed by the worker's command line, its paths quoted for a POSIX shell where they need it.
-// The token travels in command.token_file, never on the line.
+// The workers as one Slurm job step: {"srun", "--mpi=pmix", "-n", ranks, worker_argv...}. PMIx,
+// because OpenMPI 4.1 as Debian builds it joins srun's tasks into one world only through PMIx
+// (with --mpi=none or pmi2 every task fails in MPI_Init; engine/comm/mpi/world.h says so in one
+// line). InvalidArgument when ranks < 1.
+std::vector<std::string> srun_argv(const WorkerCommand& command, int ranks);
+
+// `argv` as one POSIX shell line: each word through shell_quote, separated by spaces.
+std::string shell_line(const std::vector<std::string>& argv);
+
+// What to run on a cluster for `world` remote workers: shell_line(srun_argv(command, world)) for
+// srun, else "mpirun -np WORLD" followed by the worker's command line, quoted the same way. The
+// token travels in command.token_file, never on the line.
 std::string remote_command(const WorkerCommand& command, int world, bool srun);
 
 // The host name remote workers should connect to: `given` when set, else the listen host when it

@@ -39,7 +39,16 @@ void write_model_file(const std::string& path, uint32_t fingerprint,
   write_file_atomic(path, w.out());
 }
 
+void save_model_file(const std::string& path, const ParamLayout& layout,
+                     std::span<const float> params, const SafetensorsMetadata& metadata) {
+  if (is_safetensors_path(path)) return write_safetensors(path, layout, params, metadata);
+  SL_ENFORCE(static_cast<int64_t>(params.size()) == layout.size(),
+             "model file: {} parameters given for a model of {}", params.size(), layout.size());
+  write_model_file(path, model_layout_fingerprint(layout), params);
+}
+
 std::vector<float> read_model_file(const std::string& path, const ParamLayout& layout) {
+  if (is_safetensors_path(path)) return read_safetensors(path, layout);
   std::error_code ec;
   SL_ENFORCE_T(IoError, std::filesystem::is_regular_file(path, ec), "cannot read model file {}: {}",
                path, std::filesystem::exists(path, ec) ? "not a regular file" : "no such file");

@@ -142,6 +142,8 @@ std::string layout_differences(const CheckpointManifest& m, const CheckpointLayo
     for (const auto& item : mine.layout.items()) keys.insert(item.key());
   const nlohmann::json none = "none";
   for (const std::string& k : keys) {
+    // Names and shapes: param_fingerprint already compares them (and older checkpoints lack them).
+    if (k == kLayoutTensorsKey) continue;
     const nlohmann::json& a = m.layout.is_object() && m.layout.contains(k) ? m.layout[k] : none;
     const nlohmann::json& b =
         mine.layout.is_object() && mine.layout.contains(k) ? mine.layout[k] : none;
@@ -224,18 +226,74 @@ std::string fingerprint_hex(const ParamLayout& layout) {
 
 // What a checkpoint must match to load (any strategy and topology may read it): the model, the
 // base optimizer and its state arrays, and the global batch (the data position counts batches).
+// Plus, described but not compared (kLayoutTensorsKey), every parameter's name and shape in
+// layout order: what `shardlab checkpoint consolidate` names a safetensors file's tensors by.
 nlohmann::json model_identity(const ShardedOptions& o, const ParamLayout& full, Optimizer& opt) {
   nlohmann::json state = nlohmann::json::array();
   for (const auto& s : opt.state()) state.push_back(s.first);
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const ParamInfo& p : full.params())
+    tensors.push_back({{"name", p.name}, {"shape", p.shape}});
   return {{"model", o.model.kind},
           {"params", full.size()},
           {"param_fingerprint", fingerprint_hex(full)},
+          {kLayoutTensorsKey, std::move(tensors)},
           {"optimizer", o.optimizer.name},
           {"optimizer_state", std::move(state)},
           {"batch_size", o.train.batch_size}};
 }
 
 }  // namespace
+
+ParamLayout checkpoint_param_layout(const CheckpointManifest& m, const std::string& step_dir) {
+  const nlohmann::json& l = m.layout;
+  SL_ENFORCE_T(
+      FormatError, l.is_object() && l.contains(kLayoutTensorsKey),
+      "{}: the manifest does not list the parameters' names and shapes (a checkpoint "
+      "written before ShardLab recorded them); consolidate it to a .slm model file instead",
+      step_dir);
+  const nlohmann::json& list = l[kLayoutTensorsKey];
+  SL_ENFORCE_T(FormatError, list.is_array(), "{}: the manifest's layout {} is not an array",
+               step_dir, kLayoutTensorsKey);
+  ParamLayout layout;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const nlohmann::json& t = list[i];
+    bool ok = t.is_object() && t.contains("name") && t["name"].is_string() && t.contains("shape") &&
+              t["shape"].is_array();
+    Shape shape;
+    int64_t numel = 1;  // capped so that neither it nor the layout's size can overflow
+    constexpr int64_t kCap = int64_t(1) << 50;
+    if (ok)
+      for (const nlohmann::json& d : t["shape"]) {
+        ok = ok && d.is_number_integer() && d.get<int64_t>() >= 0 &&
+             (d.get<int64_t>() == 0 || numel <= kCap / d.get<int64_t>());
+        if (!ok) break;
+        shape.push_back(d.get<int64_t>());
+        numel *= d.get<int64_t>();
+      }
+    ok = ok && layout.size() <= kCap - numel;
+    SL_ENFORCE_T(FormatError, ok,
+                 "{}: the manifest's layout {}[{}] is not {{\"name\": string, \"shape\": [sizes]}}",
+                 step_dir, kLayoutTensorsKey, i);
+    try {
+      layout.add(t["name"].get<std::string>(), shape, 0);
+    } catch (const InvalidArgument& e) {
+      SL_THROW(FormatError, "{}: the manifest's layout {}[{}]: {}", step_dir, kLayoutTensorsKey, i,
+               e.what());
+    }
+  }
+  const nlohmann::json params = l.contains("params") ? l["params"] : nlohmann::json();
+  SL_ENFORCE_T(FormatError, params.is_number_integer() && params.get<int64_t>() == layout.size(),
+               "{}: the manifest's parameter names and shapes hold {} parameters, its layout "
+               "gives {}",
+               step_dir, layout.size(), display_text(params.dump()));
+  const nlohmann::json fp =
+      l.contains("param_fingerprint") ? l["param_fingerprint"] : nlohmann::json();
+  SL_ENFORCE_T(FormatError, fp.is_string() && fp.get<std::string>() == fingerprint_hex(layout),
+               "{}: the manifest's parameter names and shapes do not match its param_fingerprint",
+               step_dir);
+  return layout;
+}
 
 CheckpointLayout checkpoint_layout(IShardedOptimizer& opt) {
   CheckpointLayout l;

@@ -17,6 +17,7 @@
 
 #include "engine/checkpoint/manifest.h"
 #include "engine/comm/communicator.h"
+#include "engine/core/param_layout.h"
 #include "engine/parallel/checkpoint_view.h"
 
 namespace shardlab {
@@ -30,6 +31,11 @@ struct CheckpointLayout {
   int pp = 1, tp = 1, dp = 1;
   nlohmann::json layout;
 };
+
+// The key of CheckpointLayout::layout that lists every parameter of the full model in layout
+// order, [{"name": "fc0.weight", "shape": [256, 784]}, ...]. It only describes (the fingerprint is
+// what must match, so layout_differences skips it); checkpoints written before it existed lack it.
+inline constexpr const char* kLayoutTensorsKey = "tensors";
 
 // Runs `fn` on every rank, then agrees: when it threw on any rank, every rank throws the first
 // failing rank's error, with the same type (InvalidArgument, FormatError, IoError, TimeoutError,
@@ -70,6 +76,12 @@ TrainingProgress load_rank_checkpoint(Communicator& comm, const std::string& ste
 std::vector<float> read_checkpoint_tensor(const std::string& step_or_dir, const std::string& name,
                                           CheckpointManifest* manifest = nullptr,
                                           TrainingProgress* progress = nullptr);
+
+// The full model's parameter names and shapes, in layout order, as the manifest `m` of
+// `step_dir` lists them (kLayoutTensorsKey); every parameter in block 0. FormatError naming
+// step_dir when the list is missing (a checkpoint written before ShardLab recorded it), malformed,
+// or disagrees with the layout's parameter count or param_fingerprint.
+ParamLayout checkpoint_param_layout(const CheckpointManifest& m, const std::string& step_dir);
 
 // --- the optimizers' checkpoints (what `shardlab run` uses) ---
 class IShardedOptimizer;

@@ -53,7 +53,7 @@ void write_model_file_collective(Communicator& comm, const std::string& path,
   std::string error;
   if (comm.rank() == 0) {
     try {
-      write_model_file(path, model_layout_fingerprint(layout), full);
+      save_model_file(path, layout, full);  // safetensors for a .safetensors path
     } catch (const Error& e) {
       ok = 0.0f;
       error = e.what();

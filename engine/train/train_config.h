@@ -39,9 +39,10 @@ struct TrainConfig {
   // along the way) and always after the run's last step; the newest keep_checkpoints (>= 1)
   // complete ones are kept. Strategy "none" does not save checkpoints.
   std::string checkpoint_dir;
-  // A model file (engine/model/model_file.h: --save-model, `shardlab checkpoint consolidate`) to
-  // start from instead of the seeded initialisation ("": none); ignored when resuming from a
-  // checkpoint, which holds the parameters itself.
+  // A model file (engine/model/model_file.h: --save-model, `shardlab checkpoint consolidate`;
+  // ShardLab's own format or a .safetensors file) to start from instead of the seeded
+  // initialisation ("": none); ignored when resuming from a checkpoint, which holds the parameters
+  // itself.
   std::string init_model;
   int64_t checkpoint_every = 0;
   int64_t keep_checkpoints = 3;

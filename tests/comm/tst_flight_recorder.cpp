@@ -13,6 +13,7 @@
 #include "engine/comm/threads/world.h"
 #include "engine/core/timer.h"
 #include "tests/common/caught.h"
+#include "tests/common/process.h"
 #include "tests/common/text.h"
 
 using namespace shardlab;
@@ -380,6 +381,80 @@ class TestFlightRecorder : public QObject {
         "1 KiB on a 1-rank threads world: %.3f us without, %.3f us with (%+.0f ns)",
         ns_per_op, us_off, us_on, (us_on - us_off) * 1000);
     QVERIFY2(ns_per_op < 2000, qPrintable(QString("%1 ns per operation").arg(ns_per_op)));
+  }
+
+  // The JSON record follows its published schema (resources/schemas/flight-record.schema.json),
+  // checked by an independent validator (python3-jsonschema, tests/comm/check_json_schema.py):
+  // a ring with every op and state, and the rings the threads backend writes on a real timeout.
+  // The schema has teeth: a record with a made-up state, or a completed entry without its time,
+  // fails it. Skips when /usr/bin/python3 or its jsonschema module is missing.
+  void jsonFollowsItsSchema() {
+    QTemporaryDir dir;
+    FlightRecorder fr(FlightRecorderOptions{.capacity = 16, .rank = 2});
+    const CommOp ops[] = {CommOp::AllReduce, CommOp::ReduceScatter, CommOp::AllGather,
+                          CommOp::Broadcast, CommOp::Barrier,       CommOp::Send,
+                          CommOp::Recv};
+    uint64_t seq = 0;
+    for (const CommOp op : ops) {
+      CommRecord r = record_of(op, seq++, "tp[0]");
+      if (op == CommOp::Send || op == CommOp::Recv) r.peer = 1, r.tag = 7;
+      if (op == CommOp::Broadcast) r.peer = 0;
+      fr.completed(fr.issued(r));
+    }
+    fr.failed(fr.issued(record_of(CommOp::AllReduce, seq++)), State::TimedOut,
+              "all_reduce on group world timed out: rank 1 had not arrived");
+    fr.failed(fr.issued(record_of(CommOp::AllGather, seq++)), State::Failed,
+              "peer \"1\" failed\nbadly");
+    fr.issued(record_of(CommOp::ReduceScatter, seq++));  // still in flight
+    const QString unit = dir.filePath("unit.json");
+    fr.write(unit.toStdString());
+
+    CommOptions o;
+    o.timeout = 200ms;
+    o.flight_dir = dir.filePath("flight").toStdString();
+    RankOutcomes got;
+    run_threads(2, o, [&](Communicator& comm) {
+      std::vector<float> v(64, 1.0f);
+      comm.all_reduce(v, ReduceOp::Sum);
+      if (comm.rank() == 0) got.capture(0, [&] { comm.all_reduce(v, ReduceOp::Sum); });
+    });
+    QVERIFY2(got.type[0] == "TimeoutError", got.message[0].c_str());
+    const QString dumped = dir.filePath("flight/flight-rank0.json");
+    QCOMPARE(read_json(dumped)["format"].toString(), QString("shardlab-flight-record"));
+    QCOMPARE(read_json(dumped)["version"].toInt(), 1);
+
+    const QString python = "/usr/bin/python3";
+    if (!QFile::exists(python)) QSKIP("no /usr/bin/python3 to run the schema check");
+    const QString check = SHARDLAB_SOURCE_DIR "/tests/comm/check_json_schema.py";
+    const QString schema = SHARDLAB_SOURCE_DIR "/resources/schemas/flight-record.schema.json";
+    const test::ProcessOutcome ok = test::run_process(python, {check, schema, unit, dumped});
+    if (ok.exit_code == 2 && ok.err.contains("missing Python module"))
+      QSKIP(qPrintable("the schema check cannot run: " + ok.err.trimmed()));
+    QVERIFY2(ok.exit_code == 0, qPrintable(ok.out + ok.err));
+
+    // The same record broken two ways: the validator names both.
+    QByteArray bad;
+    {
+      QFile f(unit);
+      QVERIFY(f.open(QIODevice::ReadOnly));
+      bad = f.readAll();
+    }
+    QVERIFY(bad.contains("\"state\":\"completed\""));
+    bad.replace("\"state\":\"timed_out\"", "\"state\":\"stuck\"");
+    const int first = bad.indexOf(",\"completed_s\":");
+    QVERIFY(first > 0);
+    bad.remove(first, bad.indexOf('}', first) - first);  // the first entry's completion time
+    const QString broken = dir.filePath("broken.json");
+    {
+      QFile f(broken);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(bad);
+    }
+    const test::ProcessOutcome no = test::run_process(python, {check, schema, broken});
+    QVERIFY2(no.exit_code == 1, qPrintable(no.out + no.err));
+    QVERIFY2(no.err.contains("entries/7/state: 'stuck'"), qPrintable(no.err));
+    QVERIFY2(no.err.contains("entries/0: 'completed_s' is a required property"),
+             qPrintable(no.err));
   }
 };
 

@@ -396,7 +396,9 @@ class TestRunController : public QObject {
                           .arg(SHARDLAB_CLI, o.job_file)
                           .arg(run.port())
                           .arg(o.token_file));
-    QCOMPARE(run.remoteCommand(true), QString(command).replace("mpirun -np 4", "srun -n 4"));
+    // The srun line is launch::srun_argv's, the one tst_slurm runs on a real Slurm cluster.
+    QCOMPARE(run.remoteCommand(true),
+             QString(command).replace("mpirun -np 4", "srun --mpi=pmix -n 4"));
     QCOMPARE(QFile::permissions(o.token_file), QFileDevice::ReadOwner | QFileDevice::WriteOwner |
                                                    QFileDevice::ReadUser | QFileDevice::WriteUser);
     QVERIFY(QFileInfo(o.job_file).size() > 0);
@@ -439,7 +441,7 @@ class TestRunController : public QObject {
     o.job_file = tmp_.filePath("idle.json");
     o.record_path = "-";
     QVERIFY2(run.start(short_job({"parallel.backend=mpi"}), o), qPrintable(run.lastError()));
-    QVERIFY(run.remoteCommand(true).startsWith("srun -n 4 shardlab worker "));
+    QVERIFY(run.remoteCommand(true).startsWith("srun --mpi=pmix -n 4 shardlab worker "));
     run.stop();
     QCOMPARE(finished.count(), 1);
     const QList<QVariant> args = finished.takeFirst();

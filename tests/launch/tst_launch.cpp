@@ -344,10 +344,20 @@ class TestLaunch : public QObject {
                                        "--set", "train.steps=5", "--quiet", "--telemetry",
                                        "127.0.0.1:5000", "--save-model", "m.slmodel"}));
     w.token_file = "/runs/it's.token";
-    QCOMPARE(remote_command(w, 4, false),
-             std::string("mpirun -np 4 '/opt/shard lab/shardlab' worker /runs/job.json "
-                         "--telemetry 127.0.0.1:5000 --token-file '/runs/it'\\''s.token'"));
-    QVERIFY(remote_command(w, 2, true).rfind("srun -n 2 ", 0) == 0);
+    // Both remote lines are worker_argv's words, shell-quoted where they need it.
+    const std::string words =
+        "'/opt/shard lab/shardlab' worker /runs/job.json --set train.steps=5 --quiet --telemetry "
+        "127.0.0.1:5000 --token-file '/runs/it'\\''s.token' --save-model m.slmodel";
+    QCOMPARE(remote_command(w, 4, false), "mpirun -np 4 " + words);
+    QCOMPARE(remote_command(w, 2, true), "srun --mpi=pmix -n 2 " + words);
+    // srun's argv (what tst_slurm runs, and the app shows): PMIx, then the worker's words.
+    std::vector<std::string> srun{"srun", "--mpi=pmix", "-n", "2"};
+    for (const std::string& word : worker_argv(w)) srun.push_back(word);
+    QCOMPARE(srun_argv(w, 2), srun);
+    QCOMPARE(shell_line(srun_argv(w, 2)), remote_command(w, 2, true));
+    w.verify = true;
+    QCOMPARE(worker_argv(w).back(), std::string("--verify"));
+    QVERIFY_THROWS_EXCEPTION(shardlab::InvalidArgument, srun_argv(w, 0));
     QCOMPARE(advertise_host("10.1.2.3", ""), std::string("10.1.2.3"));
     QCOMPARE(advertise_host("0.0.0.0", "head.cluster"), std::string("head.cluster"));
     QCOMPARE(advertise_host("::1", ""), std::string("[::1]"));

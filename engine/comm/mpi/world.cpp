@@ -1,7 +1,10 @@
 #include "engine/comm/mpi/world.h"
 
+#include <cstdlib>
 #include <exception>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "engine/comm/mpi/liveness.h"
 #include "engine/comm/mpi/mpi_util.h"
@@ -23,6 +26,55 @@ const char* thread_level_name(int level) {
   return "an unknown thread level";
 }
 
+// The value of environment variable `name`, "" when unset.
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// How many ranks the launcher says this world has, and which variable says so: mpirun's
+// OMPI_COMM_WORLD_SIZE when mpirun started this process, else Slurm's task count. {"", 0} when
+// none is set (a process started alone outside Slurm is a world of 1, rightly).
+std::pair<std::string, long> launcher_world() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "SLURM_NPROCS"}) {
+    const std::string v = env(name);
+    if (v.empty()) continue;
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (end != v.c_str() && *end == '\0' && n > 0) return {name, n};
+  }
+  return {"", 0};
+}
+
+// Before MPI_Init: a task that srun started without PMIx (--mpi=none or pmi2) cannot join a
+// world. OpenMPI 4.1 as Debian builds it then aborts inside MPI_Init with a page about PMI
+// support (no rank learns how many there were); one line saying how to launch is clearer.
+void check_srun_launch() {
+  const bool srun_task = !env("SLURM_STEP_ID").empty() || !env("SLURM_STEPID").empty();
+  const bool pmix = !env("PMIX_RANK").empty() || !env("PMIX_NAMESPACE").empty();
+  if (!srun_task || pmix || !env("OMPI_COMM_WORLD_SIZE").empty()) return;
+  const auto [name, n] = launcher_world();
+  const std::string tasks = n > 0 ? std::to_string(n) : std::string("N");
+  SL_THROW(InvalidArgument,
+           "srun started this task without PMIx ({}={}, no PMIX_RANK), so MPI cannot make it "
+           "one rank of a world of {}: launch with srun --mpi=pmix -n {} ... (OpenMPI 4.1 as "
+           "Debian builds it supports only PMIx under srun; --mpi=none and --mpi=pmi2 fail)",
+           name.empty() ? "SLURM_NTASKS" : name, n > 0 ? std::to_string(n) : std::string("unset"),
+           tasks, tasks);
+}
+
+// After MPI_Init: a world of 1 where the launcher's variables say more (a worker started alone
+// inside an allocation, or by a launcher MPI did not understand) would train alone.
+void check_world_size(int size, const std::pair<std::string, long>& launcher) {
+  const auto& [name, n] = launcher;
+  if (size != 1 || n <= 1) return;
+  SL_THROW(InvalidArgument,
+           "MPI says this is a world of 1 but {}={}: this process was started alone, not as one "
+           "of {} ranks; launch them with srun --mpi=pmix -n {} ... (OpenMPI 4.1 as Debian builds "
+           "it supports only PMIx under srun) or mpirun -np {} ...",
+           name, n, n, n, n);
+}
+
 }  // namespace
 
 MpiSession::MpiSession(int* argc, char*** argv) : uncaught_at_start_(std::uncaught_exceptions()) {
@@ -35,6 +87,9 @@ MpiSession::MpiSession(int* argc, char*** argv) : uncaught_at_start_(std::uncaug
     SL_THROW(CommError,
              "MPI is already initialized in this process: create one MpiSession per process, "
              "before any other use of MPI");
+  check_srun_launch();
+  // Read before MPI_Init, which may set variables of its own.
+  const std::pair<std::string, long> launcher = launcher_world();
   int provided = MPI_THREAD_SINGLE;
   SL_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
   if (provided < MPI_THREAD_MULTIPLE) {
@@ -50,6 +105,7 @@ MpiSession::MpiSession(int* argc, char*** argv) : uncaught_at_start_(std::uncaug
     SL_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     SL_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
     SL_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+    check_world_size(size_, launcher);
     // Ranks on this node (a collective, like MPI_Init itself) against its cores.
     MPI_Comm node = MPI_COMM_NULL;
     int local = 1;

@@ -18,7 +18,10 @@ namespace shardlab {
 // Owns MPI's lifetime in this process: MPI_Init_thread on construction, MPI_Finalize on
 // destruction. Requests MPI_THREAD_MULTIPLE (every communicator has a progress thread besides the
 // callers) and throws CommError if the library provides less. One per process; never calls
-// exit().
+// exit(). Throws InvalidArgument, with one line saying how to launch, for a task srun started
+// without PMIx (srun --mpi=none or pmi2: SLURM_STEP_ID set, no PMIX_RANK, not under mpirun),
+// before MPI_Init (which would abort), and for a world of 1 where OMPI_COMM_WORLD_SIZE, else
+// SLURM_NTASKS or SLURM_NPROCS, says more ranks.
 class MpiSession {
  public:
   MpiSession(int* argc, char*** argv);
