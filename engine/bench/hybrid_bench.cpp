@@ -227,8 +227,7 @@ void print_hybrid_bubble(const std::vector<HybridBenchResult>& rows, std::ostrea
     const double per_op = busy / static_cast<double>(m);
     const ScheduleTiming sim =
         simulate(*make_schedule(r.config.schedule, p, m, v), per_op / 3.0, 2.0 * per_op / 3.0);
-    const double formula =
-        v > 1 ? interleaved_bubble_fraction_formula(p, m, v) : bubble_fraction_formula(p, m);
+    const double formula = interleaved_bubble_fraction_formula(p, m, v);  // v = 1: (p-1)/(m+p-1)
     line += fmt::format(" {:>7} {:>8} {:>7} {:>8.2f} {:>7.2f}\n", percent(r.mean_bubble()),
                         percent(formula), percent(sim.bubble_fraction), 1e3 * pipe,
                         1e3 * sim.step_time);

@@ -65,6 +65,7 @@ Json result_json(const HybridBenchResult& r, bool bubble) {
            {"dp", c.dp},
            {"micro_batches", c.micro_batches},
            {"schedule", c.schedule},
+           {"chunks", c.chunks},
            {"batch_size", c.batch_size},
            {"context", r.context},
            {"steps", r.steps},
@@ -78,8 +79,8 @@ Json result_json(const HybridBenchResult& r, bool bubble) {
     for (size_t s = 0; s < r.stage_busy_s.size(); ++s) stages.push_back(r.stage_bubble(s));
     out["stage_bubble"] = stages;
     out["mean_bubble"] = r.mean_bubble();
-    out["formula_bubble"] =
-        bubble_fraction_formula(static_cast<int>(c.pp), static_cast<int>(c.micro_batches));
+    out["formula_bubble"] = interleaved_bubble_fraction_formula(
+        static_cast<int>(c.pp), static_cast<int>(c.micro_batches), static_cast<int>(c.chunks));
   }
   return out;
 }
@@ -104,7 +105,10 @@ int bench_hybrid_command(const std::vector<std::string>& argv) {
   JobSpec job = chars_gpt_job(strategy);
   const Datasets data = load_completed_data(job);
   const int64_t throughput_batch = job.train.batch_size;
-  const int64_t bubble_batch = 16;
+  const int64_t bubble_batch = args.get_int("--bubble-batch", 16, 1, 4096);
+  if (bubble_batch % 8 != 0)
+    SL_THROW(UsageError, "--bubble-batch: must be a multiple of 8 (the largest m), got {}",
+             bubble_batch);
   JobSpec bubble_job = job;
   bubble_job.model.gpt.layers = bubble_layers;
 

@@ -213,21 +213,23 @@ std::vector<CommandSpec> build_table() {
   t.push_back(
       {"bench hybrid",
        "",
-       "GPT pp x tp x dp tokens/s and the measured pipeline bubble beside (p-1)/(m+p-1)",
+       "GPT pp x tp x dp tokens/s and the measured pipeline bubble beside (p-1)/(v*m+p-1)",
        {
            {"--steps", "S", "timed steps per configuration"},
            {"--warmup", "W", "untimed steps first"},
            {"--strategy", "ddp|zero1|zero2", "the data-parallel strategy (default ddp)"},
            {"--bubble-layers", "L", "layers of the bubble model (default 6)"},
+           {"--bubble-batch", "B",
+            "global batch of the bubble rows (default 16; a multiple of every m, 8)"},
            {"--timeout-s", "S", "collective timeout (default 120)"},
            {"--quick", "", "fewer steps and configurations"},
            kJsonBench,
        },
        "--json fields: bench (\"hybrid\"), strategy, warmup, steps, throughput [{layout, pp, tp, "
-       "dp, micro_batches, schedule, batch_size, context, steps, median_step_ms, min_step_ms, "
-       "tokens_per_second, peak_bytes_max, final_loss}], bubble [the same fields, and "
-       "stage_bubble (per stage, idle / (busy + idle)), mean_bubble, formula_bubble "
-       "((p-1)/(m+p-1))]."});
+       "dp, micro_batches, schedule, chunks, batch_size, context, steps, median_step_ms, "
+       "min_step_ms, tokens_per_second, peak_bytes_max, final_loss}], bubble [the same fields, "
+       "and stage_bubble (per stage, idle / (busy + idle)), mean_bubble, formula_bubble "
+       "((p-1)/(v*m+p-1), v = chunks)]."});
   t.push_back(
       {"bench telemetry",
        "",

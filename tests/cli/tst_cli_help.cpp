@@ -499,12 +499,17 @@ class TestCliHelp : public QObject {
     const QJsonArray layouts = j["throughput"].toArray();
     QCOMPARE(layouts.size(), 4);
     QCOMPARE(layouts[3].toObject()["layout"].toString(), QString("2x2x2"));
+    int interleaved = 0;
     for (const QJsonValue& v : j["bubble"].toArray()) {
       const QJsonObject r = v.toObject();
       const double p = r["pp"].toDouble(), m = r["micro_batches"].toDouble();
-      QVERIFY(std::abs(r["formula_bubble"].toDouble() - (p - 1) / (m + p - 1)) < 1e-12);
+      const double chunks = r["chunks"].toDouble();
+      QCOMPARE(chunks, r["schedule"].toString() == "interleaved" ? 2.0 : 1.0);
+      interleaved += chunks > 1 ? 1 : 0;
+      QVERIFY(std::abs(r["formula_bubble"].toDouble() - (p - 1) / (chunks * m + p - 1)) < 1e-12);
       QCOMPARE(r["stage_bubble"].toArray().size(), static_cast<int>(p));
     }
+    QCOMPARE(interleaved, 2);  // --quick: m 1 and 4, of which 4 is a multiple of p = 2 and 4
   }
 
   void jsonBenchTelemetryAndWeb() {
