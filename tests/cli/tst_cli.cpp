@@ -446,23 +446,24 @@ class TestCli : public QObject {
 
   // The 3D-parallelism bench, quick: one row per pp x tp x dp layout with sane figures (the same
   // loss everywhere: every layout trains on the same global batches), and the bubble table with
-  // (p-1)/(m+p-1) for every (schedule, p, m), recomputed here.
+  // (p-1)/(v*m+p-1) for every (schedule, p, v, m), recomputed here.
   void benchHybridQuick() {
     const Outcome o = run_cli({"bench", "hybrid", "--quick"}, 300000);
     QVERIFY2(o.exit_code == 0, qPrintable(o.err + o.out));
     QVERIFY2(o.out.contains("threads backend on "), qPrintable(o.out));
     const QStringList layouts{"1x1x1", "1x2x1", "2x1x1", "2x2x2"};
     QMap<QString, QStringList> rows;     // layout -> its cells
-    QMap<QString, QStringList> bubbles;  // "sched p m" -> its cells
+    QMap<QString, QStringList> bubbles;  // "sched p v m" -> its cells
     for (const QString& line : o.out.split('\n')) {
       const QStringList cells = line.split(' ', Qt::SkipEmptyParts);
       if (cells.size() == 11 && layouts.contains(cells[0])) {
         QVERIFY2(!rows.contains(cells[0]), qPrintable("two rows for " + cells[0] + "\n" + o.out));
         rows[cells[0]] = cells;
       }
-      // sched p m batch step-ms stage0..stage3 mean formula sim pipe-ms sim-ms
-      if (cells.size() == 14 && (cells[0] == "1f1b" || cells[0] == "gpipe")) {
-        const QString key = cells[0] + " " + cells[1] + " " + cells[2];
+      // sched p v m batch step-ms stage0..stage3 mean formula sim pipe-ms sim-ms
+      if (cells.size() == 15 &&
+          (cells[0] == "1f1b" || cells[0] == "gpipe" || cells[0] == "interleaved")) {
+        const QString key = cells[0] + " " + cells[1] + " " + cells[2] + " " + cells[3];
         QVERIFY2(!bubbles.contains(key), qPrintable("two rows for " + key + "\n" + o.out));
         bubbles[key] = cells;
       }
@@ -487,19 +488,23 @@ class TestCli : public QObject {
       QVERIFY2(loss > 0 && std::abs(loss - num(rows["1x1x1"][10])) < 1e-3, qPrintable(o.out));
     }
     QVERIFY2(o.out.contains("pipeline bubble: tp = dp = 1, global batch 16"), qPrintable(o.out));
-    QCOMPARE(bubbles.size(), 8);  // {1f1b, gpipe} x p {2, 4} x m {1, 4}
-    for (const char* sched : {"1f1b", "gpipe"})
+    // {1f1b, gpipe} x p {2, 4} x m {1, 4}, and interleaved (v = 2) where p divides m: m = 4.
+    QCOMPARE(bubbles.size(), 8 + 2);
+    for (const char* sched : {"1f1b", "gpipe", "interleaved"})
       for (int p : {2, 4})
         for (int m : {1, 4}) {
-          const QString key = QString("%1 %2 %3").arg(sched).arg(p).arg(m);
+          const bool interleaved = QString(sched) == "interleaved";
+          if (interleaved && m % p != 0) continue;
+          const int v = interleaved ? 2 : 1;
+          const QString key = QString("%1 %2 %3 %4").arg(sched).arg(p).arg(v).arg(m);
           QVERIFY2(bubbles.contains(key), qPrintable(key + " missing\n" + o.out));
           const QStringList& c = bubbles[key];
           const QString formula =
-              QString::asprintf("%.1f%%", 100.0 * (p - 1) / static_cast<double>(m + p - 1));
-          QCOMPARE(c[10], formula);
-          QCOMPARE(c[11], formula);  // simulate() with uniform op times reproduces it exactly
+              QString::asprintf("%.1f%%", 100.0 * (p - 1) / static_cast<double>(v * m + p - 1));
+          QCOMPARE(c[11], formula);
+          QCOMPARE(c[12], formula);  // simulate() with uniform op times reproduces it exactly
           for (int s = 0; s < 4; ++s) {
-            const QString cell = c[5 + s];
+            const QString cell = c[6 + s];
             if (s >= p) {
               QCOMPARE(cell, QString("-"));
               continue;
@@ -510,10 +515,12 @@ class TestCli : public QObject {
           }
         }
     // Spot checks of the figures themselves: 1/2, 3/7, 1/5, 3/4.
-    QCOMPARE(bubbles["1f1b 2 1"][10], QString("50.0%"));
-    QCOMPARE(bubbles["gpipe 4 4"][10], QString("42.9%"));
-    QCOMPARE(bubbles["1f1b 2 4"][10], QString("20.0%"));
-    QCOMPARE(bubbles["gpipe 4 1"][10], QString("75.0%"));
+    QCOMPARE(bubbles["1f1b 2 1 1"][11], QString("50.0%"));
+    QCOMPARE(bubbles["gpipe 4 1 4"][11], QString("42.9%"));
+    QCOMPARE(bubbles["1f1b 2 1 4"][11], QString("20.0%"));
+    QCOMPARE(bubbles["gpipe 4 1 1"][11], QString("75.0%"));
+    QCOMPARE(bubbles["interleaved 2 2 4"][11], QString("11.1%"));  // 1/9
+    QCOMPARE(bubbles["interleaved 4 2 4"][11], QString("27.3%"));  // 3/11
   }
 
   // The telemetry bench, quick: the three ingest rows (decode alone, a counting consumer, a
