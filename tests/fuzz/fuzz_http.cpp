@@ -70,14 +70,15 @@ void handle(std::string_view input) {
     parser.body_limit(kMaxBodyBytes);
     parser.eager(true);
     beast::error_code ec;
-    // What http::async_read does with the bytes it has; at the end of the input the peer has
-    // closed the connection.
+    // What http::async_read does with the bytes it has (boost/beast/http/impl/read.hpp): after
+    // need_more it reads from the socket before it parses again, never handing the parser the
+    // same bytes twice (Beast asserts that a repeated chunk header has grown). The input is all
+    // there is, so that read finds the connection closed.
     while (!parser.is_done()) {
       const size_t used = parser.put(boost::asio::buffer(rest.data(), rest.size()), ec);
       rest.remove_prefix(used);
       if (ec == http::error::need_more) {
         ec = {};
-        if (used > 0 && !rest.empty()) continue;
         // All the input there is did not finish the request: the peer closed the connection.
         if (!parser.got_some()) return;  // between two requests: a clean end of stream
         parser.put_eof(ec);
