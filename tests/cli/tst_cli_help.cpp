@@ -22,6 +22,8 @@
 #include <QStandardPaths>
 #include <QTemporaryDir>
 
+#include "tests/common/process.h"
+
 namespace {
 
 struct Outcome {
@@ -36,23 +38,16 @@ QString runs_dir() {
 }
 
 Outcome run_cli(const QStringList& args, int timeout_ms = 240000) {
-  QProcess p;
-  p.setWorkingDirectory(SHARDLAB_SOURCE_DIR);
-  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-  env.insert("SHARDLAB_RUNS_DIR", runs_dir());
-  p.setProcessEnvironment(env);
-  p.start(SHARDLAB_CLI, args);
+  shardlab::test::ProcessOptions po;
+  po.cwd = SHARDLAB_SOURCE_DIR;
+  po.env.insert("SHARDLAB_RUNS_DIR", runs_dir());
+  po.timeout_ms = timeout_ms;
+  const shardlab::test::ProcessOutcome r = shardlab::test::run_process(SHARDLAB_CLI, args, po);
   Outcome o;
-  if (!p.waitForFinished(timeout_ms)) {
-    p.kill();
-    p.waitForFinished(5000);
-    o.err = "timed out";
-    return o;
-  }
-  o.exit_code = p.exitCode();
-  o.status = p.exitStatus();
-  o.out = QString::fromUtf8(p.readAllStandardOutput());
-  o.err = QString::fromUtf8(p.readAllStandardError());
+  o.exit_code = r.exit_code;
+  o.status = r.finished && r.exit_code >= 0 ? QProcess::NormalExit : QProcess::CrashExit;
+  o.out = r.out;
+  o.err = r.err;
   return o;
 }
 

@@ -18,6 +18,8 @@
 #include <sys/types.h>
 #include <csignal>
 
+#include "tests/common/monitor_process.h"
+
 namespace {
 
 const QString kMlpJob = "resources/jobs/fashion_mlp.json";
@@ -76,73 +78,6 @@ QString describe(const QSet<int>& s) {
   return "{" + l.join(",") + "}";
 }
 
-// `shardlab monitor` on a free loopback port, recording; its tables are kept as they come.
-class Monitor {
- public:
-  explicit Monitor(const QString& dir) : dir_(dir) {}
-  ~Monitor() {
-    if (p_.state() != QProcess::NotRunning) {
-      p_.kill();
-      p_.waitForFinished(5000);
-    }
-  }
-
-  bool start(double interval) {
-    p_.setWorkingDirectory(SHARDLAB_SOURCE_DIR);
-    p_.start(SHARDLAB_CLI, {"monitor", "--listen", "127.0.0.1:0", "--record", recording(),
-                            "--token-file", token(), "--until-done", "--interval",
-                            QString::number(interval), "--duration", "170"});
-    if (!p_.waitForStarted(10000)) return false;
-    QElapsedTimer t;
-    t.start();
-    static const QRegularExpression listening("listening on 127\\.0\\.0\\.1:(\\d+)");
-    while (t.elapsed() < 10000) {
-      poll(100);
-      const auto m = listening.match(out_);
-      if (m.hasMatch()) {
-        port_ = m.captured(1).toInt();
-        return port_ > 0;
-      }
-    }
-    return false;
-  }
-
-  // Reads what the monitor printed meanwhile (waiting at most `ms`).
-  void poll(int ms) {
-    p_.waitForReadyRead(ms);
-    out_ += QString::fromUtf8(p_.readAllStandardOutput());
-    err_ += QString::fromUtf8(p_.readAllStandardError());
-  }
-  bool wait_done(int ms) {
-    QElapsedTimer t;
-    t.start();
-    while (p_.state() != QProcess::NotRunning && t.elapsed() < ms) poll(100);
-    poll(0);
-    return p_.state() == QProcess::NotRunning && p_.exitCode() == 0;
-  }
-
-  // The complete tables printed so far (each from its header to the blank line after it).
-  QStringList tables() const {
-    QStringList out;
-    for (const QString& chunk : out_.split(" RANK  COORDS").mid(1)) {
-      const qsizetype end = chunk.indexOf("\n\n");
-      if (end >= 0) out << chunk.left(end);
-    }
-    return out;
-  }
-
-  QString telemetry_address() const { return QString("127.0.0.1:%1").arg(port_); }
-  QString token() const { return dir_ + "/monitor.token"; }
-  QString recording() const { return dir_ + "/run.slrec"; }
-  QString output() const { return out_ + err_; }
-
- private:
-  QString dir_;
-  QProcess p_;
-  QString out_, err_;
-  int port_ = 0;
-};
-
 // `shardlab replay` of `recording`: its output.
 QString replay(const QString& recording) {
   QProcess p;
@@ -200,13 +135,13 @@ class TestStraggler : public QObject {
   void run_monitored(const QStringList& run_args, const QString& slow, QStringList& tables,
                      QString& replay_out) {
     const QString dir = case_dir();
-    Monitor monitor(dir);
-    QVERIFY2(monitor.start(0.2), qPrintable(monitor.output()));
+    shardlab::test::MonitorProcess monitor(dir);
+    QVERIFY2(monitor.start(0.2, 170), qPrintable(monitor.output()));
     QProcess run;
     run.setWorkingDirectory(SHARDLAB_SOURCE_DIR);
     run.setProcessEnvironment(run_env(dir, slow));
     run.start(SHARDLAB_CLI, QStringList{"run"} + run_args +
-                                QStringList{"--quiet", "--telemetry", monitor.telemetry_address(),
+                                QStringList{"--quiet", "--telemetry", monitor.address(),
                                             "--token-file", monitor.token()});
     QVERIFY(run.waitForStarted(10000));
     while (!run.waitForFinished(50)) monitor.poll(50);
@@ -344,8 +279,8 @@ class TestStraggler : public QObject {
     if (QStandardPaths::findExecutable("mpirun").isEmpty())
       QSKIP("mpirun not found (apt-get install openmpi-bin)");
     const QString dir = case_dir();
-    Monitor monitor(dir);
-    QVERIFY2(monitor.start(0.25), qPrintable(monitor.output()));
+    shardlab::test::MonitorProcess monitor(dir);
+    QVERIFY2(monitor.start(0.25, 170), qPrintable(monitor.output()));
     const QString mark = QString::number(QDateTime::currentMSecsSinceEpoch());
     QProcessEnvironment env = run_env(dir, {});
     env.insert("SHARDLAB_TEST_MARK", mark);
@@ -355,11 +290,10 @@ class TestStraggler : public QObject {
     // The run: DDP of the demo MLP. (ZeRO-2's bucketed collectives run on each rank's
     // progress thread while it computes, so a pause mostly lands inside a collective: see the
     // README's limits.)
-    run.start(
-        SHARDLAB_CLI,
-        {"run", kMlpJob, "--set", "parallel.strategy=ddp", "--set", "parallel.backend=mpi", "--set",
-         "parallel.world_size=4", "--set", "train.steps=100000", "--set", "train.eval_every=0",
-         "--quiet", "--telemetry", monitor.telemetry_address(), "--token-file", monitor.token()});
+    run.start(SHARDLAB_CLI, {"run", kMlpJob, "--set", "parallel.strategy=ddp", "--set",
+                             "parallel.backend=mpi", "--set", "parallel.world_size=4", "--set",
+                             "train.steps=100000", "--set", "train.eval_every=0", "--quiet",
+                             "--telemetry", monitor.address(), "--token-file", monitor.token()});
     QVERIFY(run.waitForStarted(10000));
     struct Cleanup {  // whatever happens, the worker runs again and the job ends
       QProcess& run;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "engine/launch/workers.h"
+#include "tests/common/monitor_process.h"
 
 namespace {
 
@@ -193,70 +194,6 @@ class Cluster {
   QHash<QString, QString> tools_;
 };
 
-// `shardlab monitor` on a free loopback port, recording, until every rank is done (at most 120 s).
-class Monitor {
- public:
-  explicit Monitor(const QString& dir) : dir_(dir) {}
-  ~Monitor() {
-    if (p_.state() != QProcess::NotRunning) {
-      p_.kill();
-      p_.waitForFinished(5000);
-    }
-  }
-
-  bool start() {
-    p_.setProcessEnvironment(clean_env());
-    p_.start(SHARDLAB_CLI,
-             {"monitor", "--listen", "127.0.0.1:0", "--record", recording(), "--token-file",
-              token(), "--until-done", "--interval", "0.25", "--duration", "120"});
-    if (!p_.waitForStarted(10000)) return false;
-    QElapsedTimer t;
-    t.start();
-    static const QRegularExpression listening("listening on 127\\.0\\.0\\.1:(\\d+)");
-    while (t.elapsed() < 10000) {
-      poll(100);
-      const auto m = listening.match(out_);
-      if (m.hasMatch()) {
-        port_ = m.captured(1).toInt();
-        return port_ > 0;
-      }
-    }
-    return false;
-  }
-  void poll(int ms) {
-    p_.waitForReadyRead(ms);
-    out_ += QString::fromUtf8(p_.readAllStandardOutput());
-    err_ += QString::fromUtf8(p_.readAllStandardError());
-  }
-  bool wait_done(int ms) {
-    QElapsedTimer t;
-    t.start();
-    while (p_.state() != QProcess::NotRunning && t.elapsed() < ms) poll(100);
-    poll(0);
-    return p_.state() == QProcess::NotRunning && p_.exitCode() == 0;
-  }
-  // The last complete table the monitor printed.
-  QString last_table() const {
-    const QStringList chunks = out_.split(" RANK  COORDS");
-    for (qsizetype i = chunks.size() - 1; i >= 1; --i) {
-      const qsizetype end = chunks[i].indexOf("\n\n");
-      if (end >= 0) return chunks[i].left(end);
-    }
-    return {};
-  }
-
-  QString address() const { return QString("127.0.0.1:%1").arg(port_); }
-  QString token() const { return dir_ + "/monitor.token"; }
-  QString recording() const { return dir_ + "/run.slrec"; }
-  QString output() const { return out_ + err_; }
-
- private:
-  QString dir_;
-  QProcess p_;
-  QString out_, err_;
-  int port_ = 0;
-};
-
 // The workers of the 4-rank job, as the app's remote mode describes them.
 shardlab::launch::WorkerCommand workers(int world) {
   shardlab::launch::WorkerCommand w;
@@ -298,9 +235,9 @@ class TestSlurm : public QObject {
   // monitor until every rank has finished, and the model equal to one process's.
   void srunTrainsFourRanks() {
     if (!why_not_.isEmpty()) QSKIP(qPrintable("no Slurm cluster: " + why_not_));
-    Monitor monitor(tmp_.filePath("monitor"));
+    shardlab::test::MonitorProcess monitor(tmp_.filePath("monitor"));
     QDir().mkpath(tmp_.filePath("monitor"));
-    QVERIFY2(monitor.start(), qPrintable(monitor.output()));
+    QVERIFY2(monitor.start(0.25, 120, clean_env()), qPrintable(monitor.output()));
     shardlab::launch::WorkerCommand w = workers(4);
     w.telemetry = monitor.address().toStdString();
     w.token_file = monitor.token().toStdString();
