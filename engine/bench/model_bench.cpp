@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <nlohmann/json.hpp>
 
 #include <ostream>
 
@@ -40,9 +41,24 @@ std::vector<std::string> pytorch_shape_overrides(const std::string& job) {
   };
 }
 
+// The GPU-sized shapes of issue 33's comparison on one GPU (tests/bench/pytorch_gpu.py).
+std::vector<std::string> gpu_shape_overrides(const std::string& job) {
+  if (job == "fashion_mlp")
+    return {
+        "model.mlp.hidden=[2048, 2048]",
+        "model.mlp.activation=\"relu\"",
+        "optimizer.name=\"adam\"",
+        "train.batch_size=2048",
+    };
+  return {
+      "model.gpt.context=256", "model.gpt.width=512",   "model.gpt.layers=8",
+      "model.gpt.heads=8",     "model.gpt.mlp_ratio=4", "train.batch_size=32",
+  };
+}
+
 // The job file as one process on `device`, warmup + steps steps, no evaluation or progress.
 JobSpec bench_job(const std::string& path, const std::string& job, const std::string& device,
-                  int64_t total_steps, bool pytorch_shapes) {
+                  int64_t total_steps, const ModelBenchOptions& o) {
   std::vector<std::string> overrides{"device=" + device,
                                      "parallel={}",
                                      fmt::format("train.steps={}", total_steps),
@@ -52,8 +68,12 @@ JobSpec bench_job(const std::string& path, const std::string& job, const std::st
                                      "train.eval_batches=0",
                                      "train.schedule={}",
                                      "train.early_stopping={}"};
-  if (pytorch_shapes)
-    for (std::string& o : pytorch_shape_overrides(job)) overrides.push_back(std::move(o));
+  if (o.pytorch_shapes)
+    for (std::string& v : pytorch_shape_overrides(job)) overrides.push_back(std::move(v));
+  if (o.gpu_shapes)
+    for (std::string& v : gpu_shape_overrides(job)) overrides.push_back(std::move(v));
+  if (!o.data_dir.empty() && job == "fashion_mlp")
+    overrides.push_back("data.path=" + nlohmann::json(o.data_dir).dump());
   return load_job(path, overrides);
 }
 
@@ -105,6 +125,8 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o, std::ostream& out) 
   SL_ENFORCE(o.device == "cpu" || o.device == "cuda" || o.device == "both",
              "--device: unknown device '{}' (known: cpu, cuda, both)", o.device);
   SL_ENFORCE(o.steps >= 1, "--steps: must be >= 1, got {}", o.steps);
+  SL_ENFORCE(!(o.pytorch_shapes && o.gpu_shapes),
+             "bench model: --pytorch-shapes and --gpu-shapes cannot be combined");
   SL_ENFORCE(o.warmup >= 0, "bench model: warm-up steps must be >= 0, got {}", o.warmup);
   ModelBenchResult result;
   const std::string cuda_problem = o.device == "cpu" ? std::string() : device_problem("cuda");
@@ -117,7 +139,9 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o, std::ostream& out) 
   fmt::print(out,
              "bench model: {} timed steps after {} warm-up steps, one process, no evaluation{}\n",
              o.steps, o.warmup,
-             o.pytorch_shapes ? ", the shapes of the PyTorch 1.13 comparison (issue 22)" : "");
+             o.pytorch_shapes ? ", the shapes of the PyTorch 1.13 comparison (issue 22)"
+             : o.gpu_shapes   ? ", GPU-sized shapes"
+                              : "");
   if (o.pytorch_shapes) {
     // The comparison is one process on one core: one BLAS thread, whatever this process had.
     kernels::use_single_blas_thread();
@@ -135,8 +159,7 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o, std::ostream& out) 
     for (const char* device : {"cpu", "cuda"}) {
       if ((device == std::string("cpu") && !cpu) || (device == std::string("cuda") && !cuda))
         continue;
-      TrainingSetup setup =
-          build_training(bench_job(path, job.name, device, total, o.pytorch_shapes));
+      TrainingSetup setup = build_training(bench_job(path, job.name, device, total, o));
       if (line.empty()) line = fmt::format("{} ({}):", job.name, model_description(setup));
       rows.push_back(measure(setup, job, o.warmup));
     }

@@ -5,6 +5,8 @@
 // GPU/CPU ratio. The rate of a run is the units (samples or target tokens) of its timed steps over
 // their summed step times (StepInfo::step_seconds).
 //
+// With gpu_shapes, both jobs take shapes sized for a GPU (see ModelBenchOptions).
+//
 // With pytorch_shapes, the jobs take the shapes of the single-process PyTorch 1.13 comparison of
 // issue 22 (one process, one BLAS thread, the same OpenBLAS): fashion_mlp as an MLP 784-512-256-10
 // with Adam at batch 256, chars_gpt at context 64, width 64, 2 layers, 4 heads, batch 32 (AdamW),
@@ -26,6 +28,12 @@ struct ModelBenchOptions {
   std::string jobs_dir;
   // The shapes of issue 22's PyTorch comparison instead of the job files' own (see above).
   bool pytorch_shapes = false;
+  // GPU-sized shapes (issue 33's PyTorch comparison on the same GPU, tests/bench/pytorch_gpu.py):
+  // MLP 784-2048-2048-10 (ReLU, Adam) at batch 2048; GPT context 256, width 512, 8 layers, 8 heads
+  // (AdamW) at batch 32. Not with pytorch_shapes.
+  bool gpu_shapes = false;
+  // The Fashion-MNIST folder for fashion_mlp (data.path); "": the job file's.
+  std::string data_dir;
 };
 
 struct ModelBenchRow {

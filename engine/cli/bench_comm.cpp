@@ -15,7 +15,7 @@
 #include "engine/cli/json_output.h"
 #include "engine/comm/threads/world.h"
 
-#ifdef SHARDLAB_HAVE_MPI
+#if defined(SHARDLAB_HAVE_MPI) && SHARDLAB_HAVE_MPI
 #include "engine/bench/raw_mpi.h"
 #include "engine/comm/mpi/world.h"
 #endif
@@ -108,7 +108,7 @@ int bench_comm_command(const std::vector<std::string>& argv) {
     return 0;
   }
   if (backend == "mpi") {
-#ifdef SHARDLAB_HAVE_MPI
+#if defined(SHARDLAB_HAVE_MPI) && SHARDLAB_HAVE_MPI
     MpiSession session(nullptr, nullptr);
     auto world = make_mpi_world(copt);
     const BaselineOp raw = raw_mpi_baseline();

@@ -148,7 +148,9 @@ int bench_mlp(const std::vector<std::string>& argv) {
   return 0;
 }
 
-// `bench model [--device cpu|cuda|both] [--steps N] [--pytorch-shapes]`. --device cuda where no
+// `bench model [--device cpu|cuda|both] [--steps N] [--pytorch-shapes | --gpu-shapes] [--data
+// DIR]`.
+// --gpu-shapes runs on cuda unless --device says otherwise. --device cuda where no
 // GPU can be used is one line and exit status 1 (before anything is read); both measures the CPU
 // and says why cuda was not measured. --pytorch-shapes: the shapes of issue 22's single-process
 // PyTorch comparison (ModelBenchOptions::pytorch_shapes), on the CPU unless --device says
@@ -163,6 +165,11 @@ int bench_model(const std::vector<std::string>& argv) {
     opt.steps = 100;
     opt.warmup = 5;
   }
+  opt.gpu_shapes = args.has("--gpu-shapes");
+  if (opt.gpu_shapes && opt.pytorch_shapes)
+    SL_THROW(UsageError, "--gpu-shapes and --pytorch-shapes cannot be combined");
+  if (opt.gpu_shapes) opt.device = "cuda";
+  opt.data_dir = args.get("--data", "");
   opt.device = args.get("--device", opt.device);
   if (opt.device != "cpu" && opt.device != "cuda" && opt.device != "both")
     SL_THROW(UsageError, "--device: unknown device '{}' (known: cpu, cuda, both)", opt.device);

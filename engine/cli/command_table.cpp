@@ -164,6 +164,10 @@ std::vector<CommandSpec> build_table() {
            {"--pytorch-shapes", "",
             "at the shapes of the PyTorch comparison (MLP 784-512-256-10 Adam batch 256; GPT "
             "context 64 width 64 2 layers 4 heads batch 32), CPU, 1 BLAS thread"},
+           {"--gpu-shapes", "",
+            "at GPU-sized shapes (MLP 784-2048-2048-10 Adam batch 2048; GPT context 256 width "
+            "512 8 layers 8 heads batch 32), on cuda unless --device says otherwise"},
+           {"--data", "DIR", "the Fashion-MNIST directory (default: the job file's)"},
            kJsonBench,
        },
        "--json fields: bench (\"model\"), rows [{job, device, unit (\"samples\" or \"tokens\"), "

@@ -10,10 +10,10 @@
 #include "engine/core/paths.h"
 #include "kernels/cpu/gemm.h"
 
-#ifdef SHARDLAB_HAVE_MPI
+#if defined(SHARDLAB_HAVE_MPI) && SHARDLAB_HAVE_MPI
 #include <mpi.h>
 #endif
-#ifdef SHARDLAB_HAVE_CUDA
+#if defined(SHARDLAB_HAVE_CUDA) && SHARDLAB_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
 
@@ -33,7 +33,7 @@ int info_command(const std::vector<std::string>& argv) {
   // generic SSE3 ones. Measured here: MLP training about 2x faster with OPENBLAS_CORETYPE=Haswell.
   const bool generic_kernels =
       core == "Prescott" && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#ifdef SHARDLAB_HAVE_MPI
+#if defined(SHARDLAB_HAVE_MPI) && SHARDLAB_HAVE_MPI
   // MPI_Get_library_version may be called before MPI_Init (MPI 3.0, section 8.1.2).
   char version[MPI_MAX_LIBRARY_VERSION_STRING];
   int len = 0;
@@ -47,7 +47,7 @@ int info_command(const std::vector<std::string>& argv) {
 #else
   doc["mpi"] = Json{{"built", false}, {"version", nullptr}, {"library", nullptr}};
 #endif
-#ifdef SHARDLAB_HAVE_CUDA
+#if defined(SHARDLAB_HAVE_CUDA) && SHARDLAB_HAVE_CUDA
   int runtime = 0, count = 0;
   cudaRuntimeGetVersion(&runtime);
   const cudaError_t err = cudaGetDeviceCount(&count);
