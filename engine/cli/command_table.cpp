@@ -117,6 +117,25 @@ std::vector<CommandSpec> build_table() {
                    {"--duration", "S", "with --http: stop after S seconds"},
                },
                ""});
+  t.push_back(
+      {"doctor",
+       "",
+       "check this node before a job runs on it: its GPUs (every CUDA kernel against its CPU "
+       "reference, the GPU model and GPU training against the CPU, the device-memory ledger "
+       "against the planner, NCCL), one row per check with its figure and bound",
+       {
+           {"--device", "cuda|all",
+            "all (default): every GPU found, skipped with the reason where there is none; "
+            "cuda: the same, but exit 1 when this node has no GPU to check"},
+           {"--groups", "LIST",
+            "comma-separated subset of kernels,model,training,memory,nccl (default: all)"},
+           {"--json", "",
+            "print the checks as one JSON document on stdout (the table goes to stderr)"},
+       },
+       "Needs no dataset: the MLP trains on a synthetic set written in Fashion-MNIST's format, "
+       "the GPT on the built-in corpus. Exit status 1 when a check failed. --json fields: "
+       "command, host, gpus, no_gpu_reason, seconds, passed, failed, skipped, checks [{group, "
+       "name, status (pass, fail, skip), metric, figure, bound, detail}]."});
   t.push_back({"export",
                "RUN.slrec",
                "a recording as a Chrome trace, a CSV of steps or TensorBoard event files",

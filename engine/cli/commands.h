@@ -22,6 +22,8 @@ int export_command(const std::vector<std::string>& args);         // shardlab ex
 int bench_telemetry_command(const std::vector<std::string>& args);
 // shardlab bench web [...] (bench_web.cpp)
 int bench_web_command(const std::vector<std::string>& args);
+// shardlab doctor: this node's checks (doctor_command.cpp, engine/doctor)
+int doctor_command(const std::vector<std::string>& args);
 // shardlab job-schema: the JSON Schema of job files (job_schema_command.cpp)
 int job_schema_command(const std::vector<std::string>& args);
 

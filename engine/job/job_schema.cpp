@@ -332,8 +332,12 @@ class Reader {
   void read(const json& j, const std::string& path, uint64_t& out) {
     if (j.is_number_unsigned()) {
       out = j.get<uint64_t>();
-    } else if (j.is_number_integer()) {  // a negative integer
-      fail(path, "must be >= 0, got " + j.dump());
+    } else if (j.is_number_integer()) {
+      // A parser stores 1 as unsigned, but a document built in C++ ({"seed", 1}) as signed.
+      if (j.get<int64_t>() >= 0)
+        out = static_cast<uint64_t>(j.get<int64_t>());
+      else
+        fail(path, "must be >= 0, got " + j.dump());
     } else if (j.is_number_float() && integral_in(j.get<double>(), 0, 1.8e19)) {
       out = static_cast<uint64_t>(j.get<double>());
     } else {

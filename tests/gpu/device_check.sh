@@ -105,11 +105,7 @@ rm -rf "$work"; mkdir -p "$work"
 
 if [[ -x $sl ]]; then
   stage info 60 "$sl" info
-  if "$sl" help doctor >/dev/null 2>&1; then
-    stage doctor 300 "$sl" doctor --device cuda --json >"$res/doctor.json"
-  else
-    say "doctor: not in this build"
-  fi
+  stage doctor 300 "$sl" doctor --device cuda --json >"$res/doctor.json"
   stage bench_optimizer 120 "$sl" bench optimizer --device cuda --json >"$res/bench_optimizer.json"
   cat "$res/bench_optimizer.json"
   stage bench_model 180 "$sl" bench model --device both --data "$fm" --json >"$res/bench_model.json"

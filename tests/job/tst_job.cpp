@@ -1514,6 +1514,18 @@ class TestJob : public QObject {
     QVERIFY(job_from_json(job_to_json(job)) == job);
   }
 
+  // A document built in C++ holds 1 as a signed integer where a parser holds it as unsigned:
+  // both are accepted for a non-negative field, and -1 is refused either way.
+  void nonNegativeFieldsFromCode() {
+    json doc = {{"model", {{"kind", "mlp"}, {"seed", 1}}}, {"train", {{"steps", 5}}}};
+    QVERIFY(doc["model"]["seed"].is_number_integer() && !doc["model"]["seed"].is_number_unsigned());
+    QCOMPARE(rejection(doc), QString());
+    QCOMPARE(job_from_json(doc).model.seed, uint64_t{1});
+    doc["model"]["seed"] = -1;
+    QVERIFY2(rejection(doc).contains("model.seed: must be >= 0, got -1"),
+             qPrintable(rejection(doc)));
+  }
+
   void demoJobIsTheDocumentedOne() {
     const JobSpec job = load_job((kJobs + "fashion_mlp.json").toStdString());
     QCOMPARE(job.model.kind, std::string("mlp"));

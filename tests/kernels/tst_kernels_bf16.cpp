@@ -11,12 +11,13 @@
 #include <random>
 #include <vector>
 
+#include "engine/doctor/update_cases.h"
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/scale_cast.h"
 #include "kernels/cpu/sq_norm.h"
-#include "update_cases.h"
 
 using namespace shardlab::kernels;
+namespace updates = shardlab::doctor::updates;
 
 namespace {
 
@@ -136,21 +137,21 @@ class tst_KernelsBf16 : public QObject {
   void bf16_master_update_data() {
     QTest::addColumn<int>("op");
     QTest::addColumn<qint64>("n");
-    for (const auto op : test::all_ops())
+    for (const auto op : updates::all_ops())
       for (const qint64 n : {1, 1000, 4096, 4097, 3 * 4096 + 5})
-        QTest::addRow("%s n=%lld", test::op_name(op).c_str(), static_cast<long long>(n))
+        QTest::addRow("%s n=%lld", updates::op_name(op).c_str(), static_cast<long long>(n))
             << static_cast<int>(op) << n;
   }
 
   void bf16_master_update() {
     QFETCH(int, op);
     QFETCH(qint64, n);
-    const auto o = static_cast<test::Op>(op);
+    const auto o = static_cast<updates::Op>(op);
     constexpr uint32_t kSeed = 77;
-    auto fp32 = test::make_state(o, n, kSeed);
-    auto mixed = test::make_state(o, n, kSeed);
-    test::cpu_steps(o, fp32, kSeed, 3, false);
-    test::cpu_steps(o, mixed, kSeed, 3, true);
+    auto fp32 = updates::make_state(o, n, kSeed);
+    auto mixed = updates::make_state(o, n, kSeed);
+    updates::cpu_steps(o, fp32, kSeed, 3, false);
+    updates::cpu_steps(o, mixed, kSeed, 3, true);
     QCOMPARE(mixed.param, fp32.param);
     QCOMPARE(mixed.s1, fp32.s1);
     QCOMPARE(mixed.s2, fp32.s2);

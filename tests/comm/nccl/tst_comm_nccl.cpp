@@ -20,7 +20,9 @@
 #include "engine/comm/nccl/communicator.h"
 #include "engine/comm/nccl/world.h"
 #include "engine/comm/threads/world.h"
+#include "engine/doctor/nccl_checks.h"
 #include "tests/comm/conformance.h"
+#include "tests/common/doctor_rows.h"
 
 using namespace shardlab;
 using conformance::ConformanceFailure;
@@ -140,6 +142,27 @@ class TestCommNccl : public QObject {
       error = e.what();
     }
     QVERIFY2(error.empty(), error.c_str());
+  }
+
+  // The checks `shardlab doctor` runs (engine/doctor/nccl_checks.h): every collective against
+  // exact host values, on one GPU and on every GPU; a skip only for what needs two GPUs.
+  void doctorChecks() {
+    const doctor::CheckList checks = doctor::nccl_checks();
+    QVERIFY(!checks.empty());
+    if (test::whole_group_skipped(checks).contains("built without"))
+      QSKIP(qPrintable(test::whole_group_skipped(checks)));
+    int passed = 0;
+    for (const doctor::CheckResult& c : checks) {
+      qInfo("%s", qPrintable(test::describe_check(c)));
+      if (c.status == doctor::CheckStatus::kSkip)
+        QVERIFY2(gpus_ < 2 && c.detail.rfind("needs two GPUs", 0) == 0,
+                 qPrintable(test::describe_check(c)));
+      else
+        QVERIFY2(c.status == doctor::CheckStatus::kPass, qPrintable(test::describe_check(c)));
+      passed += c.status == doctor::CheckStatus::kPass ? 1 : 0;
+    }
+    // Five ops at three sizes on one GPU, and again on every GPU where there are two.
+    QCOMPARE(passed, gpus_ >= 2 ? 30 : 15);
   }
 
   void oneGpuEverything() {

@@ -1,6 +1,8 @@
-// The optimizer-update cases both kernel suites sweep: each op variant with fixed hyperparameters,
-// random data, and one dispatch that builds the op's Args from plain pointers, so the CPU suite
-// and the CUDA suite run exactly the same updates (host or device pointers alike).
+// The optimizer-update cases that the CUDA kernel checks (engine/doctor/kernel_checks.h, run by
+// `shardlab doctor` and tst_kernels_cuda) and the CPU bf16 suite (tst_kernels_bf16) sweep: each op
+// variant with fixed hyperparameters, random data, and one dispatch that builds the op's Args from
+// plain pointers, so the CPU and the CUDA side run exactly the same updates (host or device
+// pointers alike). Header-only; needs only kernels/cpu.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +15,7 @@
 #include "kernels/cpu/rmsprop_update.h"
 #include "kernels/cpu/sgd_update.h"
 
-namespace shardlab::kernels::test {
+namespace shardlab::doctor::updates {
 
 enum class Op { sgd, sgd_momentum, sgd_nesterov, adam, adamw, rmsprop, rmsprop_momentum, adagrad };
 
@@ -91,7 +93,7 @@ void dispatch(Op op, const Buffers& b, int64_t step, Run&& run) {
     case Op::sgd:
     case Op::sgd_momentum:
     case Op::sgd_nesterov: {
-      SgdArgs a;
+      kernels::SgdArgs a;
       a.param = b.param;
       a.grad = b.grad;
       a.momentum_buf = op == Op::sgd ? nullptr : b.s1;
@@ -106,7 +108,7 @@ void dispatch(Op op, const Buffers& b, int64_t step, Run&& run) {
     }
     case Op::adam:
     case Op::adamw: {
-      AdamArgs a;
+      kernels::AdamArgs a;
       a.param = b.param;
       a.grad = b.grad;
       a.exp_avg = b.s1;
@@ -122,7 +124,7 @@ void dispatch(Op op, const Buffers& b, int64_t step, Run&& run) {
     }
     case Op::rmsprop:
     case Op::rmsprop_momentum: {
-      RmspropArgs a;
+      kernels::RmspropArgs a;
       a.param = b.param;
       a.grad = b.grad;
       a.square_avg = b.s1;
@@ -136,7 +138,7 @@ void dispatch(Op op, const Buffers& b, int64_t step, Run&& run) {
       return;
     }
     case Op::adagrad: {
-      AdagradArgs a;
+      kernels::AdagradArgs a;
       a.param = b.param;
       a.grad = b.grad;
       a.sum = b.s1;
@@ -151,10 +153,10 @@ void dispatch(Op op, const Buffers& b, int64_t step, Run&& run) {
 }
 
 struct CpuRun {
-  void operator()(const SgdArgs& a) const { sgd_update(a); }
-  void operator()(const AdamArgs& a) const { adam_update(a); }
-  void operator()(const RmspropArgs& a) const { rmsprop_update(a); }
-  void operator()(const AdagradArgs& a) const { adagrad_update(a); }
+  void operator()(const kernels::SgdArgs& a) const { kernels::sgd_update(a); }
+  void operator()(const kernels::AdamArgs& a) const { kernels::adam_update(a); }
+  void operator()(const kernels::RmspropArgs& a) const { kernels::rmsprop_update(a); }
+  void operator()(const kernels::AdagradArgs& a) const { kernels::adagrad_update(a); }
 };
 
 // `steps` CPU updates of s (grads from fill_grad with `seed`), with or without the bf16 copy.
@@ -168,4 +170,4 @@ inline void cpu_steps(Op op, HostState& s, uint32_t seed, int64_t steps, bool bf
   }
 }
 
-}  // namespace shardlab::kernels::test
+}  // namespace shardlab::doctor::updates
