@@ -444,12 +444,16 @@ void MainWindow::markRanks(const net::RunModel& run, double now) {
   diagnosis_->setVisible(!lines.isEmpty());
   if (!grid_->hasTopology()) return;
   // The straggler's cell carries the whole diagnosis (its own line as the flag's reason); the
-  // bottleneck stage's cells carry the bottleneck's line.
-  const QString bottleneck = d.bottleneck ? QString::fromStdString(d.bottleneck->text) : QString();
+  // bottleneck stage's cells carry the bottleneck's line, an uneven layout's costliest stage's
+  // cells the uneven line (never both: one names a slow stage, the other a costly layout).
+  const int stage = d.bottleneck ? d.bottleneck->stage : d.uneven ? d.uneven->stage : -1;
+  const QString note = QString::fromStdString(d.bottleneck ? d.bottleneck->text
+                                              : d.uneven   ? d.uneven->text
+                                                           : std::string());
   const int straggler = d.straggler ? d.straggler->rank : -1;
   for (int r = 0; r < grid_->world(); ++r) {
-    const bool in_bottleneck = d.bottleneck && grid_->topology().coord(r).pp == d.bottleneck->stage;
-    grid_->setRankNote(r, in_bottleneck || r == straggler ? bottleneck : QString());
+    const bool in_stage = stage >= 0 && grid_->topology().coord(r).pp == stage;
+    grid_->setRankNote(r, in_stage || r == straggler ? note : QString());
   }
   for (int r = 0; r < grid_->world(); ++r) {
     const auto it = run.ranks().find(r);

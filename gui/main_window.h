@@ -72,7 +72,7 @@ class MainWindow : public QMainWindow {
   QTabWidget* views() const { return views_; }
   QString logText() const;
   // The diagnosis shown in the status bar: RunModel::diagnosis().lines() joined by "; " (empty
-  // when nobody is named).
+  // when it says nothing; an uneven layout's line names nobody but is shown).
   QString diagnosisText() const;
   // The switches in the grid's and the heat map's headers (they redraw at once).
   void setGridShade(GridShade shade);

@@ -266,9 +266,11 @@ bool DiagnosisTracker::update(const RunModel& model) {
   const Diagnosis& d = model.diagnosis();
   const int straggler = d.straggler ? d.straggler->rank : -1;
   const int bottleneck = d.bottleneck ? d.bottleneck->stage : -1;
-  if (straggler == straggler_ && bottleneck == bottleneck_) return false;
+  const int uneven = d.uneven ? d.uneven->stage : -1;
+  if (straggler == straggler_ && bottleneck == bottleneck_ && uneven == uneven_) return false;
   straggler_ = straggler;
   bottleneck_ = bottleneck;
+  uneven_ = uneven;
   changes_.push_back({step_, d.lines()});
   return true;
 }

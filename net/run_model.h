@@ -84,7 +84,8 @@ class RunModel {
 
   // Where each rank's time goes (compute, wait, transfer per step) and the diagnosis over the
   // last steps (net/time_accounting.h): the straggler is the rank its peers wait for, the
-  // bottleneck the pipeline stage busiest by far. Computed once per change.
+  // bottleneck the pipeline stage busiest by far that has become so since the layout baseline,
+  // uneven a layout whose stages were that uneven from the start. Computed once per change.
   const TimeAccounting& time() const { return time_; }
   const Diagnosis& diagnosis() const;
   // The newest step any rank has reported.
@@ -102,7 +103,8 @@ class RunModel {
   // The per-rank table: rank, coordinates, state, step, loss, memory (current total), comm time,
   // the compute and wait shares of its last steps, last seen (seconds before `now`) and flags
   // (STRAGGLER, SILENT, FAILED: reason). Under the rows: the diagnosis in words (one line each
-  // for the straggler and the bottleneck stage, with pp >= 2 the busy share of every stage), and
+  // for the straggler, the bottleneck stage and an uneven layout, with pp >= 2 the busy share of
+  // every stage), and
   // when a rank has reported an evaluation the newest:
   // "eval at step 30: loss 0.4123, accuracy 87.5% (1000 samples)".
   std::string table(double now) const;
@@ -120,22 +122,23 @@ class RunModel {
 };
 
 // Follows the diagnosis as a run unfolds (a replay goes through every step): one entry each time
-// who is named changes, nobody included.
+// who is named changes, nobody included, or the uneven layout's stage does.
 struct DiagnosisChange {
   int64_t step = 0;                // the newest step any rank had reported
-  std::vector<std::string> lines;  // Diagnosis::lines(); empty: nobody is named any more
+  std::vector<std::string> lines;  // Diagnosis::lines(); empty: nothing to say any more
 };
 
 class DiagnosisTracker {
  public:
   // Looks at `model` once per new step (cheap to call after every message). True when what the
-  // diagnosis names (the straggler's rank, the bottleneck's stage) changed.
+  // diagnosis names (the straggler's rank, the bottleneck's stage) or the uneven layout's stage
+  // changed.
   bool update(const RunModel& model);
   const std::vector<DiagnosisChange>& changes() const { return changes_; }
 
  private:
   int64_t step_ = 0;
-  int straggler_ = -1, bottleneck_ = -1;
+  int straggler_ = -1, bottleneck_ = -1, uneven_ = -1;
   std::vector<DiagnosisChange> changes_;
 };
 

@@ -26,6 +26,29 @@ void add_waited(std::vector<std::pair<int, double>>& waited, int rank, double se
   waited.emplace_back(rank, seconds);
 }
 
+StepAccount window_of(const std::deque<StepAccount>& slots) {
+  StepAccount sum;
+  for (const StepAccount& s : slots) sum.add(s);
+  return sum;
+}
+
+// A window long enough to be judged.
+bool qualifies(const StepAccount& w) {
+  return w.steps >= kMinDiagnosisSteps && w.seconds >= kMinDiagnosisSeconds;
+}
+
+// A stage's busy share: forward and backward less the tp waits inside them, over step time.
+double busy_share(const StepAccount& w) {
+  return w.share(std::max(0.0, w.busy - w.tp_wait));
+}
+
+// What a stage holds besides its blocks, for the uneven layout's words.
+std::string holds(int stage, int pp) {
+  if (stage == 0) return "the embedding";
+  if (stage == pp - 1) return "the output head and the loss";
+  return "its blocks";
+}
+
 double finite_or_zero(double x) {
   return std::isfinite(x) && x > 0 ? x : 0.0;
 }
@@ -108,6 +131,7 @@ std::vector<std::string> Diagnosis::lines() const {
   std::vector<std::string> out;
   if (straggler) out.push_back(straggler->text);
   if (bottleneck) out.push_back(bottleneck->text);
+  if (uneven) out.push_back(uneven->text);
   return out;
 }
 
@@ -159,17 +183,24 @@ void TimeAccounting::add(const telemetry::Event& event, int pp) {
       // whose slot is filling when the job ends would not be judged at all.
       const size_t keep = kWindowSlots + (r.closed.back().seconds < kSlotSeconds ? 1 : 0);
       while (r.closed.size() > keep) r.closed.pop_front();
+      // The layout baseline: the first window the diagnosis would judge.
+      if (!r.baseline) {
+        StepAccount w = window_of(r.closed);
+        if (qualifies(w)) r.baseline = std::move(w);
+      }
     }
     a = StepAccount{};
   }
 }
 
 StepAccount TimeAccounting::window(int rank) const {
-  StepAccount sum;
   auto it = ranks_.find(rank);
-  if (it == ranks_.end()) return sum;
-  for (const StepAccount& s : it->second.closed) sum.add(s);
-  return sum;
+  return it == ranks_.end() ? StepAccount{} : window_of(it->second.closed);
+}
+
+std::optional<StepAccount> TimeAccounting::baseline(int rank) const {
+  auto it = ranks_.find(rank);
+  return it == ranks_.end() ? std::nullopt : it->second.baseline;
 }
 
 const StepAccount* TimeAccounting::open(int rank) const {
@@ -186,8 +217,7 @@ Diagnosis TimeAccounting::diagnose(const std::map<int, RankPlace>& places) const
   std::map<int, StepAccount> win;
   for (const auto& [rank, _] : ranks_) {
     StepAccount w = window(rank);
-    if (w.steps >= kMinDiagnosisSteps && w.seconds >= kMinDiagnosisSeconds)
-      win.emplace(rank, std::move(w));
+    if (qualifies(w)) win.emplace(rank, std::move(w));
   }
 
   // Straggler: blame each rank by the waits its stage peers spent on it, and judge the most
@@ -255,29 +285,65 @@ Diagnosis TimeAccounting::diagnose(const std::map<int, RankPlace>& places) const
       d.straggler = s;
   }
 
-  // Bottleneck stage: busy share per stage, the stage's ranks together.
+  // Pipeline stages: busy share per stage, the stage's ranks together, now and in the layout
+  // baseline (their first judged windows).
   int pp = 1;
   for (const auto& [rank, _] : win) pp = std::max(pp, place_of(rank).pp);
   if (pp >= 2) {
-    std::map<int, StepAccount> stages;
-    for (const auto& [rank, w] : win) stages[place_of(rank).stage].add(w);
-    for (const auto& [stage, w] : stages)
-      d.stages.push_back({stage, w.share(std::max(0.0, w.busy - w.tp_wait))});
+    std::map<int, StepAccount> stages, bases;
+    std::map<int, bool> based;  // every judged rank of the stage has its baseline
+    for (const auto& [rank, w] : win) {
+      const int stage = place_of(rank).stage;
+      stages[stage].add(w);
+      const std::optional<StepAccount> b = ranks_.at(rank).baseline;
+      auto [it, fresh] = based.emplace(stage, b.has_value());
+      if (!fresh) it->second = it->second && b.has_value();
+      if (b) bases[stage].add(*b);
+    }
+    for (const auto& [stage, w] : stages) {
+      const StepAccount& b = bases[stage];
+      d.stages.push_back(
+          {stage, busy_share(w), based[stage] ? busy_share(b) : 0.0, based[stage] ? b.step : 0});
+    }
     if (static_cast<int>(d.stages.size()) == pp) {
       auto by_busy = d.stages;
-      std::sort(by_busy.begin(), by_busy.end(),
-                [](const StageBusy& a, const StageBusy& b) { return a.busy > b.busy; });
+      std::stable_sort(by_busy.begin(), by_busy.end(),
+                       [](const StageBusy& a, const StageBusy& b) { return a.busy > b.busy; });
       const StageBusy& top = by_busy[0];
       const StageBusy& next = by_busy[1];
-      if (top.busy >= kBottleneckRatio * next.busy && top.busy - next.busy >= kBottleneckMargin) {
+      const bool imbalanced =
+          top.busy >= kBottleneckRatio * next.busy && top.busy - next.busy >= kBottleneckMargin;
+      // The top stage's growth against its baseline, kBottleneckDrift times the next one's:
+      // top / top_base >= drift * next / next_base, multiplied out (a baseline may be zero).
+      const bool have_baseline = based[top.stage] && based[next.stage];
+      const bool drifted =
+          have_baseline && top.busy * next.baseline >= kBottleneckDrift * next.busy * top.baseline;
+      if (imbalanced && drifted) {
         Bottleneck b;
         b.stage = top.stage;
         b.busy = top.busy;
         b.next_stage = next.stage;
         b.next_busy = next.busy;
-        b.text = fmt::format("stage {} is the bottleneck: busy {:.0f}% against {:.0f}% on stage {}",
-                             top.stage, 100 * top.busy, 100 * next.busy, next.stage);
+        b.baseline = top.baseline;
+        b.next_baseline = next.baseline;
+        b.baseline_step = std::max(top.baseline_step, next.baseline_step);
+        b.text = fmt::format(
+            "stage {} is the bottleneck: busy {:.0f}% against {:.0f}% on stage {} (was {:.0f}% "
+            "against {:.0f}% at step {})",
+            top.stage, 100 * top.busy, 100 * next.busy, next.stage, 100 * top.baseline,
+            100 * next.baseline, b.baseline_step);
         d.bottleneck = std::move(b);
+      } else if (imbalanced && have_baseline && top.baseline > next.baseline) {
+        UnevenStages u;
+        u.stage = top.stage;
+        u.busy = top.busy;
+        u.next_stage = next.stage;
+        u.next_busy = next.busy;
+        u.text = fmt::format(
+            "stages are uneven: stage {} busy {:.0f}% against {:.0f}% on stage {} (it holds {}), "
+            "which parallel.pp_partition=balanced, or moving a block, would even out",
+            top.stage, 100 * top.busy, 100 * next.busy, next.stage, holds(top.stage, pp));
+        d.uneven = std::move(u);
       }
     }
   }

@@ -34,16 +34,42 @@
 //              there, so this is well below 100% even for a rank that holds every step up). A
 //              step that is slow on every rank (an evaluation, a busy machine) makes nobody wait
 //              for anybody, so it names nobody.
-//   bottleneck with pp >= 2: the stage whose busy share (forward + backward less the waits at tp
-//              collectives inside them, over step time) is at
-//              least kBottleneckRatio times every other stage's and kBottleneckMargin above it.
+//   stages     with pp >= 2, each stage's busy share (forward + backward less the waits at tp
+//              collectives inside them, over step time, its ranks together). When the busiest
+//              stage's share is at least kBottleneckRatio times the next stage's and
+//              kBottleneckMargin above it, the pipeline is out of balance, and the layout baseline
+//              says why:
+//   baseline   each rank's first judged window (the first window of kMinDiagnosisSteps and
+//              kMinDiagnosisSeconds), taken by add() when the rank's window first qualifies, so
+//              the verdict is the same whenever diagnose() is called (a live monitor's refresh, a
+//              replay's every step). A stage's baseline busy share sums its ranks' baselines. It
+//              is what the layout costs, measured on the job itself: a stage's cost by
+//              construction (the embedding on the first, the output head and the loss on the
+//              last, uneven blocks) differs from CPU to CPU and from one BLAS kernel to another
+//              (on an AVX-512 EPYC whose OpenBLAS picks Cooperlake kernels, the last stage of the
+//              2-stage gpt job is busy 80% against 61% with nothing slowed), so no threshold on
+//              the shares alone can tell a costly stage from a slow one.
+//   bottleneck a stage that has become slow: the busiest stage (imbalanced as above) whose share
+//              grew against its baseline kBottleneckDrift times as much as the next stage's did
+//              ((busy / baseline) >= kBottleneckDrift x (next busy / next baseline)). Named with
+//              the baseline's figures.
+//   uneven     imbalanced as above, not drifted that far, and the same stage was the busier one
+//              in the baseline: the layout is uneven from the start. Said as a property of the
+//              layout with what would even it (parallel.pp_partition, moving a block); it names no
+//              stage slow and no rank. An imbalance that is neither (the baseline's order
+//              reversed, a drift short of kBottleneckDrift) is not yet conclusive: nothing is
+//              said.
 // Thresholds are judgement, not fits: 10% of a step lost to one rank is what a user would want
 // to hear about; twice anyone else's blame keeps the random order of healthy arrivals (every
 // rank is last now and then) from naming anybody; 1.1x every peer's own time keeps a rank from
-// being named alone when another is as slow. Measured on 2 cores: 4 mpi ranks with nothing
-// slowed name the rank the scheduler serves least (its peers wait about a third of their step
-// for it, its own time 1.25x the next rank's): it is slow in fact; a rank paused half the time
-// under DDP is named with its peers waiting 22-30% of their step for it, own time 1.3x.
+// being named alone when another is as slow. A drift of 1.5x: healthy 2-stage pipelines on 2
+// shared cores drifted at most 1.13x from their baseline in 15 runs and 1.26x once in about 40
+// (one stage's share moving while the machine was busy), so 1.25x named a healthy stage now and
+// then; a stage that became 1.5x slower than its layout made it is what a user must hear about.
+// Measured on 2 cores: 4 mpi ranks with nothing slowed name the rank the scheduler serves least
+// (its peers wait about a third of their step for it, its own time 1.25x the next rank's): it is
+// slow in fact; a rank paused half the time under DDP is named with its peers waiting 22-30% of
+// their step for it, own time 1.3x.
 //
 // Not thread-safe; owned and fed by a RunModel.
 #pragma once
@@ -72,6 +98,7 @@ inline constexpr double kStragglerDominance = 2.0;
 inline constexpr double kStragglerOwnRatio = 1.1;
 inline constexpr double kBottleneckRatio = 1.25;
 inline constexpr double kBottleneckMargin = 0.15;
+inline constexpr double kBottleneckDrift = 1.5;
 // A rank whose window holds fewer steps or seconds than these is not judged yet: the first
 // moments of a job (threads starting, caches warming) are uneven without anyone being slow.
 inline constexpr int64_t kMinDiagnosisSteps = 10;
@@ -121,22 +148,41 @@ struct Straggler {
 struct StageBusy {
   int stage = 0;
   double busy = 0;  // forward + backward over step time, the stage's ranks together
+  // The same over its ranks' first judged windows (the layout baseline), ending at baseline_step.
+  double baseline = 0;
+  int64_t baseline_step = 0;
 };
 
+// A stage that became slow: busiest by far, and more so than in the layout baseline.
 struct Bottleneck {
   int stage = -1;
   double busy = 0;
   int next_stage = -1;  // the busiest other stage
   double next_busy = 0;
-  std::string text;  // "stage 1 is the bottleneck: busy 88% against 51% on stage 0"
+  double baseline = 0, next_baseline = 0;  // the two stages' busy shares in the baseline
+  int64_t baseline_step = 0;               // the baseline's last step
+  // "stage 1 is the bottleneck: busy 88% against 51% on stage 0 (was 60% against 58% at step 11)"
+  std::string text;
+};
+
+// A layout whose stages differ in cost by construction: busiest by far, as in the baseline.
+struct UnevenStages {
+  int stage = -1;
+  double busy = 0;
+  int next_stage = -1;
+  double next_busy = 0;
+  // "stages are uneven: stage 1 busy 80% against 61% on stage 0 (it holds the output head and the
+  // loss), which parallel.pp_partition=balanced, or moving a block, would even out"
+  std::string text;
 };
 
 struct Diagnosis {
   std::optional<Straggler> straggler;
   std::optional<Bottleneck> bottleneck;
-  std::vector<StageBusy> stages;  // with pp >= 2
-  // The lines a person reads: the straggler's and the bottleneck's texts (none when nobody is
-  // named).
+  std::optional<UnevenStages> uneven;  // never with a bottleneck
+  std::vector<StageBusy> stages;       // with pp >= 2
+  // The lines a person reads: the straggler's, the bottleneck's and the uneven layout's texts, in
+  // that order (none when nothing is to be said). Only the first two name anybody.
   std::vector<std::string> lines() const;
 };
 
@@ -147,6 +193,8 @@ class TimeAccounting {
   void add(const telemetry::Event& event, int pp);
   // A rank's window (its last kWindowSlots slots) summed (steps == 0 when none).
   StepAccount window(int rank) const;
+  // A rank's layout baseline: its first window that qualified for the diagnosis (none before).
+  std::optional<StepAccount> baseline(int rank) const;
   // The open step so far (events since the rank's last STEP).
   const StepAccount* open(int rank) const;
   // `places` gives each rank's place (ranks it does not know count as stage 0 of one).
@@ -156,6 +204,9 @@ class TimeAccounting {
   struct PerRank {
     StepAccount open;
     std::deque<StepAccount> closed;  // at most kWindowSlots slots
+    // The first window that qualified for the diagnosis (kMinDiagnosisSteps and seconds): the
+    // layout baseline (see the top of this file). Once a window qualifies every later one does.
+    std::optional<StepAccount> baseline;
   };
   std::map<int, PerRank> ranks_;
 };

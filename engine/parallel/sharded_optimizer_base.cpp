@@ -30,7 +30,7 @@ TrainResult ShardedOptimizerBase::optimize(const OptimizeInput& input) {
   // The sink is the caller's for this run only: step() outside optimize() publishes nothing.
   struct ResetSink {
     telemetry::TelemetrySink*& sink;
-    std::chrono::microseconds& work;
+    TestSlowdown& work;
     ~ResetSink() {
       sink = nullptr;
       work = {};

@@ -80,8 +80,8 @@ class ShardedOptimizerBase : public IShardedOptimizer {
   ShardedOptions options_;
   std::unique_ptr<Optimizer> optimizer_;
   parallel_detail::TrainingPosition position_;
-  telemetry::TelemetrySink* telemetry_ = nullptr;    // OptimizeInput::telemetry, during optimize()
-  std::chrono::microseconds extra_forward_work_{0};  // OptimizeInput's, during optimize()
+  telemetry::TelemetrySink* telemetry_ = nullptr;  // OptimizeInput::telemetry, during optimize()
+  TestSlowdown extra_forward_work_;  // OptimizeInput's, during optimize() (at_step(step + 1))
 
  private:
   const char* name_;

@@ -31,6 +31,7 @@
 #include "engine/telemetry/sink.h"
 #include "engine/topology/parallel_config.h"
 #include "engine/topology/topology.h"
+#include "engine/train/slowdown.h"
 #include "engine/train/trainer.h"
 
 namespace shardlab {
@@ -82,8 +83,9 @@ struct OptimizeInput {
   // collective events are published by the caller (rank_runner.h, step_telemetry.h).
   telemetry::TelemetrySink* telemetry = nullptr;
   // Test-only: time added to every micro-batch's forward on this rank, inside its forward phase, to
-  // slow one rank or stage for real (engine/train/slowdown.h). Zero in any real run.
-  std::chrono::microseconds extra_forward_work{0};
+  // slow one rank or stage for real, from a given step on (engine/train/slowdown.h). Zero in any
+  // real run.
+  TestSlowdown extra_forward_work;
   // Called on every rank after each step (LoopSpec::after_step: done, last), at the same point on
   // every rank, so it may be collective: rank_runner.h saves checkpoints there. May be null.
   std::function<void(int64_t done, bool last)> after_step;

@@ -232,8 +232,9 @@ std::string rank_row(const FrameInput& in, int rank, const RankState& r) {
 std::string diagnosis_section(const RunModel& model) {
   const Diagnosis& d = model.diagnosis();
   std::string o;
-  fmt::format_to(Out(o), "{{\"straggler\":{},\"bottleneck\":{},\"lines\":[",
-                 d.straggler ? d.straggler->rank : -1, d.bottleneck ? d.bottleneck->stage : -1);
+  fmt::format_to(Out(o), "{{\"straggler\":{},\"bottleneck\":{},\"uneven\":{},\"lines\":[",
+                 d.straggler ? d.straggler->rank : -1, d.bottleneck ? d.bottleneck->stage : -1,
+                 d.uneven ? d.uneven->stage : -1);
   const std::vector<std::string> lines = d.lines();
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i) o += ',';

@@ -177,10 +177,13 @@
     const d = S.state.diagnosis || {};
     const box = $('diagnosis');
     const lines = Array.isArray(d.lines) ? d.lines.filter((l) => typeof l === 'string' && l) : [];
+    // An uneven layout ("stages are uneven: ...") names nobody: shown, but no alert.
+    const named = (isNum(d.straggler) && d.straggler >= 0) || (isNum(d.bottleneck) && d.bottleneck >= 0);
     if (lines.length) box.replaceChildren(...lines.map((t) => el('p', t))); else box.textContent = NOBODY;
-    box.parentElement.classList.toggle('alert', lines.length > 0);
+    box.parentElement.classList.toggle('alert', named);
     const busy = Array.isArray(d.busy) ? d.busy : [];
-    const neck = isNum(d.bottleneck) && d.bottleneck >= 0 ? ` — bottleneck: stage ${d.bottleneck}` : '';
+    const neck = isNum(d.bottleneck) && d.bottleneck >= 0 ? ` — bottleneck: stage ${d.bottleneck}`
+      : isNum(d.uneven) && d.uneven >= 0 ? ` — uneven layout: stage ${d.uneven} costs most` : '';
     $('stage-busy').textContent = busy.length
       ? `stage busy (forward + backward over step time): ${busy.map((b, i) => `stage ${i} ${fmtPct(b)}`).join(' · ')}${neck}`
       : '';

@@ -343,6 +343,7 @@ class TestDashboardFrames : public QObject {
     const json& d = j["diagnosis"];
     QVERIFY(d["straggler"].is_number_integer());
     QVERIFY(d["bottleneck"].is_number_integer());
+    QVERIFY(d["uneven"].is_number_integer());
     QVERIFY(d["lines"].is_array());
     QVERIFY(d["busy"].is_array());
 

@@ -2,9 +2,11 @@
 // wait, transfer and unknown seconds for one step and over its window (warm-up steps left out,
 // kWindowSlots slots of at least kSlotSeconds, older ones dropping out), the straggler rules (peer
 // wait share, dominance over the next rank, own time against every peer's, enough steps and
-// seconds, only collectives inside a pipeline stage), the bottleneck stage rules (ratio and
-// margin, at their boundaries), open steps, ranks with different step counts, and the table's
-// COMP% / WAIT% columns, STRAGGLER flag and diagnosis lines.
+// seconds, only collectives inside a pipeline stage), the pipeline stage rules (ratio and
+// margin, at their boundaries; against the layout baseline, the first judged window: a stage
+// that became slow is the bottleneck, one costlier from the start an uneven layout), open steps,
+// ranks with different step counts, and the table's COMP% / WAIT% columns, STRAGGLER flag and
+// diagnosis lines.
 //
 // Events are built by hand the way a rank publishes them (PHASE spans, COLLECTIVEs with wait and
 // last rank, then STEP). Every expected figure is worked out here from the plan that made the
@@ -20,9 +22,11 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "net/run_model.h"
@@ -399,21 +403,35 @@ StepPlan pipeline_plan(int r, int64_t n) {
   return p;
 }
 
-// pp 2 x dp 2 with stage busy shares busy0 / busy1 (forward and backward half each) and a
-// 62.5 ms optimizer that is compute but not busy.
-StepPlan stages_plan(int r, double busy0, double busy1) {
+// pp 2 x dp 2 with stage busy seconds busy0 / busy1 (forward and backward half each) in steps of
+// `seconds` (1 s: the busy shares), and a 62.5 ms optimizer that is compute but not busy.
+StepPlan stages_plan(int r, double busy0, double busy1, double seconds = 1.0) {
   StepPlan p;
   p.stage = r / 2;
   const double busy = p.stage == 0 ? busy0 : busy1;
   p.fwd = busy * 0.5;
   p.bwd = busy * 0.5;
   p.opt = 0.0625;
-  p.seconds = 1.0;
+  p.seconds = seconds;
   if (p.stage == 0)
     p.colls = {{"send", "pp[0]", 0.01, -1, -1}, {"all_reduce", "dp[0]", 0.02, 0.0, r}};
   else
     p.colls = {{"recv", "pp[0]", 0.01, 0.005, r - 2}, {"all_reduce", "dp[1]", 0.02, 0.0, r}};
   return p;
+}
+
+// The layout baseline is each rank's first judged window: steps kFirst to kBaselineStep (1 s
+// steps, one a slot). A change from step kChangeStep on fills the whole window by kChangedSteps.
+constexpr int64_t kBaselineStep = kWarmUpSteps + kMinDiagnosisSteps;
+constexpr int64_t kChangeStep = kBaselineStep + 1;
+constexpr int64_t kChangedSteps = kBaselineStep + static_cast<int64_t>(kWindowSlots);
+
+// stages_plan with busy seconds base0 / base1 in 1 s steps before kChangeStep, then busy0 / busy1
+// in steps of `seconds`.
+Plan changing_stages(double base0, double base1, double busy0, double busy1, double seconds) {
+  return [=](int r, int64_t n) {
+    return n < kChangeStep ? stages_plan(r, base0, base1) : stages_plan(r, busy0, busy1, seconds);
+  };
 }
 
 // Step n of the window test: slow steps (0.5 + 0.01n s, one a slot) or fast ones (1/64 s, four a
@@ -1212,8 +1230,10 @@ class TestTimeAccounting : public QObject {
     for (int r = 0; r < 4; ++r) QCOMPARE(m.straggler(r), r == named);
   }
 
-  // The busiest stage is named when its busy share is at least 1.25x and 15 points above every
-  // other stage's.
+  // The imbalance rule: the busiest stage is out of balance when its busy share is at least
+  // 1.25x and 15 points above every other stage's. After an even baseline (50% on both stages in
+  // the first judged window) it is named the bottleneck: its growth against the baseline is then
+  // its share against the other's. Each row's shares fill the window (steps kChangeStep on).
   void bottleneck_data() {
     QTest::addColumn<double>("busy0");
     QTest::addColumn<double>("busy1");
@@ -1222,14 +1242,22 @@ class TestTimeAccounting : public QObject {
 
     QCOMPARE(kBottleneckRatio, 1.25);
     QCOMPARE(kBottleneckMargin, 0.15);
+    QCOMPARE(kBottleneckDrift, 1.5);
     // clang-format off
     QTest::newRow("stage 1 at 88% against 51%")   << 0.51 << 0.88 << 1
-        << "stage 1 is the bottleneck: busy 88% against 51% on stage 0";
+        << "stage 1 is the bottleneck: busy 88% against 51% on stage 0 (was 50% against 50% at "
+           "step 11)";
     QTest::newRow("stage 0 at 90% against 50%")   << 0.90 << 0.50 << 0
-        << "stage 0 is the bottleneck: busy 90% against 50% on stage 1";
+        << "stage 0 is the bottleneck: busy 90% against 50% on stage 1 (was 50% against 50% at "
+           "step 11)";
     QTest::newRow("balanced, 60% against 55%")    << 0.55 << 0.60 << -1 << "";
-    // The ratio rule (the margin well met).
-    QTest::newRow("ratio exactly 1.25, margin 0.1875") << 0.75 << 0.9375 << 1 << "";
+    // The drift rule: from the even baseline the growth is the ratio; 1.5x names the stage, an
+    // imbalance that grew less is not conclusive (and not uneven: the baseline was even).
+    QTest::newRow("drift exactly 1.5, margin 0.3") << 0.6 << 0.9 << 1 << "";
+    QTest::newRow("drift 1.45, ratio 1.45, margin 0.27: none") << 0.6 << 0.87 << -1 << "";
+    // The ratio rule (the margin well met; the drift, from the even baseline, is the ratio).
+    QTest::newRow("ratio exactly 1.25, margin 0.1875: none (drift 1.25)") << 0.75 << 0.9375 << -1
+                                                                          << "";
     QTest::newRow("ratio 1.2, margin 0.16: none") << 0.80 << 0.96 << -1 << "";
     QTest::newRow("ratio 1.24, margin 0.18: none") << 0.75 << 0.93 << -1 << "";
     // The margin rule (the ratio well met).
@@ -1247,10 +1275,10 @@ class TestTimeAccounting : public QObject {
     QFETCH(int, stage);
     QFETCH(QString, text);
 
-    constexpr int64_t kSteps = kWarmUpSteps + 11;
+    QCOMPARE(kBaselineStep, int64_t{11});
     const std::vector<Hello> hs = hellos(2, 2);
     const std::vector<tl::Event> events =
-        run_events(4, kSteps, [=](int r, int64_t) { return stages_plan(r, busy0, busy1); });
+        run_events(4, kChangedSteps, changing_stages(0.5, 0.5, busy0, busy1, 1.0));
     RunModel m;
     feed(m, hs, events);
     const Diagnosis direct = account(events, 2).diagnose(places_of(hs));
@@ -1258,10 +1286,14 @@ class TestTimeAccounting : public QObject {
     for (const Diagnosis* d : {&m.diagnosis(), &direct}) {
       QCOMPARE(d->stages.size(), size_t{2});
       for (int s = 0; s < 2; ++s) {
-        QCOMPARE(d->stages[static_cast<size_t>(s)].stage, s);
-        COMPARE_NEAR(d->stages[static_cast<size_t>(s)].busy, busy[s]);
+        const StageBusy& b = d->stages[static_cast<size_t>(s)];
+        QCOMPARE(b.stage, s);
+        COMPARE_NEAR(b.busy, busy[s]);
+        COMPARE_NEAR(b.baseline, 0.5);
+        QCOMPARE(b.baseline_step, kBaselineStep);
       }
       QVERIFY(!d->straggler.has_value());
+      QVERIFY2(!d->uneven.has_value(), text_of(*d));
       if (stage < 0) {
         QVERIFY2(!d->bottleneck.has_value(), text_of(*d));
         QVERIFY(d->lines().empty());
@@ -1269,30 +1301,195 @@ class TestTimeAccounting : public QObject {
       }
       QVERIFY(d->bottleneck.has_value());
       const int other = 1 - stage;
-      const std::string expected =
-          fmt::format("stage {} is the bottleneck: busy {:.0f}% against {:.0f}% on stage {}", stage,
-                      100 * busy[stage], 100 * busy[other], other);
+      const std::string expected = fmt::format(
+          "stage {} is the bottleneck: busy {:.0f}% against {:.0f}% on stage {} (was 50% against "
+          "50% at step {})",
+          stage, 100 * busy[stage], 100 * busy[other], other, kBaselineStep);
       QCOMPARE(d->bottleneck->stage, stage);
       QCOMPARE(d->bottleneck->next_stage, other);
       COMPARE_NEAR(d->bottleneck->busy, busy[stage]);
       COMPARE_NEAR(d->bottleneck->next_busy, busy[other]);
+      COMPARE_NEAR(d->bottleneck->baseline, 0.5);
+      COMPARE_NEAR(d->bottleneck->next_baseline, 0.5);
+      QCOMPARE(d->bottleneck->baseline_step, kBaselineStep);
       QCOMPARE(d->bottleneck->text, expected);
       if (!text.isEmpty()) QCOMPARE(d->bottleneck->text, text.toStdString());
       QCOMPARE(d->lines(), std::vector<std::string>{expected});
     }
-    const std::string table = m.table(table_time(kSteps));
+    const std::string table = m.table(table_time(kChangedSteps));
     VERIFY_CONTAINS(table, fmt::format("pipeline: busy {:.0f}% on stage 0, {:.0f}% on stage 1\n",
                                        100 * busy0, 100 * busy1));
     QCOMPARE(test::contains(table, "is the bottleneck"), stage >= 0);
     if (!text.isEmpty()) VERIFY_CONTAINS(table, text.toStdString() + "\n");
     QVERIFY2(!test::contains(table, "STRAGGLER"), table.c_str());
+    QVERIFY2(!test::contains(table, "uneven"), table.c_str());
     // COMP% counts the optimizer too.
     for (int r = 0; r < 4; ++r)
       QCOMPARE(words(row_of(table, r))[kCompWord], percent(busy[r / 2] + 0.0625));
   }
 
-  // A stage whose ranks have too few steps to be judged is not compared: no bottleneck with one
-  // stage known.
+  // An uneven layout against a stage that becomes slow: the baseline (the first judged window,
+  // steps 2-11 of 1 s) has busy seconds base0 / base1; from step 12 on busy0 / busy1 in steps of
+  // `seconds`, through the whole window. Out of balance now (the rule above) and grown against the
+  // baseline 1.25x as much as the next stage: the bottleneck; out of balance as in the baseline:
+  // uneven, naming nobody; neither when balanced now.
+  void unevenOrSlowed_data() {
+    QTest::addColumn<double>("base0");
+    QTest::addColumn<double>("base1");
+    QTest::addColumn<double>("busy0");
+    QTest::addColumn<double>("busy1");
+    QTest::addColumn<double>("seconds");
+    QTest::addColumn<QString>("expected");  // the one line the diagnosis says ("" none)
+    QTest::addColumn<int>("bottleneck");    // its stage, -1 none
+    QTest::addColumn<int>("uneven");        // its stage, -1 none
+
+    const QString even_it =
+        "which parallel.pp_partition=balanced, or moving a block, would even out";
+    // (a) The EPYC: the last stage (output head and loss) costlier from the start.
+    QTest::newRow("uneven from the start: stage 1")
+        << 0.61 << 0.80 << 0.61 << 0.80 << 1.0
+        << "stages are uneven: stage 1 busy 80% against 61% on stage 0 (it holds the output head "
+           "and the loss), " +
+               even_it
+        << -1 << 1;
+    QTest::newRow("uneven from the start: stage 0")
+        << 0.80 << 0.61 << 0.80 << 0.61 << 1.0
+        << "stages are uneven: stage 0 busy 80% against 61% on stage 1 (it holds the embedding), " +
+               even_it
+        << -1 << 0;
+    // Every stage 2x slower at once (a busy machine): the same shares, still only uneven.
+    QTest::newRow("uneven, everything 2x slower")
+        << 0.30 << 0.48 << 0.60 << 0.96 << 2.0
+        << "stages are uneven: stage 1 busy 48% against 30% on stage 0 (it holds the output head "
+           "and the loss), " +
+               even_it
+        << -1 << 1;
+    // (b) The same kind of layout, stage 1 then 2x slower (its forward and backward take twice
+    // as long; the step grows from 1 s to 1.5 s): 64% against 20%, grown 1.33x against 0.67x.
+    QTest::newRow("uneven, then stage 1 2x slower")
+        << 0.30 << 0.48 << 0.30 << 0.96 << 1.5
+        << "stage 1 is the bottleneck: busy 64% against 20% on stage 0 (was 48% against 30% at "
+           "step 11)"
+        << 1 << -1;
+    // The cheaper stage becomes slow and overtakes the costlier one.
+    QTest::newRow("uneven, then stage 0 slowed past stage 1")
+        << 0.61 << 0.80 << 1.60 << 0.80 << 2.0
+        << "stage 0 is the bottleneck: busy 80% against 40% on stage 1 (was 61% against 80% at "
+           "step 11)"
+        << 0 << -1;
+    // The costlier stage grows, but less than 1.5x as much as the other.
+    QTest::newRow("uneven, stage 1 grows 1.2x against 1.0x: uneven")
+        << 0.30 << 0.50 << 0.30 << 0.60 << 1.0
+        << "stages are uneven: stage 1 busy 60% against 30% on stage 0 (it holds the output head "
+           "and the loss), " +
+               even_it
+        << -1 << 1;
+    // (c) Even stages: neither, also when one grows 1.33x but stays within the margin.
+    QTest::newRow("even stages") << 0.50 << 0.55 << 0.50 << 0.55 << 1.0 << "" << -1 << -1;
+    QTest::newRow("even, stage 1 grows 1.33x within the margin")
+        << 0.30 << 0.30 << 0.30 << 0.40 << 1.0 << "" << -1 << -1;
+    // Even at first, then out of balance by a drift short of 1.5x: not conclusive, nothing said
+    // (neither slow nor uneven from the start).
+    QTest::newRow("even, stage 1 grows 1.3x past the margin")
+        << 0.50 << 0.50 << 0.50 << 0.65 << 1.0 << "" << -1 << -1;
+    // The order reversed: the cheaper stage grows 1.47x past the other, short of 1.5x.
+    QTest::newRow("uneven, stage 0 grows 1.47x past stage 1")
+        << 0.45 << 0.50 << 0.66 << 0.50 << 1.0 << "" << -1 << -1;
+  }
+
+  void unevenOrSlowed() {
+    QFETCH(double, base0);
+    QFETCH(double, base1);
+    QFETCH(double, busy0);
+    QFETCH(double, busy1);
+    QFETCH(double, seconds);
+    QFETCH(QString, expected);
+    QFETCH(int, bottleneck);
+    QFETCH(int, uneven);
+
+    const std::vector<Hello> hs = hellos(2, 2);
+    const std::vector<tl::Event> events =
+        run_events(4, kChangedSteps, changing_stages(base0, base1, busy0, busy1, seconds));
+    RunModel m;
+    feed(m, hs, events);
+    const Diagnosis direct = account(events, 2).diagnose(places_of(hs));
+    for (const Diagnosis* d : {&m.diagnosis(), &direct}) {
+      QCOMPARE(d->stages.size(), size_t{2});
+      COMPARE_NEAR(d->stages[0].busy, busy0 / seconds);
+      COMPARE_NEAR(d->stages[1].busy, busy1 / seconds);
+      COMPARE_NEAR(d->stages[0].baseline, base0);
+      COMPARE_NEAR(d->stages[1].baseline, base1);
+      QVERIFY(!d->straggler.has_value());
+      QCOMPARE(d->bottleneck ? d->bottleneck->stage : -1, bottleneck);
+      QCOMPARE(d->uneven ? d->uneven->stage : -1, uneven);
+      if (d->uneven) {
+        QCOMPARE(d->uneven->next_stage, 1 - uneven);
+        COMPARE_NEAR(d->uneven->busy, (uneven == 0 ? busy0 : busy1) / seconds);
+        COMPARE_NEAR(d->uneven->next_busy, (uneven == 0 ? busy1 : busy0) / seconds);
+      }
+      const std::vector<std::string> want = expected.isEmpty()
+                                                ? std::vector<std::string>{}
+                                                : std::vector<std::string>{expected.toStdString()};
+      QCOMPARE(d->lines(), want);
+    }
+    // The table says it under the rows; an uneven layout flags nobody and names no stage slow.
+    const std::string table = m.table(table_time(kChangedSteps));
+    if (!expected.isEmpty()) VERIFY_CONTAINS(table, expected.toStdString() + "\n");
+    QCOMPARE(test::contains(table, "is the bottleneck"), bottleneck >= 0);
+    QCOMPARE(test::contains(table, "stages are uneven"), uneven >= 0);
+    QVERIFY2(!test::contains(table, "STRAGGLER") && !test::contains(table, "is slow"),
+             table.c_str());
+  }
+
+  // The baseline is taken when a rank's window first qualifies, not when the diagnosis is asked
+  // for: asked at every step (as a replay does), only at the end, or straight from a
+  // TimeAccounting, the slowed stage of unevenOrSlowed is named alike. A replay's history
+  // (DiagnosisTracker) says "uneven" from the first judged step and the bottleneck once the
+  // slowed steps outweigh the baseline's in the window.
+  void baselineIsTheFirstJudgedWindow() {
+    const std::vector<Hello> hs = hellos(2, 2);
+    const Plan plan = changing_stages(0.30, 0.48, 0.30, 0.96, 1.5);
+    const std::vector<tl::Event> events = run_events(4, kChangedSteps, plan);
+    RunModel every_step, at_end;
+    for (const Hello& h : hs) {
+      every_step.add(Message{h});
+      at_end.add(Message{h});
+    }
+    test::EventFeeder a(every_step), b(at_end);
+    DiagnosisTracker tracker;
+    for (const tl::Event& e : events) {
+      a.add(e.rank, e.time, e.payload);
+      b.add(e.rank, e.time, e.payload);
+      if (std::holds_alternative<tl::StepEvent>(e.payload)) tracker.update(every_step);
+    }
+    for (int r = 0; r < 4; ++r) {
+      const std::optional<StepAccount> base = at_end.time().baseline(r);
+      QVERIFY(base.has_value());
+      QCOMPARE(base->steps, kMinDiagnosisSteps);
+      QCOMPARE(base->step, kBaselineStep);
+    }
+    const Diagnosis direct = account(events, 2).diagnose(places_of(hs));
+    for (const Diagnosis* d : {&every_step.diagnosis(), &at_end.diagnosis(), &direct}) {
+      QVERIFY2(d->bottleneck.has_value(), text_of(*d));
+      QCOMPARE(d->bottleneck->text, every_step.diagnosis().bottleneck->text);
+    }
+    // The history: uneven (stage 1) at the first judged step, then the bottleneck.
+    const std::vector<DiagnosisChange>& changes = tracker.changes();
+    QVERIFY2(changes.size() == 2, text_of(every_step.diagnosis()));
+    // Once every stage's ranks have their first judged window: the replay looks once per new
+    // step, when the first rank reports it.
+    QVERIFY(changes[0].step == kBaselineStep || changes[0].step == kChangeStep);
+    QCOMPARE(changes[0].lines.size(), size_t{1});
+    QVERIFY2(changes[0].lines[0].starts_with("stages are uneven: stage 1 busy 48% against "),
+             changes[0].lines[0].c_str());
+    QVERIFY(changes[1].step > kBaselineStep && changes[1].step <= kChangedSteps);
+    QCOMPARE(changes[1].lines.size(), size_t{1});
+    QVERIFY2(changes[1].lines[0].starts_with("stage 1 is the bottleneck: "),
+             changes[1].lines[0].c_str());
+  }
+
+  // A stage whose ranks have too few steps to be judged is not compared: no verdict on the
+  // stages with one stage known.
   void bottleneckNeedsEveryStage() {
     const std::vector<Hello> hs = hellos(2, 2);
     const int64_t enough = kMinDiagnosisSteps + kWarmUpSteps;
@@ -1300,14 +1497,16 @@ class TestTimeAccounting : public QObject {
     RunModel m;
     feed(m, hs, run_events({enough + 2, enough + 2, enough - 1, enough - 1}, plan));
     QVERIFY(!m.diagnosis().bottleneck.has_value());
+    QVERIFY(!m.diagnosis().uneven.has_value());
     QCOMPARE(m.diagnosis().stages.size(), size_t{1});
     QCOMPARE(m.diagnosis().stages[0].stage, 0);
     COMPARE_NEAR(m.diagnosis().stages[0].busy, 0.9);
-    // One more step on stage 1 brings it in.
+    // One more step on stage 1 brings it in: out of balance from the start, so uneven.
     RunModel n;
     feed(n, hs, run_events({enough + 2, enough + 2, enough, enough}, plan));
-    QVERIFY(n.diagnosis().bottleneck.has_value());
-    QCOMPARE(n.diagnosis().bottleneck->stage, 0);
+    QVERIFY(!n.diagnosis().bottleneck.has_value());
+    QVERIFY(n.diagnosis().uneven.has_value());
+    QCOMPARE(n.diagnosis().uneven->stage, 0);
   }
 
   // A rank's events after its STEP belong to its next step: open() until that step's STEP;
