@@ -106,7 +106,7 @@ void RunModel::add(const Message& message, double received) {
   if (std::holds_alternative<telemetry::StepEvent>(event->payload) ||
       std::holds_alternative<telemetry::PhaseEvent>(event->payload) ||
       std::holds_alternative<telemetry::CollectiveEvent>(event->payload)) {
-    time_.add(*event, pp_);
+    if (time_.add(*event, pp_)) time_.settle(places());
     diagnosis_.reset();
   }
   // Events of one rank arrive in order, but max() keeps a late, re-sent event from moving time

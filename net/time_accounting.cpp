@@ -57,7 +57,7 @@ double finite_or_zero(double x) {
 // stage for `second`): the straggler when the rules of time_accounting.h hold.
 std::optional<Straggler> judge(int culprit, double most, double second,
                                const std::map<int, StepAccount>& win,
-                               const std::map<int, RankPlace>& places) {
+                               const std::map<int, RankPlace>& places, bool held) {
   auto place_of = [&](int rank) {
     auto it = places.find(rank);
     return it == places.end() ? RankPlace{} : it->second;
@@ -87,8 +87,12 @@ std::optional<Straggler> judge(int culprit, double most, double second,
   }
   const StepAccount& mine = win.at(culprit);
   const double share = peer_seconds > 0 ? most / peer_seconds : 0.0;
-  if (peers > 0 && share >= kStragglerPeerWait && most >= kStragglerDominance * second &&
-      own(mine) >= kStragglerOwnRatio * peer_own) {
+  // A rank already named stays named on the looser rule (see kStragglerHoldShare).
+  const double min_share = held ? kStragglerHoldShare : kStragglerPeerWait;
+  const double dominance = held ? 1.0 : kStragglerDominance;
+  const double own_ratio = held ? 1.0 : kStragglerOwnRatio;
+  if (peers > 0 && share >= min_share && most >= dominance * second &&
+      own(mine) >= own_ratio * peer_own) {
     Straggler s;
     s.rank = culprit;
     s.last_share = mine.collectives > 0
@@ -135,11 +139,12 @@ std::vector<std::string> Diagnosis::lines() const {
   return out;
 }
 
-void TimeAccounting::add(const telemetry::Event& event, int pp) {
+bool TimeAccounting::add(const telemetry::Event& event, int pp) {
+  bool opened = false;
   if (std::holds_alternative<telemetry::HeartbeatEvent>(event.payload) ||
       std::holds_alternative<telemetry::LogLineEvent>(event.payload) ||
       std::holds_alternative<telemetry::MemoryEvent>(event.payload))
-    return;
+    return false;
   PerRank& r = ranks_[event.rank];
   StepAccount& a = r.open;
   if (const auto* p = std::get_if<telemetry::PhaseEvent>(&event.payload)) {
@@ -150,7 +155,7 @@ void TimeAccounting::add(const telemetry::Event& event, int pp) {
     const double d = finite_or_zero(c->duration);
     if (!(c->wait >= 0)) {
       a.unknown += d;
-      return;
+      return false;
     }
     const double w = std::min(finite_or_zero(c->wait), d);
     a.wait += w;
@@ -158,7 +163,7 @@ void TimeAccounting::add(const telemetry::Event& event, int pp) {
     if (c->group.starts_with("tp[")) a.tp_wait += w;
     if (c->op == "recv" && c->last_rank >= 0 && c->last_rank != event.rank && w > 0)
       add_waited(a.fed_by, c->last_rank, w);
-    if (!in_stage(*c, pp) || c->last_rank < 0) return;
+    if (!in_stage(*c, pp) || c->last_rank < 0) return false;
     ++a.collectives;
     a.stage_wait += w;
     if (c->last_rank == event.rank)
@@ -174,9 +179,10 @@ void TimeAccounting::add(const telemetry::Event& event, int pp) {
     if (s->step > kWarmUpSteps) {
       // A slot takes steps until it holds kSlotSeconds, so fast steps still give a window long
       // enough that one scheduler hiccup is a small part of it.
-      if (r.closed.empty() || r.closed.back().seconds >= kSlotSeconds)
+      if (r.closed.empty() || r.closed.back().seconds >= kSlotSeconds) {
         r.closed.push_back(std::move(a));
-      else
+        opened = true;
+      } else
         r.closed.back().add(a);
       // kWindowSlots full slots and the one still filling: dropping a full slot for the one that
       // has just begun would leave the window short of kWindowSlots * kSlotSeconds, and a rank
@@ -191,6 +197,29 @@ void TimeAccounting::add(const telemetry::Event& event, int pp) {
     }
     a = StepAccount{};
   }
+  // One settle per round of slots (as many new slots as ranks): a verdict moves on at the pace
+  // of the job, and a large job (1,024 ranks) is not judged once per rank per slot.
+  if (opened && ++opened_since_settle_ >= ranks_.size()) return true;
+  return false;
+}
+
+void TimeAccounting::settle(const std::map<int, RankPlace>& places) {
+  opened_since_settle_ = 0;
+  const std::map<int, StepAccount> win = judged_windows();
+  const std::optional<Straggler> now = pick_straggler(win, places, held_.rank);
+  if (!now) {
+    held_ = Held{};
+    return;
+  }
+  const std::optional<Straggler> full =
+      now->rank == held_.rank ? pick_straggler(win, places, -1) : now;
+  if (now->rank != held_.rank) {
+    held_ = Held{};
+    held_.rank = now->rank;
+    held_.since_step = win.at(now->rank).step;
+  }
+  ++held_.checks;
+  if (full && full->rank == held_.rank) ++held_.full_rule;
 }
 
 StepAccount TimeAccounting::window(int rank) const {
@@ -208,18 +237,23 @@ const StepAccount* TimeAccounting::open(int rank) const {
   return it == ranks_.end() ? nullptr : &it->second.open;
 }
 
-Diagnosis TimeAccounting::diagnose(const std::map<int, RankPlace>& places) const {
-  Diagnosis d;
-  auto place_of = [&](int rank) {
-    auto it = places.find(rank);
-    return it == places.end() ? RankPlace{} : it->second;
-  };
+std::map<int, StepAccount> TimeAccounting::judged_windows() const {
   std::map<int, StepAccount> win;
   for (const auto& [rank, _] : ranks_) {
     StepAccount w = window(rank);
     if (qualifies(w)) win.emplace(rank, std::move(w));
   }
+  return win;
+}
 
+std::optional<Straggler> TimeAccounting::pick_straggler(const std::map<int, StepAccount>& win,
+                                                        const std::map<int, RankPlace>& places,
+                                                        int held) const {
+  std::optional<Straggler> out;
+  auto place_of = [&](int rank) {
+    auto it = places.find(rank);
+    return it == places.end() ? RankPlace{} : it->second;
+  };
   // Straggler: blame each rank by the waits its stage peers spent on it, and judge the most
   // blamed rank of each stage against the next one of that stage (a late stage-1 rank whose
   // input came late from a slow stage-0 rank must not hide the stage-0 rank).
@@ -268,7 +302,7 @@ Diagnosis TimeAccounting::diagnose(const std::map<int, RankPlace>& places) const
         continue;
       second = std::max(second, b);
     }
-    if (std::optional<Straggler> s = judge(culprit, most, second, win, places))
+    if (std::optional<Straggler> s = judge(culprit, most, second, win, places, culprit == held))
       named.push_back(std::move(*s));
   }
   // A stage's straggler that waited for another's pipeline messages is that one's victim.
@@ -281,8 +315,28 @@ Diagnosis TimeAccounting::diagnose(const std::map<int, RankPlace>& places) const
     const bool victim = std::any_of(named.begin(), named.end(), [&](const Straggler& o) {
       return o.rank != s.rank && win.at(s.rank).share(fed_by(s.rank, o.rank)) >= kStragglerPeerWait;
     });
-    if (!victim && (!d.straggler || s.peer_wait_share > d.straggler->peer_wait_share))
-      d.straggler = s;
+    if (!victim && (!out || s.peer_wait_share > out->peer_wait_share)) out = s;
+  }
+  return out;
+}
+
+Diagnosis TimeAccounting::diagnose(const std::map<int, RankPlace>& places) const {
+  Diagnosis d;
+  auto place_of = [&](int rank) {
+    auto it = places.find(rank);
+    return it == places.end() ? RankPlace{} : it->second;
+  };
+  const std::map<int, StepAccount> win = judged_windows();
+  d.straggler = pick_straggler(win, places, held_.rank);
+  if (d.straggler && d.straggler->rank == held_.rank && held_.checks > 0) {
+    d.straggler->named_since = held_.since_step;
+    d.straggler->checks = held_.checks;
+    d.straggler->full_rule = held_.full_rule;
+    d.straggler->text += fmt::format(
+        "; named since step {}, the full rule held at {:.0f}% of the {} checks since",
+        held_.since_step,
+        100.0 * static_cast<double>(held_.full_rule) / static_cast<double>(held_.checks),
+        held_.checks);
   }
 
   // Pipeline stages: busy share per stage, the stage's ranks together, now and in the layout

@@ -34,6 +34,12 @@
 //              there, so this is well below 100% even for a rank that holds every step up). A
 //              step that is slow on every rank (an evaluation, a busy machine) makes nobody wait
 //              for anybody, so it names nobody.
+//              The verdict holds: once named, a rank stays named on a looser rule
+//              (kStragglerHoldShare, most blamed of its stage, its own time the longest) until
+//              that fails too, so a chronic straggler whose figures dip below the full rule now
+//              and then is not dropped and named again every few dozen steps. settle() moves the
+//              verdict on once per slot, from the events alone; the text says since when it is
+//              named and at what share of the checks since the full rule held.
 //   stages     with pp >= 2, each stage's busy share (forward + backward less the waits at tp
 //              collectives inside them, over step time, its ranks together). When the busiest
 //              stage's share is at least kBottleneckRatio times the next stage's and
@@ -96,6 +102,14 @@ inline constexpr int64_t kWarmUpSteps = 1;
 inline constexpr double kStragglerPeerWait = 0.10;
 inline constexpr double kStragglerDominance = 2.0;
 inline constexpr double kStragglerOwnRatio = 1.1;
+// Once named, a rank stays named while its peers still wait at least this share of their step for
+// it, no other rank of its stage is blamed more, and its own time is still the longest of its
+// peers (1x): with more ranks than cores the full rule's 2x dominance and 1.1x own time come and
+// go from one window to the next while the rank is slow the whole time (a rank paused every
+// 20 ms: its peers waited 19-21% of their step for it, and the verdict switched every few dozen
+// steps). Half the naming share: a rank that recovers (its peers wait for it as for anyone, a few
+// percent) is let go within a window.
+inline constexpr double kStragglerHoldShare = 0.05;
 inline constexpr double kBottleneckRatio = 1.25;
 inline constexpr double kBottleneckMargin = 0.15;
 inline constexpr double kBottleneckDrift = 1.5;
@@ -142,7 +156,12 @@ struct Straggler {
   double peer_wait_share = 0;  // of its peers' step time, spent waiting for it
   double blame_share = 0;      // of its peers' waiting (in-stage collectives), the part for it
   int64_t steps = 0;           // the window the figures cover
-  std::string text;            // "rank 2 (pp0 tp0 dp2) is slow: last to arrive at 94% of ..."
+  // How sure: the step it was first named at, the checks since (one per slot of step time) and
+  // how many of them the full rule passed (the rest held it on the looser one); 0 when not known.
+  int64_t named_since = 0, checks = 0, full_rule = 0;
+  // "rank 2 (pp0 tp0 dp2) is slow: ...; named since step 120, the full rule held at 87% of the
+  // 230 checks since"
+  std::string text;
 };
 
 struct StageBusy {
@@ -189,8 +208,15 @@ struct Diagnosis {
 class TimeAccounting {
  public:
   // Feeds one event of world rank event.rank (PHASE, COLLECTIVE, STEP; others are ignored); `pp`:
-  // the job's pipeline depth (which groups lie inside a stage).
-  void add(const telemetry::Event& event, int pp);
+  // the job's pipeline depth (which groups lie inside a stage). True when the ranks have begun as
+  // many new slots as there are ranks since the last settle() (about once per slot of step time):
+  // the owner then calls settle().
+  bool add(const telemetry::Event& event, int pp);
+  // Moves the straggler verdict on (when add() says so, so that it depends on the events alone,
+  // not on how often diagnose() is asked): a rank the full rule names becomes the verdict;
+  // the verdict's rank stays named on the looser rule (kStragglerHoldShare) and is let go when
+  // that fails too.
+  void settle(const std::map<int, RankPlace>& places);
   // A rank's window (its last kWindowSlots slots) summed (steps == 0 when none).
   StepAccount window(int rank) const;
   // A rank's layout baseline: its first window that qualified for the diagnosis (none before).
@@ -201,6 +227,20 @@ class TimeAccounting {
   Diagnosis diagnose(const std::map<int, RankPlace>& places) const;
 
  private:
+  // The windows that qualify for judging, by rank.
+  std::map<int, StepAccount> judged_windows() const;
+  // The straggler of `win` (nullopt: nobody), `held` judged on the looser rule (-1: none).
+  std::optional<Straggler> pick_straggler(const std::map<int, StepAccount>& win,
+                                          const std::map<int, RankPlace>& places, int held) const;
+
+  struct Held {
+    int rank = -1;
+    int64_t since_step = 0;
+    int64_t checks = 0, full_rule = 0;
+  };
+  Held held_;
+  size_t opened_since_settle_ = 0;  // slots begun since the last settle()
+
   struct PerRank {
     StepAccount open;
     std::deque<StepAccount> closed;  // at most kWindowSlots slots

@@ -282,9 +282,19 @@ void check_straggler(const Diagnosis& d, const ExpectedStraggler& e) {
   COMPARE_NEAR(s.blame_share, e.blame_share);
   COMPARE_NEAR(s.last_share, e.last_share);
   QCOMPARE(s.steps, e.steps);
-  QCOMPARE(s.text, e.text());
+  // A RunModel's verdict also says since when and how sure (settle(): one check per slot);
+  // a TimeAccounting asked directly has no verdict to tell of.
+  std::string want = e.text();
+  if (s.checks > 0) {
+    QVERIFY(s.full_rule >= 1 && s.full_rule <= s.checks && s.named_since >= 1);
+    want += fmt::format(
+        "; named since step {}, the full rule held at {:.0f}% of the {} checks since",
+        s.named_since, 100.0 * static_cast<double>(s.full_rule) / static_cast<double>(s.checks),
+        s.checks);
+  }
+  QCOMPARE(s.text, want);
   const std::vector<std::string> lines = d.lines();
-  QVERIFY(std::find(lines.begin(), lines.end(), e.text()) != lines.end());
+  QVERIFY(std::find(lines.begin(), lines.end(), want) != lines.end());
 }
 
 std::vector<std::string> words(const std::string& line) {
@@ -789,6 +799,48 @@ class TestTimeAccounting : public QObject {
     check_account(t.window(0), e);
   }
 
+  // The verdict holds: rank 2 named while its peers wait 40% of their step for it (steps 1-40),
+  // still named while they wait 7% (steps 41-80: under the full rule's 10%, over the hold's 5%;
+  // a TimeAccounting asked directly, with no verdict, names nobody then), and let go once they
+  // wait 1% (steps 81-120).
+  void stragglerVerdictHolds() {
+    QCOMPARE(kStragglerPeerWait, 0.10);
+    QCOMPARE(kStragglerHoldShare, 0.05);
+    const std::vector<Hello> hs = hellos(1, 4);
+    const Plan plan = [](int r, int64_t n) {
+      StepPlan p = straggler_plan(r, n);
+      const double w = n <= 40 ? 0.40 : n <= 80 ? 0.07 : 0.01;
+      if (r != 2) p.colls[0] = Coll{"all_reduce", "dp[0]", w + 0.05, w, 2};
+      return p;
+    };
+    {
+      const std::vector<tl::Event> events = run_events(4, 40, plan);
+      RunModel m;
+      feed(m, hs, events);
+      QVERIFY2(m.diagnosis().straggler && m.diagnosis().straggler->rank == 2,
+               text_of(m.diagnosis()));
+      QCOMPARE(m.diagnosis().straggler->full_rule, m.diagnosis().straggler->checks);
+    }
+    {
+      const std::vector<tl::Event> events = run_events(4, 80, plan);
+      RunModel m;
+      feed(m, hs, events);
+      const Diagnosis& d = m.diagnosis();
+      QVERIFY2(d.straggler && d.straggler->rank == 2, text_of(d));
+      QVERIFY2(d.straggler->full_rule < d.straggler->checks, text_of(d));
+      VERIFY_CONTAINS(d.straggler->text, "its peers waited 7% of their step time for it");
+      VERIFY_CONTAINS(d.straggler->text, "; named since step ");
+      QVERIFY2(!account(events).diagnose(places_of(hs)).straggler.has_value(),
+               "the full rule alone should name nobody at 7%");
+    }
+    {
+      const std::vector<tl::Event> events = run_events(4, 120, plan);
+      RunModel m;
+      feed(m, hs, events);
+      QVERIFY2(!m.diagnosis().straggler.has_value(), text_of(m.diagnosis()));
+    }
+  }
+
   // Rank 2 holds every step up: named, with the figures worked out from the plan; flagged in the
   // table on its row only.
   void stragglerNamed() {
@@ -828,10 +880,17 @@ class TestTimeAccounting : public QObject {
     check_straggler(m.diagnosis(), e);
     if (QTest::currentTestFailed()) return;
     // The figures as a person reads them (40% of step time, 99% of all waiting, last at 64%).
+    // Named at the first check after its window could be judged (steps 2-11: 10 steps and 10 s),
+    // the full rule holding at every check since.
     QCOMPARE(m.diagnosis().straggler->text,
              std::string("rank 2 (pp0 tp0 dp2) is slow: its peers waited 40% of their step time "
                          "for it, 99% of all their waiting (last 11 steps; it arrived last at 64% "
-                         "of its collectives)"));
+                         "of its collectives); named since step " +
+                         std::to_string(m.diagnosis().straggler->named_since) +
+                         ", the full rule held at 100% of the " +
+                         std::to_string(m.diagnosis().straggler->checks) + " checks since"));
+    QVERIFY(m.diagnosis().straggler->named_since >= kWarmUpSteps + 10);
+    QVERIFY(m.diagnosis().straggler->checks >= 1);
     QVERIFY(!m.diagnosis().bottleneck.has_value());
     QVERIFY(m.diagnosis().stages.empty());  // no pipeline
     QCOMPARE(m.diagnosis().lines().size(), size_t{1});
@@ -847,7 +906,7 @@ class TestTimeAccounting : public QObject {
     QVERIFY(!m.straggler(7));
 
     const std::string table = m.table(table_time(kSteps));
-    VERIFY_CONTAINS(table, e.text() + "\n");
+    VERIFY_CONTAINS(table, e.text() + "; named since step ");
     QVERIFY2(!test::contains(table, "pipeline:"), table.c_str());
     for (int r = 0; r < 4; ++r) {
       const std::string row = row_of(table, r);
@@ -1684,7 +1743,12 @@ class TestTimeAccounting : public QObject {
     }
     QVERIFY(a.diagnosis().straggler.has_value());
     QVERIFY(b.diagnosis().straggler.has_value());
-    QCOMPARE(b.diagnosis().straggler->text, a.diagnosis().straggler->text);
+    // The figures; the verdict's history (since when, how many checks) follows the feed order.
+    const auto figures = [](const std::string& text) {
+      return text.substr(0, text.find("; named"));
+    };
+    QCOMPARE(figures(b.diagnosis().straggler->text), figures(a.diagnosis().straggler->text));
+    QCOMPARE(b.diagnosis().straggler->rank, a.diagnosis().straggler->rank);
     QCOMPARE(a.diagnosis().straggler->steps, int64_t{20});
   }
 };
