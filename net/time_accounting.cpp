@@ -55,9 +55,13 @@ double finite_or_zero(double x) {
 
 // Rank `culprit`, blamed for `most` seconds of its stage peers' waiting (the next rank of its
 // stage for `second`): the straggler when the rules of time_accounting.h hold.
+// full: the rule that names a rank; held: the looser one that keeps a named rank named;
+// describe: no rule, the figures of a verdict kept from memory.
+enum class JudgeMode { full, held, describe };
+
 std::optional<Straggler> judge(int culprit, double most, double second,
                                const std::map<int, StepAccount>& win,
-                               const std::map<int, RankPlace>& places, bool held) {
+                               const std::map<int, RankPlace>& places, JudgeMode mode) {
   auto place_of = [&](int rank) {
     auto it = places.find(rank);
     return it == places.end() ? RankPlace{} : it->second;
@@ -87,12 +91,15 @@ std::optional<Straggler> judge(int culprit, double most, double second,
   }
   const StepAccount& mine = win.at(culprit);
   const double share = peer_seconds > 0 ? most / peer_seconds : 0.0;
-  // A rank already named stays named on the looser rule (see kStragglerHoldShare).
+  // A rank already named stays named on the looser rule (see kStragglerHoldShare); a verdict
+  // held from memory is described with its figures, whatever they are.
+  const bool held = mode == JudgeMode::held;
   const double min_share = held ? kStragglerHoldShare : kStragglerPeerWait;
   const double dominance = held ? 1.0 : kStragglerDominance;
   const double own_ratio = held ? 1.0 : kStragglerOwnRatio;
-  if (peers > 0 && share >= min_share && most >= dominance * second &&
-      own(mine) >= own_ratio * peer_own) {
+  if (peers > 0 &&
+      (mode == JudgeMode::describe ||
+       (share >= min_share && most >= dominance * second && own(mine) >= own_ratio * peer_own))) {
     Straggler s;
     s.rank = culprit;
     s.last_share = mine.collectives > 0
@@ -205,21 +212,40 @@ bool TimeAccounting::add(const telemetry::Event& event, int pp) {
 
 void TimeAccounting::settle(const std::map<int, RankPlace>& places) {
   opened_since_settle_ = 0;
+  settled_ = true;
   const std::map<int, StepAccount> win = judged_windows();
+  // The held rank on the looser rule, anyone else on the full one.
   const std::optional<Straggler> now = pick_straggler(win, places, held_.rank);
-  if (!now) {
-    held_ = Held{};
-    return;
-  }
-  const std::optional<Straggler> full =
-      now->rank == held_.rank ? pick_straggler(win, places, -1) : now;
-  if (now->rank != held_.rank) {
+  if (now && now->rank == held_.rank) {
+    held_.misses = 0;
+    ++held_.checks;
+    const std::optional<Straggler> full = pick_straggler(win, places, -1);
+    if (full && full->rank == held_.rank) ++held_.full_rule;
+  } else if (now) {  // the full rule names another rank (or the first)
     held_ = Held{};
     held_.rank = now->rank;
     held_.since_step = win.at(now->rank).step;
+    held_.checks = held_.full_rule = 1;
+  } else if (held_.rank >= 0) {
+    // Not even the looser rule: kept from memory for a window's worth of checks, then let go.
+    ++held_.checks;
+    if (++held_.misses >= kStragglerReleaseChecks) held_ = Held{};
   }
-  ++held_.checks;
-  if (full && full->rank == held_.rank) ++held_.full_rule;
+}
+
+std::optional<Straggler> TimeAccounting::describe_rank(const std::map<int, StepAccount>& win,
+                                                       const std::map<int, RankPlace>& places,
+                                                       int rank) const {
+  auto place_of = [&](int r) {
+    auto it = places.find(r);
+    return it == places.end() ? RankPlace{} : it->second;
+  };
+  const int stage = place_of(rank).stage;
+  double most = 0;
+  for (const auto& [q, w] : win)
+    for (const auto& [r, sec] : w.waited_on)
+      if (r == rank && q != rank && place_of(q).stage == stage) most += sec;
+  return judge(rank, most, 0.0, win, places, JudgeMode::describe);
 }
 
 StepAccount TimeAccounting::window(int rank) const {
@@ -302,7 +328,8 @@ std::optional<Straggler> TimeAccounting::pick_straggler(const std::map<int, Step
         continue;
       second = std::max(second, b);
     }
-    if (std::optional<Straggler> s = judge(culprit, most, second, win, places, culprit == held))
+    if (std::optional<Straggler> s = judge(culprit, most, second, win, places,
+                                           culprit == held ? JudgeMode::held : JudgeMode::full))
       named.push_back(std::move(*s));
   }
   // A stage's straggler that waited for another's pipeline messages is that one's victim.
@@ -327,16 +354,24 @@ Diagnosis TimeAccounting::diagnose(const std::map<int, RankPlace>& places) const
     return it == places.end() ? RankPlace{} : it->second;
   };
   const std::map<int, StepAccount> win = judged_windows();
-  d.straggler = pick_straggler(win, places, held_.rank);
-  if (d.straggler && d.straggler->rank == held_.rank && held_.checks > 0) {
-    d.straggler->named_since = held_.since_step;
-    d.straggler->checks = held_.checks;
-    d.straggler->full_rule = held_.full_rule;
-    d.straggler->text += fmt::format(
-        "; named since step {}, the full rule held at {:.0f}% of the {} checks since",
-        held_.since_step,
-        100.0 * static_cast<double>(held_.full_rule) / static_cast<double>(held_.checks),
-        held_.checks);
+  // The verdict settle() keeps (the held rank, described with this window's figures); an
+  // accounting never settled (no owner moving a verdict on) applies the full rule to this window.
+  // Once settled, only settle() names: a rank the full rule names between two checks, and not
+  // at them, would otherwise come and go with how often the diagnosis is asked for.
+  if (held_.rank >= 0 && win.count(held_.rank) > 0) {
+    d.straggler = describe_rank(win, places, held_.rank);
+    if (d.straggler && held_.checks > 0) {
+      d.straggler->named_since = held_.since_step;
+      d.straggler->checks = held_.checks;
+      d.straggler->full_rule = held_.full_rule;
+      d.straggler->text += fmt::format(
+          "; named since step {}, the full rule held at {:.0f}% of the {} checks since",
+          held_.since_step,
+          100.0 * static_cast<double>(held_.full_rule) / static_cast<double>(held_.checks),
+          held_.checks);
+    }
+  } else if (!settled_) {
+    d.straggler = pick_straggler(win, places, -1);
   }
 
   // Pipeline stages: busy share per stage, the stage's ranks together, now and in the layout

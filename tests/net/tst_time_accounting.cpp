@@ -801,8 +801,8 @@ class TestTimeAccounting : public QObject {
 
   // The verdict holds: rank 2 named while its peers wait 40% of their step for it (steps 1-40),
   // still named while they wait 7% (steps 41-80: under the full rule's 10%, over the hold's 5%;
-  // a TimeAccounting asked directly, with no verdict, names nobody then), and let go once they
-  // wait 1% (steps 81-120).
+  // a TimeAccounting asked directly, with no verdict, names nobody then), kept from memory for
+  // kStragglerReleaseChecks checks once they wait 1% (steps 81-), and then let go.
   void stragglerVerdictHolds() {
     QCOMPARE(kStragglerPeerWait, 0.10);
     QCOMPARE(kStragglerHoldShare, 0.05);
@@ -834,7 +834,20 @@ class TestTimeAccounting : public QObject {
                "the full rule alone should name nobody at 7%");
     }
     {
-      const std::vector<tl::Event> events = run_events(4, 120, plan);
+      // Step 100: the window (steps 81-100) fails the looser rule too since about step 88, fewer
+      // than kStragglerReleaseChecks checks ago: still named, from memory.
+      QCOMPARE(kStragglerReleaseChecks, int64_t{40});
+      const std::vector<tl::Event> events = run_events(4, 100, plan);
+      RunModel m;
+      feed(m, hs, events);
+      QVERIFY2(m.diagnosis().straggler && m.diagnosis().straggler->rank == 2,
+               text_of(m.diagnosis()));
+      VERIFY_CONTAINS(m.diagnosis().straggler->text, "its peers waited 1% of their step time");
+      QVERIFY(!account(events).diagnose(places_of(hs)).straggler.has_value());
+    }
+    {
+      // Step 140: about 52 checks without support: let go.
+      const std::vector<tl::Event> events = run_events(4, 140, plan);
       RunModel m;
       feed(m, hs, events);
       QVERIFY2(!m.diagnosis().straggler.has_value(), text_of(m.diagnosis()));
@@ -1062,7 +1075,13 @@ class TestTimeAccounting : public QObject {
     RunModel m;
     feed(m, hs, events);
     const Diagnosis direct = account(events).diagnose(places_of(hs));
+    // A RunModel's verdict moves at its checks (once per round of slots, settle()); in the row
+    // whose window first qualifies at the job's very last step no check follows, so only the
+    // accounting asked directly names the rank there.
+    const bool checked = QByteArray(QTest::currentDataTag()) != "22 fast steps, 1.03 s";
+    if (!checked) QVERIFY2(!m.diagnosis().straggler.has_value(), text_of(m.diagnosis()));
     for (const Diagnosis* d : {&m.diagnosis(), &direct}) {
+      if (d == &m.diagnosis() && !checked) continue;
       if (named < 0) {
         QVERIFY2(!d->straggler.has_value(), text_of(*d));
         QVERIFY(d->lines().empty());
@@ -1075,6 +1094,7 @@ class TestTimeAccounting : public QObject {
         if (QTest::currentTestFailed()) return;
       }
     }
+    if (!checked) return;
     for (int r = 0; r < 4; ++r) QCOMPARE(m.straggler(r), r == named);
     const std::string table = m.table(table_time(reported));
     QCOMPARE(test::contains(table, "STRAGGLER"), named >= 0);
