@@ -24,9 +24,9 @@ struct BenchJob {
 };
 constexpr BenchJob kJobs[] = {{"fashion_mlp", "samples"}, {"chars_gpt", "tokens"}};
 
-// The shapes of issue 22's PyTorch 1.13 script, per job (set explicitly, so an edit of the job
-// files cannot move them): the optimizers are the job files' (adam for fashion_mlp, adamw for
-// chars_gpt), as in that script.
+// The shapes of the PyTorch 1.13 script tests/bench/pytorch_shapes.py, per job (set explicitly, so
+// an edit of the job files cannot move them): the optimizers are the job files' (adam for
+// fashion_mlp, adamw for chars_gpt), as in that script.
 std::vector<std::string> pytorch_shape_overrides(const std::string& job) {
   if (job == "fashion_mlp")
     return {
@@ -41,7 +41,7 @@ std::vector<std::string> pytorch_shape_overrides(const std::string& job) {
   };
 }
 
-// The GPU-sized shapes of issue 33's comparison on one GPU (tests/bench/pytorch_gpu.py).
+// The GPU-sized shapes of the PyTorch comparison on one GPU (tests/bench/pytorch_gpu.py).
 std::vector<std::string> gpu_shape_overrides(const std::string& job) {
   if (job == "fashion_mlp")
     return {
@@ -139,9 +139,10 @@ ModelBenchResult run_model_bench(const ModelBenchOptions& o, std::ostream& out) 
   fmt::print(out,
              "bench model: {} timed steps after {} warm-up steps, one process, no evaluation{}\n",
              o.steps, o.warmup,
-             o.pytorch_shapes ? ", the shapes of the PyTorch 1.13 comparison (issue 22)"
-             : o.gpu_shapes   ? ", GPU-sized shapes"
-                              : "");
+             o.pytorch_shapes
+                 ? ", the shapes of the PyTorch 1.13 comparison (tests/bench/pytorch_shapes.py)"
+             : o.gpu_shapes ? ", GPU-sized shapes"
+                            : "");
   if (o.pytorch_shapes) {
     // The comparison is one process on one core: one BLAS thread, whatever this process had.
     kernels::use_single_blas_thread();

@@ -7,10 +7,11 @@
 //
 // With gpu_shapes, both jobs take shapes sized for a GPU (see ModelBenchOptions).
 //
-// With pytorch_shapes, the jobs take the shapes of the single-process PyTorch 1.13 comparison of
-// issue 22 (one process, one BLAS thread, the same OpenBLAS): fashion_mlp as an MLP 784-512-256-10
-// with Adam at batch 256, chars_gpt at context 64, width 64, 2 layers, 4 heads, batch 32 (AdamW),
-// and the BLAS library, its kernels and its thread count are printed first.
+// With pytorch_shapes, the jobs take the shapes of the single-process PyTorch 1.13 comparison,
+// tests/bench/pytorch_shapes.py (one process, one BLAS thread, the same OpenBLAS): fashion_mlp as
+// an MLP 784-512-256-10 with Adam at batch 256, chars_gpt at context 64, width 64, 2 layers, 4
+// heads, batch 32 (AdamW), and the BLAS library, its kernels and its thread count are printed
+// first.
 #pragma once
 
 #include <cstdint>
@@ -26,9 +27,9 @@ struct ModelBenchOptions {
   int64_t warmup = 2;           // untimed steps first (allocation, caches, cuBLAS handles)
   // Folder holding fashion_mlp.json and chars_gpt.json; "" : resource_dir() + "/jobs".
   std::string jobs_dir;
-  // The shapes of issue 22's PyTorch comparison instead of the job files' own (see above).
+  // The shapes of tests/bench/pytorch_shapes.py instead of the job files' own (see above).
   bool pytorch_shapes = false;
-  // GPU-sized shapes (issue 33's PyTorch comparison on the same GPU, tests/bench/pytorch_gpu.py):
+  // GPU-sized shapes (the PyTorch comparison on the same GPU, tests/bench/pytorch_gpu.py):
   // MLP 784-2048-2048-10 (ReLU, Adam) at batch 2048; GPT context 256, width 512, 8 layers, 8 heads
   // (AdamW) at batch 32. Not with pytorch_shapes.
   bool gpu_shapes = false;

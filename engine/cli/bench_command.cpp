@@ -4,7 +4,8 @@
 //   mlp        single-process MLP training throughput on Fashion-MNIST, in samples/s
 //   model      the example jobs (fashion_mlp, chars_gpt) on the CPU and on a GPU, samples/s and
 //              tokens/s and the GPU/CPU ratio (engine/bench/model_bench.h); --pytorch-shapes: at
-//              the shapes of the single-process PyTorch comparison (issue 22), on the CPU
+//              the shapes of the single-process PyTorch comparison (tests/bench/pytorch_shapes.py),
+//              on the CPU
 //   comm, sharded, hybrid, telemetry: bench_comm.cpp, bench_sharded.cpp, bench_hybrid.cpp,
 //   bench_telemetry.cpp, web: bench_web.cpp
 #include <fmt/format.h>
@@ -152,9 +153,10 @@ int bench_mlp(const std::vector<std::string>& argv) {
 // DIR]`.
 // --gpu-shapes runs on cuda unless --device says otherwise. --device cuda where no
 // GPU can be used is one line and exit status 1 (before anything is read); both measures the CPU
-// and says why cuda was not measured. --pytorch-shapes: the shapes of issue 22's single-process
-// PyTorch comparison (ModelBenchOptions::pytorch_shapes), on the CPU unless --device says
-// otherwise, 100 timed steps after 5 warm-up steps unless --steps says otherwise.
+// and says why cuda was not measured. --pytorch-shapes: the shapes of
+// tests/bench/pytorch_shapes.py's single-process PyTorch comparison
+// (ModelBenchOptions::pytorch_shapes), on the CPU unless --device says otherwise, 100 timed steps
+// after 5 warm-up steps unless --steps says otherwise.
 int bench_model(const std::vector<std::string>& argv) {
   Args args(argv, arg_spec("bench model"));
   args.expect_no_positional();

@@ -1,8 +1,13 @@
 #include "engine/doctor/check.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <exception>
 #include <utility>
+
+#include "engine/core/device.h"
+#include "engine/device/device_training.h"
 
 namespace shardlab::doctor {
 
@@ -56,6 +61,19 @@ void guarded(CheckList& out, const std::string& group, const std::string& name,
   } catch (const std::exception& e) {
     out.push_back(failed(group, name, e.what()));
   }
+}
+
+std::string gpu_skip_reason(int device) {
+  if (!device_training_built())
+    return "this shardlab was built without the CUDA kernels (nvcc was not found when it was "
+           "built)";
+  std::string why;
+  const int gpus = usable_gpus(&why);
+  if (gpus == 0) return "no usable GPU: " + why;
+  if (device < 0 || device >= gpus)
+    return fmt::format("no usable GPU: there is no CUDA device {} ({} visible)", device, gpus);
+  if (std::string p = gpu_problem(device); !p.empty()) return "no usable GPU: " + p;
+  return {};
 }
 
 bool all_passed(const CheckList& checks) {

@@ -37,6 +37,12 @@ CheckResult failed(std::string group, std::string name, std::string why);
 void guarded(CheckList& out, const std::string& group, const std::string& name,
              const std::function<void(CheckList&)>& body);
 
+// Why CUDA device `device` cannot be checked on this node, or "": this build has no CUDA kernels,
+// no GPU is usable, there is no such device, or its architecture is older than the kernels'.
+// The doctor's one wording for every group's skip ("no usable GPU: ..." or "this shardlab was
+// built without the CUDA kernels ...").
+std::string gpu_skip_reason(int device);
+
 bool all_passed(const CheckList& checks);  // no kFail (skips do not fail a node)
 int count(const CheckList& checks, CheckStatus s);
 

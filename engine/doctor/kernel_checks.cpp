@@ -868,15 +868,8 @@ void layer_checks(Gpu& gpu, Runner& runner) {
 }  // namespace
 
 CheckList kernel_checks(int device) {
-  std::string why;
-  const int count = usable_gpus(&why);
-  if (count == 0) return {skipped(kGroup, "CUDA kernels", "no usable GPU: " + why)};
-  if (device < 0 || device >= count)
-    return {skipped(
-        kGroup, "CUDA kernels",
-        fmt::format("no usable GPU: there is no CUDA device {} ({} visible)", device, count))};
-  if (const std::string problem = gpu_problem(device); !problem.empty())
-    return {skipped(kGroup, "CUDA kernels", "no usable GPU: " + problem)};
+  if (const std::string why = gpu_skip_reason(device); !why.empty())
+    return {skipped(kGroup, "CUDA kernels", why)};
 
   CheckList out;
   std::unique_ptr<Gpu> gpu;

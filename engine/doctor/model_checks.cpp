@@ -212,15 +212,8 @@ void round_trip(CheckList& out, const Case& c, CudaContext& ctx) {
 
 CheckList gpu_model_checks(int device) {
   CheckList out;
-  std::string why;
-  if (usable_gpus(&why) <= device) {
-    out.push_back(
-        skipped(kGroup, "GPU model",
-                "no usable GPU: " + (why.empty() ? fmt::format("no GPU {}", device) : why)));
-    return out;
-  }
-  if (const std::string problem = gpu_problem(device); !problem.empty()) {
-    out.push_back(skipped(kGroup, "GPU model", "no usable GPU: " + problem));
+  if (const std::string why = gpu_skip_reason(device); !why.empty()) {
+    out.push_back(skipped(kGroup, "GPU model", why));
     return out;
   }
   std::unique_ptr<CudaContext> ctx;

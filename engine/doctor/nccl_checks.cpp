@@ -173,10 +173,9 @@ CheckList nccl_checks() {
 #else
 
 CheckList nccl_checks() {
-  std::string why;
-  if (usable_gpus(&why) == 0) return {skipped("nccl", "NCCL collectives", "no usable GPU: " + why)};
-  return {skipped("nccl", "NCCL collectives",
-                  "this shardlab was built without NCCL (or without the CUDA kernels)")};
+  if (const std::string why = gpu_skip_reason(0); !why.empty())
+    return {skipped("nccl", "NCCL collectives", why)};
+  return {skipped("nccl", "NCCL collectives", "this shardlab was built without NCCL")};
 }
 
 #endif

@@ -18,19 +18,6 @@
 namespace shardlab::doctor {
 namespace {
 
-// Why GPU `device` cannot be checked, or "" (the doctor's one wording for every group).
-std::string gpu_skip_reason(int device) {
-  if (!device_training_built())
-    return "this shardlab was built without the CUDA kernels (nvcc was not found when it was "
-           "built)";
-  std::string why;
-  const int gpus = usable_gpus(&why);
-  if (gpus == 0) return "no usable GPU: " + why;
-  if (device >= gpus) return fmt::format("no usable GPU: no GPU {} ({} found)", device, gpus);
-  if (std::string p = gpu_problem(device); !p.empty()) return "no usable GPU: " + p;
-  return {};
-}
-
 TrainResult cpu_runner(TrainingSetup& s, const TrainerCallbacks& cb) {
   return run_training(s, cb);
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 31's held-out run, repeated: 4 mpi ranks of the DDP demo (fashion_mlp.json) streaming to
+# The paused-rank run that showed the straggler verdict flickering, repeated: 4 mpi ranks of the DDP demo (fashion_mlp.json) streaming to
 # `shardlab monitor`, world rank 2's worker process stopped and continued every 20 ms (10 ms each)
 # for the whole job, then `shardlab replay` of the monitor's recording. Per run it prints whether
 # the monitor's last table names rank 2, the step of the replay's first naming, and how many times

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The PyTorch peers of ShardLab's GPU benches (issue 33), run by tests/gpu/device_check.sh on the
+"""The PyTorch peers of ShardLab's GPU benches, run by tests/gpu/device_check.sh on the
 same GPU in the same run:
 
   adam   torch.optim.Adam(fused=True) on one flat fp32 tensor of --params parameters, and a
