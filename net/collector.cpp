@@ -22,6 +22,7 @@
 #include "engine/core/error.h"
 #include "net/auth.h"
 #include "net/handshake.h"
+#include "net/host_watch.h"
 #include "net/listener.h"
 
 namespace shardlab::net {
@@ -175,6 +176,11 @@ struct Core {
     bool done = false;
   };
   std::map<int, RankLink> ranks;
+  // Lost hosts (net/host_watch.h): fed below, asked once a second by host_timer.
+  HostWatch watch;
+  asio::steady_timer host_timer{io};
+  mutable std::mutex lost_mutex;
+  std::vector<std::string> lost_lines;  // LostHost::line() of each host lost (lost_mutex)
 
   void log(const std::string& line) {
     if (!options.log) return;
@@ -205,11 +211,26 @@ struct Core {
       link.done = false;
     link.connection = id;
     link.hello = hello;
+    watch.hello(hello.rank, hello.host, telemetry::now_seconds());
   }
 
   void job_state(int rank, telemetry::JobState state) {
     ranks[rank].done =
         state == telemetry::JobState::finished || state == telemetry::JobState::failed;
+    if (ranks[rank].done) watch.ended(rank, telemetry::now_seconds());
+  }
+
+  // Each rank of a lost host fails with the host's line (its connection closed, so a reconnect
+  // after a restored link starts it afresh); `shardlab run` reads the lines (lost_hosts()).
+  void report_lost(const std::vector<LostHost>& lost);
+  // Asks the watch once a second until the collector stops.
+  void watch_hosts() {
+    host_timer.expires_after(std::chrono::seconds(1));
+    host_timer.async_wait([this](const error_code& ec) {
+      if (ec || stopping) return;
+      report_lost(watch.check(telemetry::now_seconds()));
+      watch_hosts();
+    });
   }
 
   // Whether the end of authenticated connection `id` of `rank` loses the rank: not when it
@@ -224,6 +245,7 @@ struct Core {
   // Tells the consumers that `hello.rank`'s connection was lost.
   void lost_rank(const Hello& hello, const std::string& reason) {
     lost.fetch_add(1, std::memory_order_relaxed);
+    watch.ended(hello.rank, telemetry::now_seconds());
     ConnectionLost what;
     what.hello = hello;
     what.reason = reason;
@@ -299,6 +321,7 @@ struct Core {
     error_code ignored;
     acceptor.close(ignored);
     retry_timer.cancel();
+    host_timer.cancel();
     auto all = std::move(connections);
     connections.clear();
     open_connections.store(0, std::memory_order_relaxed);
@@ -517,8 +540,11 @@ void Connection::on_batch_mac(const BatchMac& mac) {
           true);
     return;
   }
+  const double now = telemetry::now_seconds();
   for (Message& m : unsealed_) {
     const auto& event = std::get<telemetry::Event>(m);
+    const auto* step = std::get_if<telemetry::StepEvent>(&event.payload);
+    owner_.watch.heard(hello_.rank, now, step ? step->step : -1);
     if (const auto* s = std::get_if<telemetry::JobStateEvent>(&event.payload))
       owner_.job_state(hello_.rank, s->state);
     ++messages_;
@@ -557,6 +583,29 @@ void Connection::write_next() {
 }
 
 }  // namespace
+
+void Core::report_lost(const std::vector<LostHost>& lost) {
+  for (const LostHost& host : lost) {
+    const std::string line = host.line();
+    {
+      std::lock_guard g(lost_mutex);
+      lost_lines.push_back(line);
+    }
+    log(fmt::format("collector on {}: {}", where, line));
+    for (int rank : host.ranks) {
+      const auto link = ranks.find(rank);
+      if (link == ranks.end()) continue;
+      const auto conn = connections.find(link->second.connection);
+      if (conn != connections.end()) {
+        auto victim = conn->second;  // close() erases it from the map
+        victim->close("", false, line);
+      } else if (!link->second.done) {
+        lost_rank(link->second.hello, line);
+      }
+      link->second.done = true;
+    }
+  }
+}
 
 telemetry::Event ConnectionLost::event() const {
   telemetry::Event e;
@@ -599,7 +648,10 @@ void Collector::start() {
   SL_ENFORCE(!d.stopped, "collector on {}: start() after stop()", d.where);
   if (d.started) return;
   d.started = true;
-  asio::post(d.io, [&d] { d.accept(); });
+  asio::post(d.io, [&d] {
+    d.accept();
+    d.watch_hosts();
+  });
   d.thread = std::thread([&d] {
     d.loop_thread = std::this_thread::get_id();
     for (;;) {
@@ -643,6 +695,15 @@ CollectorStats Collector::stats() const {
   s.open = d.open_connections.load();
   s.dropped_handshakes = d.dropped_handshakes.load();
   return s;
+}
+
+void Collector::settle_hosts() {
+  call([&] { impl_->report_lost(impl_->watch.settle(telemetry::now_seconds())); });
+}
+
+std::vector<std::string> Collector::lost_hosts() const {
+  std::lock_guard g(impl_->lost_mutex);
+  return impl_->lost_lines;
 }
 
 asio::io_context& Collector::io_context() {

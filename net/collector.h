@@ -97,6 +97,13 @@ class Collector {
   // Closes every connection and the listener and joins the thread. Idempotent.
   void stop();
   CollectorStats stats() const;
+  // The job has ended (its launcher exited): names the hosts whose ranks never said they ended
+  // while every other host's did (net/host_watch.h), as the once-a-second check does for a host
+  // silent for 10 s. Call before stop().
+  void settle_hosts();
+  // LostHost::line() of each host found lost so far, in order ("host h2 (ranks 2, 3) lost at
+  // step 321: no answer for 10 s"). Thread-safe.
+  std::vector<std::string> lost_hosts() const;
   // Runs `f` on the collector thread and waits for it (to read consumers safely); throws
   // TimeoutError when it has not run within 10 s. Before start(), after stop() or on the
   // collector thread itself, `f` runs at once on the calling thread.

@@ -37,6 +37,11 @@ std::vector<CommandSpec> build_table() {
             "when the run fails (a rank killed, a lost peer, a timeout, I/O), run it again from "
             "its last train.checkpoint_dir checkpoint, at most N times"},
            {"--save-model", "FILE", "write the trained model (sharded jobs)"},
+           {"--hosts", "H1:N,H2:N",
+            "backend mpi: run the ranks on these hosts, N slots each (Open MPI's --host), "
+            "started over ssh; the run's collector listens on this machine's address towards "
+            "them"},
+           {"--hostfile", "FILE", "backend mpi: the same from an Open MPI hostfile (HOST slots=N)"},
            {"--http", "ADDR:PORT",
             "serve the live web dashboard, /api/run and /metrics (port 0: any; the URL is "
             "printed)"},

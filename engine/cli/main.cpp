@@ -1,6 +1,7 @@
 // shardlab: the command-line front end. The only place where an error becomes an exit status:
 // 0 success, 1 a failed command (bad job, missing data, ...), 2 a usage mistake, 70 a bug.
 #include <malloc.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -89,7 +90,15 @@ int main(int argc, char** argv) {
                ? shardlab::launch::kWorkerBadInputStatus
                : 1;
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "shardlab: error: out of memory\n");
+    // A node's virtual-memory limit (ulimit -v) is the usual cause on a cluster: say so.
+    rlimit limit{};
+    if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+      std::fprintf(stderr,
+                   "shardlab: error: out of memory under this node's virtual-memory limit of %llu "
+                   "MiB (ulimit -v); raise it, or use fewer ranks on this node\n",
+                   static_cast<unsigned long long>(limit.rlim_cur >> 20));
+    else
+      std::fprintf(stderr, "shardlab: error: out of memory\n");
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "shardlab: internal error: %s\n", e.what());

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 
@@ -32,6 +33,7 @@
 #include "engine/job/build.h"
 #include "engine/job/job_spec.h"
 #include "engine/launch/compute_threads.h"
+#include "engine/launch/hosts.h"
 #include "engine/launch/job_state.h"
 #include "engine/launch/mpirun.h"
 #include "engine/launch/prepared_job.h"
@@ -170,6 +172,15 @@ struct RemoveOnExit {
   }
 };
 
+// --hosts or --hostfile (engine/launch/hosts.h); empty: this machine.
+launch::HostList hosts_of(const Args& args) {
+  SL_ENFORCE_T(UsageError, !(args.has("--hosts") && args.has("--hostfile")),
+               "--hosts and --hostfile both name the hosts: give one of them");
+  if (args.has("--hosts")) return launch::parse_hosts(args.get("--hosts"));
+  if (args.has("--hostfile")) return launch::read_hostfile(args.get("--hostfile"));
+  return {};
+}
+
 // `prepared`: the job prepared once for every attempt, when it has been (its data read);
 // otherwise prepared here only when --verify needs the completed model.
 int run_mpi(const JobSpec& job, std::optional<launch::PreparedJob>& prepared,
@@ -177,6 +188,13 @@ int run_mpi(const JobSpec& job, std::optional<launch::PreparedJob>& prepared,
             const std::string& resume_from, Json* report) {
   launch::MpirunWorkers run;
   run.ranks = static_cast<int>(job.parallel.world_size);
+  run.hosts = hosts_of(args);
+  // A cluster node may limit virtual memory, under which OpenBLAS started on every core hangs
+  // (kernels/cpu/blas_preinit.cpp): the ranks start BLAS on the job's count of threads (1 unless
+  // train.threads says otherwise; 0, one per core, is left to OpenBLAS and the worker).
+  if (job.train.threads > 0 && std::getenv("OPENBLAS_NUM_THREADS") == nullptr)
+    setenv("OPENBLAS_NUM_THREADS", std::to_string(job.train.threads).c_str(), 1);
+  if (std::getenv("OPENBLAS_NUM_THREADS") != nullptr) run.forward.push_back("OPENBLAS_NUM_THREADS");
   run.worker.program = launch::this_executable();
   run.worker.job_file = path;
   run.worker.sets = args.all("--set");
@@ -209,7 +227,12 @@ int run_mpi(const JobSpec& job, std::optional<launch::PreparedJob>& prepared,
                  "--http serves this run's own collector, but the run streams to another one "
                  "(--telemetry or the job's telemetry.address): give --http to that `shardlab "
                  "monitor` instead");
-    dashboard = std::make_unique<RunDashboard>(*http, job, run.record_path);
+    std::string listen = "127.0.0.1:0";
+    if (!run.hosts.empty()) {
+      const std::string here = launch::local_address_towards(run.hosts.hosts.front().host);
+      listen = (here.find(':') != std::string::npos ? "[" + here + "]" : here) + ":0";
+    }
+    dashboard = std::make_unique<RunDashboard>(*http, job, run.record_path, listen);
     run.record_path.clear();
     run.worker.telemetry = dashboard->telemetry_address();
     setenv(net::kTokenEnv, dashboard->token().c_str(), 1);
@@ -227,10 +250,18 @@ int run_mpi(const JobSpec& job, std::optional<launch::PreparedJob>& prepared,
   if (dashboard) {
     done.recorded = dashboard->finish();
     done.record_path = dashboard->record_path();
+    done.lost_hosts = dashboard->lost_hosts();
     unsetenv(net::kTokenEnv);
   }
   if (!done.record_path.empty())
     fmt::print("telemetry: recorded {} messages to {}\n", done.recorded, done.record_path);
+  // A lost host is the failure to name, whatever mpirun's status says about it.
+  if (!done.lost_hosts.empty()) {
+    std::string lines;
+    for (const std::string& l : done.lost_hosts) lines += (lines.empty() ? "" : "; ") + l;
+    SL_THROW(launch::RanksFailed, "{}; the job failed (mpirun exited with status {})", lines,
+             done.status);
+  }
   SL_ENFORCE(!launch::worker_status_is_final(done.status),
              "mpirun exited with status {}: a rank rejected the job, its data or its checkpoint, "
              "or hit an internal error (its error is printed above; not worth a restart)",
@@ -304,6 +335,12 @@ int run_job(const std::vector<std::string>& argv, Json* report) {
         "--max-restarts: a restart resumes from the job's checkpoints, but train.checkpoint_dir "
         "is not set (add --set train.checkpoint_dir=DIR --set train.checkpoint_every=STEPS)");
   const bool mpi = job.parallel.backend == "mpi";
+  if ((args.has("--hosts") || args.has("--hostfile")) && !mpi)
+    SL_THROW(UsageError,
+             "{} starts ranks on other machines, which needs parallel.backend mpi (add --set "
+             "parallel.backend=mpi)",
+             args.has("--hosts") ? "--hosts" : "--hostfile");
+  if (mpi) (void)hosts_of(args);  // a bad host list is one line before anything starts
   if (args.has("--resume")) {
     // Before starting mpi workers, every shard too: one line here rather than one per rank.
     const std::string line = check_resume(job, args.get("--resume"), mpi);

@@ -111,9 +111,10 @@ void print_web_stats(const net::WebServer& web) {
 }
 
 RunDashboard::RunDashboard(const HttpAddress& where, const JobSpec& job,
-                           const std::string& record_path)
+                           const std::string& record_path, const std::string& collector_listen)
     : model_(std::make_unique<net::RunModelConsumer>()) {
   launch::CollectorRunOptions co;
+  co.listen = collector_listen;
   co.record_path = record_path;
   co.consumers = {model_.get()};
   co.log = [](const std::string& line) { fmt::print(stderr, "telemetry: {}\n", line); };
@@ -136,7 +137,9 @@ RunDashboard::~RunDashboard() {
 }
 
 std::string RunDashboard::telemetry_address() const {
-  return fmt::format("127.0.0.1:{}", collector_->port());
+  const std::string& host = collector_->host().empty() ? "127.0.0.1" : collector_->host();
+  const bool v6 = host.find(':') != std::string::npos;
+  return fmt::format("{}{}{}:{}", v6 ? "[" : "", host, v6 ? "]" : "", collector_->port());
 }
 
 const std::string& RunDashboard::token() const {
@@ -145,6 +148,10 @@ const std::string& RunDashboard::token() const {
 
 const std::string& RunDashboard::record_path() const {
   return collector_->record_path();
+}
+
+std::vector<std::string> RunDashboard::lost_hosts() const {
+  return collector_->lost_hosts();
 }
 
 uint64_t RunDashboard::finish() {

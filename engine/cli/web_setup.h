@@ -61,17 +61,23 @@ void print_web_stats(const net::WebServer& web);
 // rank's publisher; mpi: the workers), its run model, recording (optional) and the web server.
 class RunDashboard {
  public:
-  RunDashboard(const HttpAddress& where, const JobSpec& job, const std::string& record_path);
+  // `collector_listen`: where the ranks' collector listens (loopback unless the ranks run on
+  // other hosts).
+  RunDashboard(const HttpAddress& where, const JobSpec& job, const std::string& record_path,
+               const std::string& collector_listen = "127.0.0.1:0");
   ~RunDashboard();
   RunDashboard(const RunDashboard&) = delete;
   RunDashboard& operator=(const RunDashboard&) = delete;
-  // Where the ranks stream to ("127.0.0.1:PORT") and with which token.
+  // Where the ranks stream to ("127.0.0.1:PORT", or the collector_listen host) and with which
+  // token.
   std::string telemetry_address() const;
   const std::string& token() const;
   // Stops the collector and the web server (after the run's sinks are closed: every event in).
   // Returns the messages recorded. Idempotent.
   uint64_t finish();
   const std::string& record_path() const;
+  // The hosts its collector found lost (net::Collector::lost_hosts).
+  std::vector<std::string> lost_hosts() const;
 
  private:
   std::unique_ptr<net::RunModelConsumer> model_;

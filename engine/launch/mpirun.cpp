@@ -165,14 +165,26 @@ MpirunDone run_mpirun_workers(const MpirunWorkers& run) {
     CollectorRunOptions co;
     co.record_path = run.record_path;
     co.log = run.log;
+    if (!run.hosts.empty()) {
+      const std::string here = local_address_towards(run.hosts.hosts.front().host);
+      co.listen = (here.find(':') != std::string::npos ? "[" + here + "]" : here) + ":0";
+    }
     collector = std::make_unique<RunCollector>(co);
     setenv(net::kTokenEnv, collector->token().c_str(), 1);
-    worker.telemetry = "127.0.0.1:" + std::to_string(collector->port());
+    const std::string host = run.hosts.empty() ? "127.0.0.1" : collector->host();
+    worker.telemetry = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+                       std::to_string(collector->port());
   }
-  done.status = run_mpirun(run.ranks, worker_argv(worker));
+  std::vector<std::string> forward = run.forward;
+  if (std::getenv(net::kTokenEnv) != nullptr) forward.push_back(net::kTokenEnv);
+  std::vector<std::string> args = cluster_mpirun_args(run.hosts, run.ranks, forward);
+  const std::vector<std::string> worker_args = worker_argv(worker);
+  args.insert(args.end(), worker_args.begin(), worker_args.end());
+  done.status = run_mpirun(run.ranks, args);
   if (collector) {
     done.recorded = collector->finish();
     done.record_path = collector->record_path();
+    done.lost_hosts = collector->lost_hosts();
     unsetenv(net::kTokenEnv);
   }
   return done;

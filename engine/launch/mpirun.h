@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "engine/launch/hosts.h"
 #include "engine/launch/workers.h"
 
 namespace shardlab::launch {
@@ -80,17 +81,27 @@ struct MpirunWorkers {
   WorkerCommand worker;  // when recording, its telemetry becomes the loopback collector's address
   std::string record_path;  // "" no collector; else one on loopback records the run here
   std::function<void(const std::string&)> log;  // the collector's connection lines
+  // Where the ranks run (hosts.h); empty: this machine. With hosts, the collector listens on this
+  // machine's address towards the first host (token required, as always) instead of loopback,
+  // and mpirun gets cluster_mpirun_args.
+  HostList hosts;
+  // Variables every rank gets through mpirun (-x NAME, from this process's environment) besides
+  // the collector's token; e.g. OPENBLAS_NUM_THREADS.
+  std::vector<std::string> forward;
 };
 
 struct MpirunDone {
   int status = 0;         // mpirun's exit status
   uint64_t recorded = 0;  // messages recorded (record_path set)
   std::string record_path;
+  // The hosts the collector found lost (net/host_watch.h), "host h2 (ranks 2, 3) lost at ...".
+  std::vector<std::string> lost_hosts;
 };
 
-// The mpirun mode in the foreground: a RunCollector on 127.0.0.1 (a fresh token, which reaches
-// the workers through SHARDLAB_TELEMETRY_TOKEN in this process's environment while mpirun runs)
-// when recording, then the workers under run_mpirun.
+// The mpirun mode in the foreground: a RunCollector on 127.0.0.1, or with hosts on this machine's
+// address towards them (a fresh token, which reaches the workers through SHARDLAB_TELEMETRY_TOKEN
+// in this process's environment while mpirun runs, forwarded with -x) when recording, then the
+// workers under run_mpirun.
 MpirunDone run_mpirun_workers(const MpirunWorkers& run);
 
 }  // namespace shardlab::launch

@@ -40,6 +40,7 @@ net::CollectorStats RunCollector::stats() const {
 uint64_t RunCollector::finish() {
   if (finished_) return recorded_;
   finished_ = true;
+  collector_->settle_hosts();
   collector_->stop();
   if (recording_) {
     recording_->writer().flush();

@@ -46,10 +46,13 @@ class RunCollector {
   const std::string& token() const { return token_; }
   const std::string& record_path() const { return record_path_; }
   net::CollectorStats stats() const;
+  // The hosts found lost (net::Collector::lost_hosts), also after finish().
+  std::vector<std::string> lost_hosts() const { return collector_->lost_hosts(); }
   // The collector itself (to serve more on its io_context: the web dashboard).
   net::Collector& collector() { return *collector_; }
-  // Stops serving (every connection closed; the consumers have seen their last message) and
-  // flushes the recording. Returns the messages recorded (0 without a recording). Idempotent;
+  // Names the hosts lost with the job (net::Collector::settle_hosts: the job has ended), stops
+  // serving (every connection closed; the consumers have seen their last message) and flushes
+  // the recording. Returns the messages recorded (0 without a recording). Idempotent;
   // throws IoError when the recording cannot be written.
   uint64_t finish();
 
