@@ -438,7 +438,7 @@ void MainWindow::showRun(const net::RunModel& run, double now, bool all) {
 void MainWindow::markRanks(const net::RunModel& run, double now) {
   const net::Diagnosis& d = run.diagnosis();
   QStringList lines;
-  for (const std::string& line : d.lines()) lines << QString::fromStdString(line);
+  for (const std::string& line : run.diagnosis_lines()) lines << QString::fromStdString(line);
   diagnosis_->setText(lines.join(QStringLiteral("; ")));
   diagnosis_->setToolTip(lines.join(QLatin1Char('\n')));
   diagnosis_->setVisible(!lines.isEmpty());
@@ -462,8 +462,9 @@ void MainWindow::markRanks(const net::RunModel& run, double now) {
       continue;
     }
     const net::RankState& s = it->second;
+    grid_->setRankHost(r, QString::fromStdString(run.host_of(r)));
     if (s.state == telemetry::JobState::failed) {
-      grid_->setRankFlag(r, RankGrid::Flag::Failed, QString::fromStdString(s.reason));
+      grid_->setRankFlag(r, RankGrid::Flag::Failed, QString::fromStdString(run.failure_reason(r)));
     } else if (run.silent(r, now)) {
       grid_->setRankFlag(r, RankGrid::Flag::Silent,
                          tr("nothing heard for %1 s").arg(now - s.last_heartbeat, 0, 'f', 1));

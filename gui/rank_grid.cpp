@@ -139,6 +139,7 @@ void RankGrid::setTopology(const Topology& topo) {
   marks_.assign(n, 0);
   flags_.assign(n, Flag::None);
   reasons_.assign(n, QString());
+  hosts_.assign(n, QString());
   notes_.assign(n, QString());
   shares_.clear();
   share_scale_ = 0;
@@ -315,6 +316,8 @@ QString RankGrid::rankToolTip(int rank) const {
   if (rank < 0 || rank >= world()) return {};
   const Coord c = topo_->coord(rank);
   QString text = tr("rank %1 (pp %2, tp %3, dp %4)").arg(rank).arg(c.pp).arg(c.tp).arg(c.dp);
+  const QString& host = hosts_[static_cast<size_t>(rank)];
+  if (!host.isEmpty()) text += tr(" on %1").arg(host);
   static const char* const kNames[] = {"", "straggler", "silent", "failed"};
   const Flag f = flags_[static_cast<size_t>(rank)];
   if (f != Flag::None) {
@@ -330,6 +333,11 @@ QString RankGrid::rankToolTip(int rank) const {
   const QString& note = notes_[static_cast<size_t>(rank)];
   if (!note.isEmpty()) text += QStringLiteral("\n") + note;
   return text;
+}
+
+void RankGrid::setRankHost(int rank, const QString& host) {
+  if (rank < 0 || rank >= world()) return;
+  hosts_[static_cast<size_t>(rank)] = host;  // shows on the next tooltip
 }
 
 void RankGrid::setRankNote(int rank, const QString& note) {

@@ -96,10 +96,12 @@ class RankGrid : public QWidget {
   void setRankFlag(int rank, Flag flag, const QString& reason = {});
   Flag rankFlag(int rank) const;
   QString rankReason(int rank) const;
+  // The host the rank runs on (its HELLO's), shown in its tooltip ("... on h2"); "" unknown.
+  void setRankHost(int rank, const QString& host);
   // Extra lines for the rank's tooltip (the run's diagnosis where it concerns the rank).
   void setRankNote(int rank, const QString& note);
   QString rankNote(int rank) const;
-  // The tooltip of a rank's cell: its coordinates, its flag with the reason, its share (when
+  // The tooltip of a rank's cell: its coordinates and host, its flag with the reason, its share (when
   // shares are shown) and its note.
   QString rankToolTip(int rank) const;
   void clearFlags();
@@ -149,6 +151,7 @@ class RankGrid : public QWidget {
   std::vector<uint8_t> marks_;    // per rank: Mark bits
   std::vector<Flag> flags_;       // per rank
   std::vector<QString> reasons_;  // per rank
+  std::vector<QString> hosts_;    // per rank
   std::vector<QString> notes_;    // per rank
   std::vector<double> shares_;    // per rank, empty: group colours
   double share_scale_ = 0;

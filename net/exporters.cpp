@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "net/display_text.h"
 #include "net/time_accounting.h"
 
 namespace shardlab::net {
@@ -201,11 +202,22 @@ void write_chrome_trace(const std::vector<Message>& messages, std::ostream& out)
 }
 
 void write_step_csv(const std::vector<Message>& messages, std::ostream& out) {
-  out << "rank,step,loss,lr,grad_norm,throughput,step_seconds,time,compute_s,wait_s,transfer_s\n";
+  out << "rank,step,loss,lr,grad_norm,throughput,step_seconds,time,compute_s,wait_s,transfer_s,"
+         "host\n";
+  std::map<int, std::string> hosts;  // each rank's host from its HELLO, as one CSV field
   // The same accounting as the run model's (net/time_accounting.h): the step's account is the
   // rank's open one when its STEP arrives. The pipeline depth only matters for the diagnosis.
   TimeAccounting time;
   for (const auto& m : messages) {
+    if (const auto* h = std::get_if<Hello>(&m)) {
+      std::string field = printable(h->host, kMaxLabelBytes);
+      if (field.find_first_of(",\"") != std::string::npos) {
+        std::string quoted = "\"";
+        for (char c : field) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+        field = quoted + "\"";
+      }
+      hosts[h->rank] = field;
+    }
     const auto* e = std::get_if<telemetry::Event>(&m);
     if (e == nullptr) continue;
     if (const auto* s = std::get_if<telemetry::StepEvent>(&e->payload)) {
@@ -213,9 +225,9 @@ void write_step_csv(const std::vector<Message>& messages, std::ostream& out) {
       const StepAccount none;
       if (a == nullptr) a = &none;
       // {} prints the shortest text that reads back as the same double.
-      out << fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", e->rank, s->step, s->loss, s->lr,
+      out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", e->rank, s->step, s->loss, s->lr,
                          s->grad_norm, s->throughput, s->step_seconds, e->time, a->compute, a->wait,
-                         a->transfer);
+                         a->transfer, hosts[e->rank]);
     }
     time.add(*e, 1);
   }

@@ -20,11 +20,11 @@ namespace shardlab::net {
 // transfer), so the time lost to a late rank stands apart; with an unknown wait (-1) the op is
 // one slice as before. Timestamps are microseconds from the earliest time in the recording.
 void write_chrome_trace(const std::vector<Message>& messages, std::ostream& out);
-// "rank,step,loss,lr,grad_norm,throughput,step_seconds,time,compute_s,wait_s,transfer_s" and one
-// row per step event. The last three are the rank's seconds in that step (its events since its
-// previous STEP), split as net/time_accounting.h does: compute = PHASE spans, wait = the blocked
-// part of collectives, transfer = the rest of those whose wait is known (collectives with an
-// unknown wait are in neither).
+// "rank,step,loss,lr,grad_norm,throughput,step_seconds,time,compute_s,wait_s,transfer_s,host" and
+// one row per step event. compute_s, wait_s and transfer_s are the rank's seconds in that step
+// (its events since its previous STEP), split as net/time_accounting.h does: compute = PHASE
+// spans, wait = the blocked part of collectives, transfer = the rest of those whose wait is known
+// (collectives with an unknown wait are in neither). host: the rank's HELLO's ("" without one).
 void write_step_csv(const std::vector<Message>& messages, std::ostream& out);
 
 }  // namespace shardlab::net

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include "net/display_text.h"
+#include "net/host_watch.h"
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 #include <string_view>
 
 namespace shardlab::net {
@@ -173,6 +175,12 @@ std::map<int, RankPlace> RunModel::places() const {
                  fmt::format("pp{} tp{} dp{}", r.hello->pp_i, r.hello->tp_i, r.hello->dp_i),
                  r.hello->tp_i, r.hello->dp_i};
   }
+  // The host names a rank only where there is more than one.
+  std::set<std::string> hosts;
+  for (const auto& [rank, r] : ranks_)
+    if (r.hello) hosts.insert(r.hello->host);
+  if (hosts.size() > 1)
+    for (auto& [rank, place] : out) place.host = ranks_.at(rank).hello->host;
   return out;
 }
 
@@ -206,16 +214,61 @@ bool RunModel::all_done() const {
                      [](const auto& kv) { return done(kv.second.state); });
 }
 
+std::vector<std::string> RunModel::failure_lines() const {
+  std::map<std::string, std::string> lost;  // host -> its line
+  for (const auto& [rank, r] : ranks_)
+    if (r.state == telemetry::JobState::failed)
+      if (const std::string host = lost_host_of(r.reason); !host.empty()) lost[host] = r.reason;
+  std::vector<std::string> out;
+  if (lost.empty()) return out;
+  std::vector<int> ended;
+  for (const auto& [rank, r] : ranks_)
+    if (r.state == telemetry::JobState::failed && r.connection_lost &&
+        lost_host_of(r.reason).empty())
+      ended.push_back(rank);
+  std::string tail;
+  if (!ended.empty()) {
+    std::string list;
+    for (int rank : ended) list += (list.empty() ? "" : ", ") + std::to_string(rank);
+    tail = fmt::format("; {} {} ended with the job", ended.size() == 1 ? "rank" : "ranks", list);
+  }
+  for (const auto& [host, line] : lost) out.push_back(line + tail);
+  return out;
+}
+
+std::vector<std::string> RunModel::diagnosis_lines() const {
+  std::vector<std::string> out = failure_lines();
+  for (std::string& line : diagnosis().lines()) out.push_back(std::move(line));
+  return out;
+}
+
+std::string RunModel::failure_reason(int rank) const {
+  const auto it = ranks_.find(rank);
+  if (it == ranks_.end() || it->second.state != telemetry::JobState::failed) return "";
+  const RankState& r = it->second;
+  if (!r.connection_lost || !lost_host_of(r.reason).empty()) return r.reason;
+  for (const auto& [other, o] : ranks_)
+    if (o.state == telemetry::JobState::failed)
+      if (const std::string host = lost_host_of(o.reason); !host.empty())
+        return "ended by the failure of host " + host;
+  return r.reason;
+}
+
+std::string RunModel::host_of(int rank) const {
+  const auto it = ranks_.find(rank);
+  return it == ranks_.end() || !it->second.hello ? std::string() : it->second.hello->host;
+}
+
 std::string RunModel::table(double now) const {
   constexpr const char* kRow =
-      "{:>5}  {:<14}  {:<8}  {:>8}  {:>10}  {:>11}  {:>9}  {:>5}  {:>5}  {:>9}  {}";
+      "{:>5}  {:<14}  {:<8}  {:>8}  {:>10}  {:>11}  {:>9}  {:>5}  {:>5}  {:>9}  {:<12}  {}";
   auto row = [](std::string line) {
     // No trailing blanks when the flags column is empty.
     line.erase(line.find_last_not_of(' ') + 1);
     return line + '\n';
   };
   std::string out = row(fmt::format(kRow, "RANK", "COORDS", "STATE", "STEP", "LOSS", "MEMORY",
-                                    "COMM(s)", "COMP%", "WAIT%", "LAST(s)", "FLAGS"));
+                                    "COMM(s)", "COMP%", "WAIT%", "LAST(s)", "HOST", "FLAGS"));
   for (const auto& [rank, r] : ranks_) {
     const std::string coords =
         r.hello ? fmt::format("pp{} tp{} dp{}", r.hello->pp_i, r.hello->tp_i, r.hello->dp_i) : "-";
@@ -229,8 +282,10 @@ std::string RunModel::table(double now) const {
     };
     if (straggler(rank)) flag("STRAGGLER");
     if (silent(rank, now)) flag("SILENT");
-    if (r.state == telemetry::JobState::failed)
-      flag(r.reason.empty() ? std::string("FAILED") : "FAILED: " + r.reason);
+    if (r.state == telemetry::JobState::failed) {
+      const std::string why = failure_reason(rank);
+      flag(why.empty() ? std::string("FAILED") : "FAILED: " + why);
+    }
     // Shares of the last steps' time (time_accounting.h); "-" before the first step.
     const StepAccount w = time_.window(rank);
     auto pct = [&](double part) {
@@ -239,10 +294,11 @@ std::string RunModel::table(double now) const {
     };
     out += row(fmt::format(kRow, rank, coords, telemetry::to_string(r.state), r.step, loss,
                            human_bytes(memory), fmt::format("{:.3f}", r.comm_seconds),
-                           pct(w.compute), pct(w.wait), last, flags));
+                           pct(w.compute), pct(w.wait), last,
+                           r.hello && !r.hello->host.empty() ? printable(r.hello->host, 40) : "-", flags));
   }
   const Diagnosis& d = diagnosis();
-  for (const std::string& line : d.lines()) out += line + '\n';
+  for (const std::string& line : diagnosis_lines()) out += line + '\n';
   if (!d.stages.empty()) {
     std::string busy = "pipeline: busy";
     for (const StageBusy& s : d.stages)
@@ -261,6 +317,12 @@ std::string RunModel::table(double now) const {
 }
 
 bool DiagnosisTracker::update(const RunModel& model) {
+  if (std::vector<std::string> failures = model.failure_lines(); failures != failures_) {
+    failures_ = std::move(failures);
+    step_ = std::max(step_, model.newest_step());
+    changes_.push_back({step_, model.diagnosis_lines()});
+    return true;
+  }
   if (model.newest_step() <= step_) return false;
   step_ = model.newest_step();
   const Diagnosis& d = model.diagnosis();
@@ -271,7 +333,7 @@ bool DiagnosisTracker::update(const RunModel& model) {
   straggler_ = straggler;
   bottleneck_ = bottleneck;
   uneven_ = uneven;
-  changes_.push_back({step_, d.lines()});
+  changes_.push_back({step_, model.diagnosis_lines()});
   return true;
 }
 

@@ -100,9 +100,21 @@ class RunModel {
   // many ranks as the HELLOs' world size.
   bool all_done() const;
 
+  // A lost host (net/host_watch.h: its ranks failed with LostHost::line()) in one line, with the
+  // ranks that ended by it: "host h2 (ranks 2, 3) lost at step 321: no answer for 10 s; ranks 0,
+  // 1 ended with the job". One line per lost host; empty when none was lost.
+  std::vector<std::string> failure_lines() const;
+  // failure_lines() then diagnosis().lines(): everything the views say in words.
+  std::vector<std::string> diagnosis_lines() const;
+  // Why `rank` failed, for the views: its reason, except that a rank whose connection ended after
+  // a host was lost "ended by the failure of host h2". "" when it has not failed.
+  std::string failure_reason(int rank) const;
+  // The host `rank` runs on, from its HELLO ("" before one).
+  std::string host_of(int rank) const;
+
   // The per-rank table: rank, coordinates, state, step, loss, memory (current total), comm time,
-  // the compute and wait shares of its last steps, last seen (seconds before `now`) and flags
-  // (STRAGGLER, SILENT, FAILED: reason). Under the rows: the diagnosis in words (one line each
+  // the compute and wait shares of its last steps, last seen (seconds before `now`), host and
+  // flags (STRAGGLER, SILENT, FAILED: reason). Under the rows: the diagnosis in words (one line each
   // for the straggler, the bottleneck stage and an uneven layout, with pp >= 2 the busy share of
   // every stage), and
   // when a rank has reported an evaluation the newest:
@@ -132,13 +144,14 @@ class DiagnosisTracker {
  public:
   // Looks at `model` once per new step (cheap to call after every message). True when what the
   // diagnosis names (the straggler's rank, the bottleneck's stage) or the uneven layout's stage
-  // changed.
+  // changed, or a host was lost (RunModel::failure_lines, looked at on every call).
   bool update(const RunModel& model);
   const std::vector<DiagnosisChange>& changes() const { return changes_; }
 
  private:
   int64_t step_ = 0;
   int straggler_ = -1, bottleneck_ = -1, uneven_ = -1;
+  std::vector<std::string> failures_;  // failure_lines() when last looked at
   std::vector<DiagnosisChange> changes_;
 };
 

@@ -108,11 +108,12 @@ std::optional<Straggler> judge(int culprit, double most, double second,
     s.peer_wait_share = share;
     s.blame_share = peer_wait > 0 ? std::min(1.0, most / peer_wait) : 0.0;
     s.steps = mine.steps;
-    const std::string coords = place_of(culprit).coords;
+    const RankPlace place = place_of(culprit);
     s.text = fmt::format(
-        "rank {}{} is slow: its peers waited {:.0f}% of their step time for it, {:.0f}% of all "
+        "rank {}{}{} is slow: its peers waited {:.0f}% of their step time for it, {:.0f}% of all "
         "their waiting (last {} steps; it arrived last at {:.0f}% of its collectives)",
-        culprit, coords.empty() ? "" : " (" + coords + ")", 100 * s.peer_wait_share,
+        culprit, place.coords.empty() ? "" : " (" + place.coords + ")",
+        place.host.empty() ? "" : " on " + place.host, 100 * s.peer_wait_share,
         100 * s.blame_share, s.steps, 100 * s.last_share);
     return s;
   }

@@ -255,7 +255,17 @@ int run_mpi(const JobSpec& job, std::optional<launch::PreparedJob>& prepared,
   }
   if (!done.record_path.empty())
     fmt::print("telemetry: recorded {} messages to {}\n", done.recorded, done.record_path);
-  // A lost host is the failure to name, whatever mpirun's status says about it.
+  // A lost host is the failure to name, whatever mpirun's status says about it: the collector's
+  // line when this process had one, else mpirun's word on the daemon it lost.
+  if (done.lost_hosts.empty() && !done.lost_node.empty() && done.status != 0) {
+    const std::vector<int> ranks = run.hosts.ranks_of(done.lost_node, run.ranks);
+    std::string list;
+    for (int r : ranks) list += (list.empty() ? "" : ", ") + std::to_string(r);
+    done.lost_hosts.push_back(fmt::format(
+        "host {}{} lost: mpirun lost contact with its daemon there", done.lost_node,
+        ranks.empty() ? ""
+                      : fmt::format(" ({} {})", ranks.size() == 1 ? "rank" : "ranks", list)));
+  }
   if (!done.lost_hosts.empty()) {
     std::string lines;
     for (const std::string& l : done.lost_hosts) lines += (lines.empty() ? "" : "; ") + l;

@@ -72,6 +72,16 @@ int HostList::slots() const {
   return n;
 }
 
+std::vector<int> HostList::ranks_of(const std::string& host, int world) const {
+  std::vector<int> out;
+  int next = 0;
+  for (const HostSlots& h : hosts) {
+    for (int s = 0; s < h.slots && next < world; ++s, ++next)
+      if (h.host == host) out.push_back(next);
+  }
+  return out;
+}
+
 std::string HostList::text() const {
   std::string out;
   for (const HostSlots& h : hosts)

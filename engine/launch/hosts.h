@@ -34,6 +34,10 @@ struct HostList {
   int slots() const;  // the sum of every host's slots
   // "h1:2,h2:2", Open MPI's --host syntax.
   std::string text() const;
+  // The ranks of a world of `world` on `host` under Open MPI's default placement across hosts
+  // (each host's slots filled in order: h1:2,h2:2 puts ranks 0, 1 on h1 and 2, 3 on h2); empty
+  // for a host not in the list.
+  std::vector<int> ranks_of(const std::string& host, int world) const;
 };
 
 // "h1:2,h2:2" or "h1,h2" (one slot each). InvalidArgument naming `flag` for an empty list, an

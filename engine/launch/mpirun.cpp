@@ -1,10 +1,14 @@
 #include "engine/launch/mpirun.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -117,7 +121,78 @@ class ForwardEndSignals {
 
 }  // namespace
 
-int run_mpirun(int ranks, const std::vector<std::string>& args) {
+std::string lost_daemon_node(const std::string& text) {
+  // Open MPI 4.1's help message: "  Remote daemon: [[62349,0],2] on node h2".
+  const std::string key = "Remote daemon:";
+  const size_t at = text.find(key);
+  if (at == std::string::npos) return "";
+  const size_t on = text.find(" on node ", at);
+  const size_t eol = text.find('\n', at);
+  if (on == std::string::npos || (eol != std::string::npos && on > eol)) return "";
+  const size_t start = on + 9;
+  size_t end = start;
+  while (end < text.size() && !std::isspace(static_cast<unsigned char>(text[end]))) ++end;
+  return text.substr(start, end - start);
+}
+
+namespace {
+
+// Copies mpirun's stderr through to this process's as it comes, keeping the node of a daemon
+// mpirun says it lost.
+class StderrTap {
+ public:
+  explicit StderrTap(int fd) : fd_(fd), thread_([this] { pump(); }) {}
+  ~StderrTap() {
+    if (thread_.joinable()) thread_.join();
+    close(fd_);
+  }
+  StderrTap(const StderrTap&) = delete;
+  StderrTap& operator=(const StderrTap&) = delete;
+  // After mpirun exited: reads what is left (at most 2 s more: a process mpirun started, such
+  // as the ssh to a lost host, may hold the pipe open), then the node, or "".
+  std::string lost_node() {
+    stop_at_.store(std::chrono::steady_clock::now().time_since_epoch().count() +
+                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                       std::chrono::seconds(2))
+                       .count());
+    if (thread_.joinable()) thread_.join();
+    return lost_node_;
+  }
+
+ private:
+  void pump() {
+    std::string tail;  // the last few lines, enough for the help message's line
+    std::array<char, 4096> buf{};
+    for (;;) {
+      const auto stop = stop_at_.load();
+      if (stop != 0 && std::chrono::steady_clock::now().time_since_epoch().count() >= stop) break;
+      pollfd p{fd_, POLLIN, 0};
+      const int ready = poll(&p, 1, 100);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) continue;
+      const ssize_t n = read(fd_, buf.data(), buf.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      for (ssize_t done = 0; done < n;) {
+        const ssize_t w = write(STDERR_FILENO, buf.data() + done, static_cast<size_t>(n - done));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        done += w;
+      }
+      tail.append(buf.data(), static_cast<size_t>(n));
+      if (lost_node_.empty()) lost_node_ = lost_daemon_node(tail);
+      if (tail.size() > 8192) tail.erase(0, tail.size() - 1024);
+    }
+  }
+  int fd_;
+  std::string lost_node_;
+  std::atomic<std::chrono::steady_clock::rep> stop_at_{0};  // 0: read until the pipe ends
+  std::thread thread_;
+};
+
+}  // namespace
+
+int run_mpirun(int ranks, const std::vector<std::string>& args, std::string* lost_node) {
   std::vector<std::string> argv = mpirun_argv(ranks, args);
   const std::string launcher = argv.front();
   std::vector<char*> cargv;
@@ -126,9 +201,23 @@ int run_mpirun(int ranks, const std::vector<std::string>& args) {
   // A SIGTERM to this process alone (a job scheduler, a test, `kill`) must not leave mpirun and
   // its ranks running without it: it is passed on, and mpirun ends its ranks.
   const ForwardEndSignals forward;
+  // mpirun's stderr through a pipe, read on a thread, when the caller wants the lost node.
+  int pipe_fds[2] = {-1, -1};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (lost_node != nullptr && pipe2(pipe_fds, O_CLOEXEC) == 0) {
+    posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
+  } else {
+    pipe_fds[0] = pipe_fds[1] = -1;
+  }
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, launcher.c_str(), nullptr, nullptr, cargv.data(), environ);
+  const int rc = posix_spawn(&pid, launcher.c_str(), &actions, nullptr, cargv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (pipe_fds[1] >= 0) close(pipe_fds[1]);
+  if (rc != 0 && pipe_fds[0] >= 0) close(pipe_fds[0]);
   SL_ENFORCE_T(IoError, rc == 0, "cannot start {}: {}", launcher, std::strerror(rc));
+  std::optional<StderrTap> tap;
+  if (pipe_fds[0] >= 0) tap.emplace(pipe_fds[0]);
   int status = 0;
   int forwarded = 0;
   std::optional<std::chrono::steady_clock::time_point> kill_at;
@@ -151,6 +240,7 @@ int run_mpirun(int ranks, const std::vector<std::string>& args) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  if (tap) *lost_node = tap->lost_node();
   if (forwarded != 0) return 128 + forwarded;
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -180,7 +270,7 @@ MpirunDone run_mpirun_workers(const MpirunWorkers& run) {
   std::vector<std::string> args = cluster_mpirun_args(run.hosts, run.ranks, forward);
   const std::vector<std::string> worker_args = worker_argv(worker);
   args.insert(args.end(), worker_args.begin(), worker_args.end());
-  done.status = run_mpirun(run.ranks, args);
+  done.status = run_mpirun(run.ranks, args, &done.lost_node);
   if (collector) {
     done.recorded = collector->finish();
     done.record_path = collector->record_path();

@@ -74,7 +74,14 @@ std::vector<std::pair<std::string, std::string>> worker_environment(const std::s
 // SIGINT or SIGHUP to this process meanwhile is passed on to mpirun as SIGTERM (it ends its
 // ranks; after 15 s the run's processes are killed) and the status is 128 + that signal; the
 // previous signal actions are restored on return.
-int run_mpirun(int ranks, const std::vector<std::string>& args);
+//
+// `lost_node` (optional): mpirun's stderr then goes through this process (copied to its stderr as
+// it comes), and when mpirun says it lost a daemon ("Remote daemon: ... on node h2", Open MPI
+// 4.1) the node's name is stored there ("" otherwise).
+int run_mpirun(int ranks, const std::vector<std::string>& args, std::string* lost_node = nullptr);
+
+// The node of Open MPI's "Remote daemon: [[J,0],N] on node NAME" line in `text`, or "".
+std::string lost_daemon_node(const std::string& text);
 
 struct MpirunWorkers {
   int ranks = 1;
@@ -96,6 +103,9 @@ struct MpirunDone {
   std::string record_path;
   // The hosts the collector found lost (net/host_watch.h), "host h2 (ranks 2, 3) lost at ...".
   std::vector<std::string> lost_hosts;
+  // The node whose daemon mpirun said it lost ("" none): the only word on a lost host when the
+  // workers stream to a collector elsewhere.
+  std::string lost_node;
 };
 
 // The mpirun mode in the foreground: a RunCollector on 127.0.0.1, or with hosts on this machine's

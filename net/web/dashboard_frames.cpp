@@ -224,7 +224,7 @@ std::string rank_row(const FrameInput& in, int rank, const RankState& r) {
   if (in.model.silent(rank, in.now)) flag("SILENT");
   if (r.state == telemetry::JobState::failed) flag("FAILED");
   o += "],\"reason\":";
-  put_string(o, r.reason);
+  put_string(o, in.model.failure_reason(rank));
   o += '}';
   return o;
 }
@@ -235,7 +235,7 @@ std::string diagnosis_section(const RunModel& model) {
   fmt::format_to(Out(o), "{{\"straggler\":{},\"bottleneck\":{},\"uneven\":{},\"lines\":[",
                  d.straggler ? d.straggler->rank : -1, d.bottleneck ? d.bottleneck->stage : -1,
                  d.uneven ? d.uneven->stage : -1);
-  const std::vector<std::string> lines = d.lines();
+  const std::vector<std::string> lines = model.diagnosis_lines();
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i) o += ',';
     put_string(o, lines[i]);

@@ -58,8 +58,10 @@ std::string prometheus_metrics(const MetricsInput& in) {
   std::vector<int> rank_ids;
   for (const auto& [rank, r] : in.model.ranks()) {
     if (!r.hello) continue;
-    ranks.emplace_back(&r, fmt::format("job=\"{}\",rank=\"{}\",pp=\"{}\",tp=\"{}\",dp=\"{}\"", job,
-                                       rank, r.hello->pp_i, r.hello->tp_i, r.hello->dp_i));
+    ranks.emplace_back(&r, fmt::format("job=\"{}\",rank=\"{}\",pp=\"{}\",tp=\"{}\",dp=\"{}\","
+                                       "host=\"{}\"",
+                                       job, rank, r.hello->pp_i, r.hello->tp_i, r.hello->dp_i,
+                                       label_value(r.hello->host)));
     rank_ids.push_back(rank);
   }
 

@@ -26,18 +26,29 @@ class MonitorProcess {
   MonitorProcess(const MonitorProcess&) = delete;
   MonitorProcess& operator=(const MonitorProcess&) = delete;
 
-  // Starts it (a table every `interval` seconds) and waits at most 10 s for its port.
+  // Starts it (a table every `interval` seconds) and waits at most 10 s for its port. `host`: the
+  // address it listens on; `wrap`: a command line it runs under (a test cluster's host,
+  // tests/cluster/netns_cluster.h), empty for none.
   bool start(double interval, double duration,
-             const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment()) {
+             const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment(),
+             const QStringList& wrap = {}, const QString& host = "127.0.0.1") {
+    host_ = host;
     p_.setWorkingDirectory(SHARDLAB_SOURCE_DIR);
     p_.setProcessEnvironment(env);
-    p_.start(SHARDLAB_CLI, {"monitor", "--listen", "127.0.0.1:0", "--record", recording(),
-                            "--token-file", token(), "--until-done", "--interval",
-                            QString::number(interval), "--duration", QString::number(duration)});
+    const QStringList args{"monitor",    "--listen",     host + ":0",
+                           "--record",   recording(),    "--token-file",
+                           token(),      "--until-done", "--interval",
+                           QString::number(interval),    "--duration",
+                           QString::number(duration)};
+    if (wrap.isEmpty())
+      p_.start(SHARDLAB_CLI, args);
+    else
+      p_.start(wrap.front(), wrap.mid(1) + QStringList{SHARDLAB_CLI} + args);
     if (!p_.waitForStarted(10000)) return false;
     QElapsedTimer t;
     t.start();
-    static const QRegularExpression listening("listening on 127\\.0\\.0\\.1:(\\d+)");
+    const QRegularExpression listening("listening on " + QRegularExpression::escape(host) +
+                                       ":(\\d+)");
     while (t.elapsed() < 10000) {
       poll(100);
       const auto m = listening.match(out_);
@@ -79,13 +90,14 @@ class MonitorProcess {
     return all.isEmpty() ? QString() : all.back();
   }
 
-  QString address() const { return QString("127.0.0.1:%1").arg(port_); }
+  QString address() const { return QString("%1:%2").arg(host_).arg(port_); }
   QString token() const { return dir_ + "/monitor.token"; }
   QString recording() const { return dir_ + "/run.slrec"; }
   QString output() const { return out_ + err_; }
 
  private:
   QString dir_;
+  QString host_ = "127.0.0.1";
   QProcess p_;
   QString out_, err_;
   int port_ = 0;
