@@ -66,9 +66,9 @@ bool file_sets(const std::string& path, const std::string& name) {
 
 }  // namespace
 
-int HostList::slots() const {
+int HostList::total_slots() const {
   int n = 0;
-  for (const HostSlots& h : hosts) n += h.slots;
+  for (const HostSlots& h : hosts) n += h.slot_count;
   return n;
 }
 
@@ -76,7 +76,7 @@ std::vector<int> HostList::ranks_of(const std::string& host, int world) const {
   std::vector<int> out;
   int next = 0;
   for (const HostSlots& h : hosts) {
-    for (int s = 0; s < h.slots && next < world; ++s, ++next)
+    for (int s = 0; s < h.slot_count && next < world; ++s, ++next)
       if (h.host == host) out.push_back(next);
   }
   return out;
@@ -85,7 +85,7 @@ std::vector<int> HostList::ranks_of(const std::string& host, int world) const {
 std::string HostList::text() const {
   std::string out;
   for (const HostSlots& h : hosts)
-    out += (out.empty() ? "" : ",") + h.host + ":" + std::to_string(h.slots);
+    out += (out.empty() ? "" : ",") + h.host + ":" + std::to_string(h.slot_count);
   return out;
 }
 
@@ -165,11 +165,11 @@ std::vector<std::string> cluster_mpirun_args(const HostList& hosts, int ranks,
                                              const std::vector<std::string>& forward) {
   std::vector<std::string> args;
   if (hosts.empty()) return args;
-  SL_ENFORCE(ranks <= hosts.slots(),
+  SL_ENFORCE(ranks <= hosts.total_slots(),
              "{} gives {} slots ({}), but the job has {} ranks: name more hosts or slots, or "
              "set parallel.world_size={}",
-             hosts.hostfile.empty() ? "--hosts" : "--hostfile " + hosts.hostfile, hosts.slots(),
-             hosts.text(), ranks, hosts.slots());
+             hosts.hostfile.empty() ? "--hosts" : "--hostfile " + hosts.hostfile, hosts.total_slots(),
+             hosts.text(), ranks, hosts.total_slots());
   if (hosts.hostfile.empty()) {
     args = {"--host", hosts.text()};
   } else {

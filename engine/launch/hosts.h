@@ -23,7 +23,7 @@ namespace shardlab::launch {
 
 struct HostSlots {
   std::string host;
-  int slots = 1;
+  int slot_count = 1;
 };
 
 struct HostList {
@@ -31,7 +31,7 @@ struct HostList {
   std::string hostfile;          // the file they came from ("" for --hosts)
 
   bool empty() const { return hosts.empty(); }
-  int slots() const;  // the sum of every host's slots
+  int total_slots() const;  // the sum of every host's slots
   // "h1:2,h2:2", Open MPI's --host syntax.
   std::string text() const;
   // The ranks of a world of `world` on `host` under Open MPI's default placement across hosts
@@ -51,7 +51,7 @@ HostList read_hostfile(const std::string& path);
 
 // The mpirun arguments for `hosts` (empty list: none): {"--host", text} or {"--hostfile", F}, the
 // cluster settings above that the user's configuration leaves unset, and {"-x", NAME} for each of
-// `forward`. InvalidArgument when `ranks` exceeds hosts.slots() (naming both).
+// `forward`. InvalidArgument when `ranks` exceeds hosts.total_slots() (naming both).
 std::vector<std::string> cluster_mpirun_args(const HostList& hosts, int ranks,
                                              const std::vector<std::string>& forward);
 

@@ -197,6 +197,44 @@ class TestCli : public QObject {
 
   // --record never replaces an existing file unless --force: the run is refused with one line
   // and the file keeps its bytes (before, it was truncated and overwritten).
+  // A node's virtual-memory limit (ulimit -v 1000000, as some sites set): OpenBLAS started on
+  // every core hung before main() under it. Now --help answers, and a run under mpirun (its
+  // workers under the same limit) ends: trained, or one line naming the limit. OPENBLAS_NUM_THREADS
+  // is removed from the environment: the suite sets it, and a user would not have.
+  void virtualMemoryLimitNeverHangs() {
+    const QString cli = SHARDLAB_CLI;
+    auto limited = [&](const QString& command) {
+      QProcess p;
+      p.setWorkingDirectory(SHARDLAB_SOURCE_DIR);
+      QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+      env.remove("OPENBLAS_NUM_THREADS");
+      env.insert("OMPI_ALLOW_RUN_AS_ROOT", "1");
+      env.insert("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+      env.insert("SHARDLAB_RUNS_DIR", runs_dir());
+      p.setProcessEnvironment(env);
+      p.start("sh", {"-c", "ulimit -v 1000000 && exec " + command});
+      Outcome o;
+      if (!p.waitForFinished(60000)) {
+        p.kill();
+        p.waitForFinished(5000);
+        o.err = "timed out (hung) after 60 s: " + command;
+        return o;
+      }
+      o.exit_code = p.exitCode();
+      o.out = QString::fromUtf8(p.readAllStandardOutput());
+      o.err = QString::fromUtf8(p.readAllStandardError());
+      return o;
+    };
+    const Outcome help = limited(cli + " --help");
+    QVERIFY2(help.exit_code == 0 && help.out.startsWith("usage: shardlab"), qPrintable(help.err));
+    const Outcome run = limited(cli + " run " + kMlpJob +
+                                " --set parallel.backend=mpi --set parallel.world_size=2"
+                                " --set train.steps=3 --set train.eval_every=0 --quiet --no-record");
+    QVERIFY2(!run.err.startsWith("timed out"), qPrintable(run.err));
+    QVERIFY2(run.exit_code == 0 || run.err.contains("virtual-memory limit of 976 MiB (ulimit -v)"),
+             qPrintable(run.out + run.err));
+  }
+
   void recordRefusesToOverwrite() {
     const QString existing = write("precious.slrec", "not to be lost");
     Outcome o = run_cli({"run", kMlpJob, "--record", existing, "--set", "train.steps=2"});

@@ -149,7 +149,7 @@ class TestExportFiles : public QObject {
     for (int i = 1; i < lines.size(); ++i) {
       if (lines[i].isEmpty()) continue;
       const QList<QByteArray> c = lines[i].split(',');
-      QCOMPARE(c.size(), 11);
+      QCOMPARE(c.size(), 12);  // ..., transfer_s, host
       const int rank = c[0].toInt();
       const qint64 step = c[1].toLongLong();
       const double wall = c[7].toDouble();

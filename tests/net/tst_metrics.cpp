@@ -405,8 +405,9 @@ class TestMetrics : public QObject {
       QCOMPARE(samples.size(), size_t{kWorld});
       std::set<std::string> ranks;
       for (const Sample& s : samples) {
-        QCOMPARE(s.labels.size(), size_t{5});
+        QCOMPARE(s.labels.size(), size_t{6});
         const int r = std::stoi(s.labels.at("rank"));
+        QCOMPARE(s.labels.at("host"), "node" + std::to_string(r / 4));  // the HELLO's host
         ranks.insert(s.labels.at("rank"));
         const Hello h = hello(r, kWorld, 2, 2, 2);
         QCOMPARE(s.labels.at("job"), std::string("job-m"));  // the HELLOs' job id
