@@ -81,9 +81,9 @@ std::vector<LostHost> HostWatch::lost_where(double now, bool at_end) {
       others_last = std::max(others_last, o.last);
     }
     const double silent = now - h.last;
-    const bool lost = at_end ? others_ok
-                             : silent >= options_.silence &&
-                                   others_last >= h.last + options_.evidence;
+    const bool lost = at_end
+                          ? others_ok
+                          : silent >= options_.silence && others_last >= h.last + options_.evidence;
     if (!lost) continue;
     named_.insert(name);
     out.push_back({name, h.ranks, h.step, silent});

@@ -25,9 +25,9 @@ namespace shardlab::net {
 
 struct LostHost {
   std::string host;
-  std::vector<int> ranks;      // ascending
-  int64_t step = 0;            // the newest step a rank on it reported (0: none)
-  double silent_seconds = 0;   // since its last word
+  std::vector<int> ranks;     // ascending
+  int64_t step = 0;           // the newest step a rank on it reported (0: none)
+  double silent_seconds = 0;  // since its last word
   // "host h2 (ranks 2, 3) lost at step 321: no answer for 10 s" ("rank 2" for one; "before its
   // first step" when it had none).
   std::string line() const;
@@ -49,7 +49,7 @@ class HostWatch {
   // Times are epoch seconds (the collector's clock). A new HELLO for a rank resets it.
   void hello(int rank, const std::string& host, double now);
   void heard(int rank, double now, int64_t step = -1);  // step >= 1 for a STEP event
-  void ended(int rank, double now);  // finished, failed, or its connection ended
+  void ended(int rank, double now);                     // finished, failed, or its connection ended
 
   // The hosts lost by `now` (see the file comment), each named once.
   std::vector<LostHost> check(double now);

@@ -292,10 +292,10 @@ std::string RunModel::table(double now) const {
       return w.steps > 0 && w.seconds > 0 ? fmt::format("{:.0f}", 100 * w.share(part))
                                           : std::string("-");
     };
-    out += row(fmt::format(kRow, rank, coords, telemetry::to_string(r.state), r.step, loss,
-                           human_bytes(memory), fmt::format("{:.3f}", r.comm_seconds),
-                           pct(w.compute), pct(w.wait), last,
-                           r.hello && !r.hello->host.empty() ? printable(r.hello->host, 40) : "-", flags));
+    out += row(fmt::format(
+        kRow, rank, coords, telemetry::to_string(r.state), r.step, loss, human_bytes(memory),
+        fmt::format("{:.3f}", r.comm_seconds), pct(w.compute), pct(w.wait), last,
+        r.hello && !r.hello->host.empty() ? printable(r.hello->host, 40) : "-", flags));
   }
   const Diagnosis& d = diagnosis();
   for (const std::string& line : diagnosis_lines()) out += line + '\n';

@@ -263,8 +263,7 @@ int run_mpi(const JobSpec& job, std::optional<launch::PreparedJob>& prepared,
     for (int r : ranks) list += (list.empty() ? "" : ", ") + std::to_string(r);
     done.lost_hosts.push_back(fmt::format(
         "host {}{} lost: mpirun lost contact with its daemon there", done.lost_node,
-        ranks.empty() ? ""
-                      : fmt::format(" ({} {})", ranks.size() == 1 ? "rank" : "ranks", list)));
+        ranks.empty() ? "" : fmt::format(" ({} {})", ranks.size() == 1 ? "rank" : "ranks", list)));
   }
   if (!done.lost_hosts.empty()) {
     std::string lines;

@@ -130,10 +130,10 @@ HostList read_hostfile(const std::string& path) {
     while (words >> word) {
       const size_t eq = word.find('=');
       const std::string key = word.substr(0, eq);
-      SL_ENFORCE_T(FormatError,
-                   eq != std::string::npos && (key == "slots" || key == "max_slots" ||
-                                               key == "max-slots"),
-                   "{}: '{}' is not slots=N or max_slots=N", where, display_text(word, 40));
+      SL_ENFORCE_T(
+          FormatError,
+          eq != std::string::npos && (key == "slots" || key == "max_slots" || key == "max-slots"),
+          "{}: '{}' is not slots=N or max_slots=N", where, display_text(word, 40));
       const int n = parse_slots(word.substr(eq + 1));
       SL_ENFORCE_T(FormatError, n > 0, "{}: {} wants a number from 1 to 4096", where, key);
       if (key == "slots") slots = n;
@@ -148,8 +148,8 @@ HostList read_hostfile(const std::string& path) {
 bool mca_param_set_by_user(const std::string& name) {
   if (std::getenv(("OMPI_MCA_" + name).c_str()) != nullptr) return true;
   std::vector<std::string> files;
-  if (const char* home = std::getenv("HOME")) files.push_back(std::string(home) +
-                                                              "/.openmpi/mca-params.conf");
+  if (const char* home = std::getenv("HOME"))
+    files.push_back(std::string(home) + "/.openmpi/mca-params.conf");
   files.push_back("/etc/openmpi/openmpi-mca-params.conf");
   if (const char* more = std::getenv("OMPI_MCA_mca_base_param_files")) {
     std::stringstream in(more);
@@ -168,8 +168,8 @@ std::vector<std::string> cluster_mpirun_args(const HostList& hosts, int ranks,
   SL_ENFORCE(ranks <= hosts.total_slots(),
              "{} gives {} slots ({}), but the job has {} ranks: name more hosts or slots, or "
              "set parallel.world_size={}",
-             hosts.hostfile.empty() ? "--hosts" : "--hostfile " + hosts.hostfile, hosts.total_slots(),
-             hosts.text(), ranks, hosts.total_slots());
+             hosts.hostfile.empty() ? "--hosts" : "--hostfile " + hosts.hostfile,
+             hosts.total_slots(), hosts.text(), ranks, hosts.total_slots());
   if (hosts.hostfile.empty()) {
     args = {"--host", hosts.text()};
   } else {
@@ -205,10 +205,10 @@ std::string local_address_towards(const std::string& host) {
     if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
         getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
       char text[INET6_ADDRSTRLEN] = {};
-      const void* addr = local.ss_family == AF_INET
-                             ? static_cast<const void*>(
-                                   &reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
-                             : &reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr;
+      const void* addr =
+          local.ss_family == AF_INET
+              ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+              : &reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr;
       if (inet_ntop(local.ss_family, addr, text, sizeof text) != nullptr) out = text;
     } else {
       why = std::strerror(errno);

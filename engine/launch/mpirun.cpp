@@ -151,10 +151,10 @@ class StderrTap {
   // After mpirun exited: reads what is left (at most 2 s more: a process mpirun started, such
   // as the ssh to a lost host, may hold the pipe open), then the node, or "".
   std::string lost_node() {
-    stop_at_.store(std::chrono::steady_clock::now().time_since_epoch().count() +
-                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                       std::chrono::seconds(2))
-                       .count());
+    stop_at_.store(
+        std::chrono::steady_clock::now().time_since_epoch().count() +
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::seconds(2))
+            .count());
     if (thread_.joinable()) thread_.join();
     return lost_node_;
   }

@@ -41,7 +41,7 @@ void limit_blas_threads_under_rlimit_as(int, char** argv, char** env) {
   execve("/proc/self/exe", argv, g_env);  // returns only when it failed: go on as before
 }
 
-[[gnu::section(".preinit_array"), gnu::used]] void (*const preinit_blas)(int, char**, char**) =
-    &limit_blas_threads_under_rlimit_as;
+[[gnu::section(".preinit_array"),
+  gnu::used]] void (*const preinit_blas)(int, char**, char**) = &limit_blas_threads_under_rlimit_as;
 
 }  // namespace

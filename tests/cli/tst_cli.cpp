@@ -227,9 +227,10 @@ class TestCli : public QObject {
     };
     const Outcome help = limited(cli + " --help");
     QVERIFY2(help.exit_code == 0 && help.out.startsWith("usage: shardlab"), qPrintable(help.err));
-    const Outcome run = limited(cli + " run " + kMlpJob +
-                                " --set parallel.backend=mpi --set parallel.world_size=2"
-                                " --set train.steps=3 --set train.eval_every=0 --quiet --no-record");
+    const Outcome run =
+        limited(cli + " run " + kMlpJob +
+                " --set parallel.backend=mpi --set parallel.world_size=2"
+                " --set train.steps=3 --set train.eval_every=0 --quiet --no-record");
     QVERIFY2(!run.err.startsWith("timed out"), qPrintable(run.err));
     QVERIFY2(run.exit_code == 0 || run.err.contains("virtual-memory limit of 976 MiB (ulimit -v)"),
              qPrintable(run.out + run.err));

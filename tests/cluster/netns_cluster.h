@@ -45,7 +45,9 @@ class NetnsCluster {
   NetnsCluster(const NetnsCluster&) = delete;
   NetnsCluster& operator=(const NetnsCluster&) = delete;
 
-  static QString script() { return QStringLiteral(SHARDLAB_SOURCE_DIR "/tests/cluster/netns_cluster.sh"); }
+  static QString script() {
+    return QStringLiteral(SHARDLAB_SOURCE_DIR "/tests/cluster/netns_cluster.sh");
+  }
 
   bool ok() const { return !subnet_.isEmpty(); }
   QString skip_reason() const { return skip_; }  // "" unless it cannot run here
@@ -99,9 +101,10 @@ class NetnsCluster {
   // Bytes through host I's link (received + sent at its bridge port).
   qulonglong link_bytes(int host) const {
     const ProcessOutcome o = run_process(
-        "ip", {"netns", "exec", name_ + "-br", "cat",
-               "/sys/class/net/" + name_ + "-v" + QString::number(host) + "/statistics/rx_bytes",
-               "/sys/class/net/" + name_ + "-v" + QString::number(host) + "/statistics/tx_bytes"},
+        "ip",
+        {"netns", "exec", name_ + "-br", "cat",
+         "/sys/class/net/" + name_ + "-v" + QString::number(host) + "/statistics/rx_bytes",
+         "/sys/class/net/" + name_ + "-v" + QString::number(host) + "/statistics/tx_bytes"},
         {});
     qulonglong sum = 0;
     for (const QString& l : o.out.split('\n', Qt::SkipEmptyParts)) sum += l.toULongLong();
@@ -114,10 +117,10 @@ class NetnsCluster {
 };
 
 // In a test function: skip with the reason, or fail, when the cluster could not be made.
-#define SHARDLAB_REQUIRE_CLUSTER(c)                             \
-  do {                                                          \
+#define SHARDLAB_REQUIRE_CLUSTER(c)                                         \
+  do {                                                                      \
     if (!(c).skip_reason().isEmpty()) QSKIP(qPrintable((c).skip_reason())); \
-    QVERIFY2((c).ok(), qPrintable((c).error()));                \
+    QVERIFY2((c).ok(), qPrintable((c).error()));                            \
   } while (0)
 
 }  // namespace shardlab::test

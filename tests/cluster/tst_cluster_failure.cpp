@@ -49,17 +49,17 @@ class TestClusterFailure : public QObject {
     QVERIFY2(monitor.start(0.5, 90, c.mpi_env(), on_h0, c.address(0)),
              qPrintable(monitor.output()));
     // Constant learning rate: the resumed run below sets another train.steps.
-    const QStringList job{"--set", "parallel.backend=mpi", "--set", "parallel.strategy=zero2",
-                          "--set", "train.eval_every=0", "--set", "train.schedule={\"kind\":\"constant\"}",
-                          "--set", "train.checkpoint_dir=" + ckpt, "--set",
-                          "train.checkpoint_every=40"};
+    const QStringList job{
+        "--set", "parallel.backend=mpi",         "--set", "parallel.strategy=zero2",
+        "--set", "train.eval_every=0",           "--set", "train.schedule={\"kind\":\"constant\"}",
+        "--set", "train.checkpoint_dir=" + ckpt, "--set", "train.checkpoint_every=40"};
     QProcess run;
     run.setProcessEnvironment(c.mpi_env());
-    c.start(run, 0, SHARDLAB_CLI,
-            QStringList{"run", kMlp, "--hosts", "h1:2,h2:2", "--quiet", "--set",
-                        "train.steps=1000000", "--telemetry", monitor.address(), "--token-file",
-                        monitor.token()} +
-                job);
+    c.start(
+        run, 0, SHARDLAB_CLI,
+        QStringList{"run", kMlp, "--hosts", "h1:2,h2:2", "--quiet", "--set", "train.steps=1000000",
+                    "--telemetry", monitor.address(), "--token-file", monitor.token()} +
+            job);
     QVERIFY(run.waitForStarted(10000));
     QElapsedTimer t;
     t.start();
@@ -116,9 +116,10 @@ class TestClusterFailure : public QObject {
     const QString line = m.captured(0);
     QVERIFY2(table.contains(line), qPrintable(line + "\n" + table));
     for (int r : {2, 3})
-      QVERIFY2(table.contains(QRegularExpression(
-                   QString("\\n\\s+%1\\s+pp0 tp0 dp%1\\s+failed\\s.*h2\\s+FAILED: host h2").arg(r))),
-               qPrintable(table));
+      QVERIFY2(
+          table.contains(QRegularExpression(
+              QString("\\n\\s+%1\\s+pp0 tp0 dp%1\\s+failed\\s.*h2\\s+FAILED: host h2").arg(r))),
+          qPrintable(table));
     for (int r : {0, 1})
       QVERIFY2(table.contains(QRegularExpression(
                    QString("\\n\\s+%1\\s+pp0 tp0 dp%1\\s+failed\\s.*h1\\s+FAILED: ended by the "
@@ -136,13 +137,13 @@ class TestClusterFailure : public QObject {
     // The last checkpoint resumes on the remaining host with a smaller world, exactly.
     const int from = newest_checkpoint(ckpt);
     QVERIFY(from >= 80);
-    const ProcessOutcome resumed = c.run(
-        0, SHARDLAB_CLI,
-        QStringList{"run", kMlp, "--hosts", "h1:2", "--no-record", "--verify",
-                    "--resume", ckpt, "--set", "parallel.world_size=2", "--set",
-                    QString("train.steps=%1").arg(from + 20)} +
-            job,
-        120000);
+    const ProcessOutcome resumed =
+        c.run(0, SHARDLAB_CLI,
+              QStringList{"run", kMlp, "--hosts", "h1:2", "--no-record", "--verify", "--resume",
+                          ckpt, "--set", "parallel.world_size=2", "--set",
+                          QString("train.steps=%1").arg(from + 20)} +
+                  job,
+              120000);
     QVERIFY2(resumed.exit_code == 0, qPrintable(resumed.out.right(2000) + resumed.err.right(2000)));
     QVERIFY2(resumed.out.contains(QRegularExpression(
                  QString("resume: step %1 of \\S+ \\(zero2 on 4 ranks, 1x1x4\\), resharded to "

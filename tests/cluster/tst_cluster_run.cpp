@@ -47,9 +47,8 @@ class TestClusterRun : public QObject {
                            << QStringList{"parallel.strategy=zero2", "train.steps=20",
                                           "train.batch_size=60"};
     QTest::newRow("hybrid pp2 tp1 dp3")
-        << kGpt
-        << QStringList{"parallel.pp=2", "parallel.tp=1", "parallel.dp=3", "train.steps=10",
-                       "train.batch_size=12", "parallel.micro_batches=2"};
+        << kGpt << QStringList{"parallel.pp=2",  "parallel.tp=1",       "parallel.dp=3",
+                               "train.steps=10", "train.batch_size=12", "parallel.micro_batches=2"};
   }
   void runsAcrossHosts() {
     QFETCH(QString, job);
@@ -57,9 +56,19 @@ class TestClusterRun : public QObject {
     NetnsCluster& c = *cluster_;
     std::array<qulonglong, 4> before{};
     for (int h = 1; h <= 3; ++h) before[h] = c.link_bytes(h);
-    QStringList args{"run", job, "--hosts", "h1:2,h2:2,h3:2", "--verify", "--quiet",
-                     "--no-record", "--set", "parallel.backend=mpi", "--set",
-                     "parallel.world_size=6", "--set", "train.eval_every=0"};
+    QStringList args{"run",
+                     job,
+                     "--hosts",
+                     "h1:2,h2:2,h3:2",
+                     "--verify",
+                     "--quiet",
+                     "--no-record",
+                     "--set",
+                     "parallel.backend=mpi",
+                     "--set",
+                     "parallel.world_size=6",
+                     "--set",
+                     "train.eval_every=0"};
     for (const QString& s : sets) args << "--set" << s;
     const ProcessOutcome o = c.run(0, SHARDLAB_CLI, args, 90000);
     QVERIFY2(o.exit_code == 0, qPrintable(both(o)));
@@ -69,9 +78,8 @@ class TestClusterRun : public QObject {
     // (fashion_mlp: 235146 floats, 0.9 MB; the gpt: 0.1 M floats), which no local path would.
     for (int h = 1; h <= 3; ++h) {
       const qulonglong crossed = c.link_bytes(h) - before[h];
-      QVERIFY2(crossed > 400000, qPrintable(QString("host h%1's link carried only %2 bytes")
-                                                .arg(h)
-                                                .arg(crossed)));
+      QVERIFY2(crossed > 400000,
+               qPrintable(QString("host h%1's link carried only %2 bytes").arg(h).arg(crossed)));
     }
     QVERIFY2(c.pids().isEmpty(), qPrintable("left running: " + c.pids().join(' ')));
   }
@@ -95,35 +103,38 @@ class TestClusterRun : public QObject {
       f.close();
       f.setPermissions(QFile::ReadOwner | QFile::WriteOwner);
     }
-    const ProcessOutcome refused = c.run(
-        1, SHARDLAB_CLI,
-        {"run", kMlp, "--set", "parallel.world_size=2", "--set", "train.steps=3", "--quiet",
-         "--no-record", "--telemetry", monitor.address(), "--token-file", wrong},
-        60000);
+    const ProcessOutcome refused =
+        c.run(1, SHARDLAB_CLI,
+              {"run", kMlp, "--set", "parallel.world_size=2", "--set", "train.steps=3", "--quiet",
+               "--no-record", "--telemetry", monitor.address(), "--token-file", wrong},
+              60000);
     // Training does not depend on its telemetry: the run ends, and says nothing was delivered.
     QVERIFY2(refused.exit_code == 0, qPrintable(both(refused)));
     QVERIFY2(refused.out.contains("telemetry: 0 events streamed"), qPrintable(both(refused)));
-    const ProcessOutcome o = c.run(
-        0, SHARDLAB_CLI,
-        {"run", kMlp, "--hosts", "h1:2,h2:2", "--quiet", "--set", "parallel.backend=mpi",
-         "--set", "train.steps=30", "--set", "train.eval_every=0", "--telemetry",
-         monitor.address(), "--token-file", monitor.token()},
-        90000);
+    const ProcessOutcome o =
+        c.run(0, SHARDLAB_CLI,
+              {"run", kMlp, "--hosts", "h1:2,h2:2", "--quiet", "--set", "parallel.backend=mpi",
+               "--set", "train.steps=30", "--set", "train.eval_every=0", "--telemetry",
+               monitor.address(), "--token-file", monitor.token()},
+              90000);
     QVERIFY2(o.exit_code == 0, qPrintable(both(o)));
     QVERIFY2(monitor.wait_done(30000), qPrintable(monitor.output().right(3000)));
     const QString table = monitor.last_table();
     QVERIFY2(table.contains("HOST"), qPrintable(table));
     for (int r = 0; r < 4; ++r) {
-      const QRegularExpression row(QString("(^|\\n)\\s+%1\\s+pp0 tp0 dp%1\\s+finished\\s.*\\sh%2(\\s|$)")
-                                       .arg(r)
-                                       .arg(1 + r / 2));
-      QVERIFY2(table.contains(row), qPrintable(QString("rank %1 not on h%2:\n").arg(r).arg(1 + r / 2) + table));
+      const QRegularExpression row(
+          QString("(^|\\n)\\s+%1\\s+pp0 tp0 dp%1\\s+finished\\s.*\\sh%2(\\s|$)")
+              .arg(r)
+              .arg(1 + r / 2));
+      QVERIFY2(table.contains(row),
+               qPrintable(QString("rank %1 not on h%2:\n").arg(r).arg(1 + r / 2) + table));
     }
     QVERIFY2(monitor.output().contains("rank 0 left instead of answering the CHALLENGE: it did "
                                        "not accept this collector's proof of the token"),
              qPrintable(monitor.output().right(3000)));
     // The recording replays with the hosts.
-    const ProcessOutcome replay = shardlab::test::run_process(SHARDLAB_CLI, {"replay", monitor.recording()});
+    const ProcessOutcome replay =
+        shardlab::test::run_process(SHARDLAB_CLI, {"replay", monitor.recording()});
     QVERIFY2(replay.exit_code == 0, qPrintable(both(replay)));
     for (int r = 0; r < 4; ++r)
       QVERIFY2(replay.out.contains(QRegularExpression(

@@ -35,11 +35,12 @@ class MonitorProcess {
     host_ = host;
     p_.setWorkingDirectory(SHARDLAB_SOURCE_DIR);
     p_.setProcessEnvironment(env);
-    const QStringList args{"monitor",    "--listen",     host + ":0",
-                           "--record",   recording(),    "--token-file",
-                           token(),      "--until-done", "--interval",
-                           QString::number(interval),    "--duration",
-                           QString::number(duration)};
+    const QStringList args{"monitor",    "--listen",
+                           host + ":0",  "--record",
+                           recording(),  "--token-file",
+                           token(),      "--until-done",
+                           "--interval", QString::number(interval),
+                           "--duration", QString::number(duration)};
     if (wrap.isEmpty())
       p_.start(SHARDLAB_CLI, args);
     else
