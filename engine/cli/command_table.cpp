@@ -134,13 +134,22 @@ std::vector<CommandSpec> build_table() {
             "cuda: the same, but exit 1 when this node has no GPU to check"},
            {"--groups", "LIST",
             "comma-separated subset of kernels,model,training,memory,nccl (default: all)"},
+           {"--cluster", "",
+            "the cluster check instead, under mpirun with one rank per host (mpirun --host "
+            "h0,h1,h2 -np 3 shardlab doctor --cluster): every host's GEMM and memory bandwidth "
+            "one host at a time, every pair's bandwidth and latency one pair at a time; rank 0 "
+            "prints them and names the host or link out of line (exit 1)"},
            {"--json", "",
             "print the checks as one JSON document on stdout (the table goes to stderr)"},
        },
        "Needs no dataset: the MLP trains on a synthetic set written in Fashion-MNIST's format, "
        "the GPT on the built-in corpus. Exit status 1 when a check failed. --json fields: "
        "command, host, gpus, no_gpu_reason, seconds, passed, failed, skipped, checks [{group, "
-       "name, status (pass, fail, skip), metric, figure, bound, detail}]."});
+       "name, status (pass, fail, skip), metric, figure, bound, detail}]. With --cluster: "
+       "command (\"doctor --cluster\"), seconds, hosts [{rank, host, gemm_gflops, "
+       "memory_gb_per_second, link_gb_per_second (median of its pairs), latency_us (median)}], "
+       "pairs [{a, b, gb_per_second, latency_us}], findings [text], named [host or link per "
+       "finding], notes [text]; exit status 1 when a finding names a host or link."});
   t.push_back({"export",
                "RUN.slrec",
                "a recording as a Chrome trace, a CSV of steps or TensorBoard event files",

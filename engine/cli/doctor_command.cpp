@@ -1,7 +1,8 @@
 // `shardlab doctor [--device cuda|all] [--groups LIST] [--json]`: this node's checks
 // (engine/doctor/doctor.h) as a table, one row per check with its figure and bound, or one JSON
 // document. Exit status 0 when no check failed, 1 when one did, and 1 for --device cuda on a node
-// where no GPU can be checked (the skip lines say why).
+// where no GPU can be checked (the skip lines say why). `--cluster` runs the cluster check
+// instead, under mpirun (doctor_cluster.h).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -11,6 +12,7 @@
 #include "engine/cli/args.h"
 #include "engine/cli/command_spec.h"
 #include "engine/cli/commands.h"
+#include "engine/cli/doctor_cluster.h"
 #include "engine/cli/json_output.h"
 #include "engine/core/display_text.h"
 #include "engine/core/error.h"
@@ -47,6 +49,13 @@ void print_rows(const doctor::CheckList& checks) {
 int doctor_command(const std::vector<std::string>& argv) {
   Args args(argv, arg_spec("doctor"));
   args.expect_no_positional();
+  if (args.has("--cluster")) {
+    if (args.has("--device") || args.has("--groups"))
+      SL_THROW(UsageError,
+               "--cluster checks the hosts of an mpirun world, not this node's GPUs: leave out "
+               "--device and --groups");
+    return doctor_cluster(args);
+  }
   const std::string device = args.get("--device", "all");
   if (device != "cuda" && device != "all")
     SL_THROW(UsageError, "--device: unknown device '{}' (known: cuda, all)", device);

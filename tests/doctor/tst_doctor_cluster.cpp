@@ -1,0 +1,154 @@
+// `shardlab doctor --cluster` as a user runs it, under a real mpirun:
+//   - loopback: 3 ranks on this machine, --json parses, 3 hosts and 3 pairs with figures, the
+//     shared host said in a note, the exit status 1 exactly when a finding names something;
+//   - started alone (a world of 1) or with GPU options: one line and a non-zero status;
+//   - on the test cluster of tests/cluster (3 network namespaces h0..h2, root only; skipped with
+//     the reason elsewhere): a healthy cluster names nobody and exits 0; with h1's port at the
+//     bridge limited to 100 Mbit/s (tc tbf), h1 is named as the one slow network, and only it.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QStandardPaths>
+#include <QtTest>
+
+#include "tests/cluster/netns_cluster.h"
+#include "tests/common/process.h"
+
+using shardlab::test::NetnsCluster;
+using shardlab::test::ProcessOptions;
+using shardlab::test::ProcessOutcome;
+using shardlab::test::run_process;
+
+namespace {
+
+QJsonObject parse(const ProcessOutcome& r) {
+  QJsonParseError e;
+  const QJsonDocument doc = QJsonDocument::fromJson(r.out.toUtf8(), &e);
+  if (e.error != QJsonParseError::NoError || !doc.isObject()) {
+    qWarning("stdout: %s\nstderr: %s", qPrintable(r.out), qPrintable(r.err));
+    return {};
+  }
+  return doc.object();
+}
+
+QString text(const ProcessOutcome& r) {
+  return QString("exit %1\nstdout:\n%2\nstderr:\n%3").arg(r.exit_code).arg(r.out, r.err);
+}
+
+// Every host has figures, every pair a bandwidth and latency above zero.
+void verify_figures(const QJsonObject& doc, int n) {
+  const QJsonArray hosts = doc["hosts"].toArray();
+  QCOMPARE(hosts.size(), n);
+  for (int r = 0; r < n; ++r) {
+    const QJsonObject h = hosts[r].toObject();
+    QCOMPARE(h["rank"].toInt(), r);
+    QVERIFY(!h["host"].toString().isEmpty());
+    QVERIFY(h["gemm_gflops"].toDouble() > 0);
+    QVERIFY(h["memory_gb_per_second"].toDouble() > 0);
+    QVERIFY(h["link_gb_per_second"].toDouble() > 0);
+    QVERIFY(h["latency_us"].toDouble() > 0);
+  }
+  const QJsonArray pairs = doc["pairs"].toArray();
+  QCOMPARE(pairs.size(), n * (n - 1) / 2);
+  for (const QJsonValue& p : pairs) {
+    QVERIFY(p["gb_per_second"].toDouble() > 0);
+    QVERIFY(p["latency_us"].toDouble() > 0);
+  }
+}
+
+}  // namespace
+
+class TestDoctorCluster : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void loopbackThreeRanks() {
+    const QString mpirun = QStandardPaths::findExecutable("mpirun");
+    if (mpirun.isEmpty()) QSKIP("mpirun not found (apt-get install openmpi-bin)");
+    ProcessOptions o;
+    o.env.insert("OMPI_ALLOW_RUN_AS_ROOT", "1");
+    o.env.insert("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    o.timeout_ms = 60000;
+    const ProcessOutcome r =
+        run_process(mpirun,
+                    {"-np", "3", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1",
+                     SHARDLAB_CLI, "doctor", "--cluster", "--json"},
+                    o);
+    QVERIFY2(r.finished, qPrintable(text(r)));
+    const QJsonObject doc = parse(r);
+    QVERIFY2(!doc.isEmpty(), qPrintable(text(r)));
+    QCOMPARE(doc["command"].toString(), QString("doctor --cluster"));
+    verify_figures(doc, 3);
+    const QString host = doc["hosts"].toArray()[0].toObject()["host"].toString();
+    const QJsonArray notes = doc["notes"].toArray();
+    QVERIFY2(notes.size() == 1 &&
+                 notes[0].toString().startsWith("ranks 0, 1, 2 share host " + host +
+                                                ": links between them are not the network"),
+             qPrintable(text(r)));
+    // The machine may be busy with other work while one rank measures (a GEMM finding then is
+    // right); the status must agree with the findings either way.
+    const bool named = !doc["findings"].toArray().isEmpty();
+    QCOMPARE(r.exit_code, named ? 1 : 0);
+    // The table went to stderr, one copy (rank 0's).
+    QCOMPARE(r.err.count("pair bandwidth"), 1);
+  }
+
+  void aloneIsOneLine() {
+    const ProcessOutcome r = run_process(SHARDLAB_CLI, {"doctor", "--cluster"});
+    QVERIFY2(r.finished && r.exit_code == 1, qPrintable(text(r)));
+    QVERIFY2(r.out.isEmpty(), qPrintable(text(r)));
+    QCOMPARE(r.err.trimmed().count('\n'), 0);
+    QVERIFY2(r.err.contains("doctor --cluster runs under mpirun with one rank per host, e.g. "
+                            "mpirun --host h0,h1,h2,h3 -np 4 shardlab doctor --cluster"),
+             qPrintable(text(r)));
+  }
+
+  void gpuOptionsRefused() {
+    const ProcessOutcome r =
+        run_process(SHARDLAB_CLI, {"doctor", "--cluster", "--groups", "kernels"});
+    QVERIFY2(r.finished && r.exit_code == 2, qPrintable(text(r)));
+    QVERIFY2(r.err.contains("leave out --device and --groups"), qPrintable(text(r)));
+  }
+
+  void netnsClusterHealthyThenSlowHost() {
+    NetnsCluster c(3);
+    SHARDLAB_REQUIRE_CLUSTER(c);
+    const QStringList args{"--host",     "h0,h1,h2", "-np",       "3",
+                           SHARDLAB_CLI, "doctor",   "--cluster", "--json"};
+    const ProcessOutcome healthy = c.run(0, "mpirun", args, 60000);
+    QVERIFY2(healthy.finished, qPrintable(text(healthy)));
+    const QJsonObject h = parse(healthy);
+    QVERIFY2(!h.isEmpty(), qPrintable(text(healthy)));
+    verify_figures(h, 3);
+    for (int r = 0; r < 3; ++r)
+      QCOMPARE(h["hosts"].toArray()[r].toObject()["host"].toString(), QString("h%1").arg(r));
+    QVERIFY2(h["notes"].toArray().isEmpty(), qPrintable(text(healthy)));
+    const QJsonArray found = h["findings"].toArray();
+    // Links and latency are alone on this machine's bridge: nothing may be named for them.
+    for (const QJsonValue& f : found)
+      QVERIFY2(!f.toString().contains("network"), qPrintable(text(healthy)));
+    QCOMPARE(healthy.exit_code, found.isEmpty() ? 0 : 1);
+
+    // h1's port at the bridge sends at most 100 Mbit/s (12.5 MB/s) towards h1.
+    const ProcessOutcome tc = run_process(
+        "ip", {"netns", "exec", c.name() + "-br", "tc", "qdisc", "add", "dev", c.name() + "-v1",
+               "root", "tbf", "rate", "100mbit", "burst", "64kb", "latency", "100ms"});
+    if (tc.exit_code != 0) QSKIP(qPrintable("tc tbf is refused here: " + tc.err.trimmed()));
+    const ProcessOutcome slow = c.run(0, "mpirun", args, 60000);
+    QVERIFY2(slow.finished && slow.exit_code == 1, qPrintable(text(slow)));
+    const QJsonObject s = parse(slow);
+    QVERIFY2(!s.isEmpty(), qPrintable(text(slow)));
+    QStringList network;
+    for (const QJsonValue& f : s["findings"].toArray())
+      if (f.toString().contains("network")) network << f.toString();
+    QVERIFY2(network.size() == 1 &&
+                 network[0].startsWith("host h1: links to the other hosts at ") &&
+                 network[0].endsWith("— its network is slow"),
+             qPrintable(text(slow)));
+    const double h1 = s["hosts"].toArray()[1].toObject()["link_gb_per_second"].toDouble();
+    QVERIFY2(h1 < 0.05, qPrintable(text(slow)));  // 2 x 12.5 MB/s at most, ping-pong
+  }
+};
+
+QTEST_GUILESS_MAIN(TestDoctorCluster)
+#include "tst_doctor_cluster.moc"
