@@ -139,6 +139,10 @@ std::vector<CommandSpec> build_table() {
             "h0,h1,h2 -np 3 shardlab doctor --cluster): every host's GEMM and memory bandwidth "
             "one host at a time, every pair's bandwidth and latency one pair at a time; rank 0 "
             "prints them and names the host or link out of line (exit 1)"},
+           {"--hosts", "H1,H2,...",
+            "run the cluster check on these hosts, one rank each, under mpirun started here (as "
+            "run --hosts starts it)"},
+           {"--hostfile", "FILE", "the same from an Open MPI hostfile"},
            {"--json", "",
             "print the checks as one JSON document on stdout (the table goes to stderr)"},
        },

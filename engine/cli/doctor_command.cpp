@@ -17,6 +17,8 @@
 #include "engine/core/display_text.h"
 #include "engine/core/error.h"
 #include "engine/doctor/doctor.h"
+#include "engine/launch/hosts.h"
+#include "engine/launch/mpirun.h"
 
 namespace shardlab::cli {
 namespace {
@@ -49,6 +51,27 @@ void print_rows(const doctor::CheckList& checks) {
 int doctor_command(const std::vector<std::string>& argv) {
   Args args(argv, arg_spec("doctor"));
   args.expect_no_positional();
+  if (args.has("--hosts") || args.has("--hostfile")) {
+    // The cluster check started here: one rank per host under mpirun, with the settings and the
+    // user's own MCA configuration of `shardlab run --hosts` (engine/launch/hosts.h).
+    SL_ENFORCE_T(UsageError, !(args.has("--hosts") && args.has("--hostfile")),
+                 "--hosts and --hostfile both name the hosts: give one of them");
+    SL_ENFORCE_T(UsageError,
+                 !args.has("--cluster") && !args.has("--device") && !args.has("--groups"),
+                 "--hosts runs the cluster check (doctor --cluster) on those hosts: leave out "
+                 "--cluster, --device and --groups");
+    launch::HostList hosts = args.has("--hosts") ? launch::parse_hosts(args.get("--hosts"))
+                                                 : launch::read_hostfile(args.get("--hostfile"));
+    for (launch::HostSlots& h : hosts.hosts) h.slot_count = 1;
+    hosts.hostfile.clear();
+    const int n = static_cast<int>(hosts.hosts.size());
+    std::vector<std::string> mpi = launch::cluster_mpirun_args(hosts, n, {});
+    for (const std::string& a :
+         {launch::this_executable(), std::string("doctor"), std::string("--cluster")})
+      mpi.push_back(a);
+    if (args.has("--json")) mpi.push_back("--json");
+    return launch::run_mpirun(n, mpi);
+  }
   if (args.has("--cluster")) {
     if (args.has("--device") || args.has("--groups"))
       SL_THROW(UsageError,

@@ -134,7 +134,9 @@ class TestDoctorCluster : public QObject {
         "ip", {"netns", "exec", c.name() + "-br", "tc", "qdisc", "add", "dev", c.name() + "-v1",
                "root", "tbf", "rate", "100mbit", "burst", "64kb", "latency", "100ms"});
     if (tc.exit_code != 0) QSKIP(qPrintable("tc tbf is refused here: " + tc.err.trimmed()));
-    const ProcessOutcome slow = c.run(0, "mpirun", args, 60000);
+    // This time as a user starts it: `shardlab doctor --hosts` launches the same mpirun.
+    const ProcessOutcome slow =
+        c.run(0, SHARDLAB_CLI, {"doctor", "--hosts", "h0,h1,h2", "--json"}, 60000);
     QVERIFY2(slow.finished && slow.exit_code == 1, qPrintable(text(slow)));
     const QJsonObject s = parse(slow);
     QVERIFY2(!s.isEmpty(), qPrintable(text(slow)));
