@@ -70,11 +70,22 @@ std::vector<net::Message> drain(MessageQueue& q) {
   return out;
 }
 
+// What can be read of a /proc file: a process that exits while it is read makes the read fail
+// (ESRCH), on which an ifstream's buffer throws; that reads as the part read so far.
+std::string proc_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text;
+  try {
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure&) {
+  }
+  return text;
+}
+
 bool alive(pid_t pid) {
   // A zombie (killed, not yet reaped by its parent) counts as gone.
   if (::kill(pid, 0) != 0) return false;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const std::string text = proc_file("/proc/" + std::to_string(pid) + "/stat");
   const size_t close = text.rfind(')');
   return close != std::string::npos && text.size() > close + 2 && text[close + 2] != 'Z';
 }
@@ -444,8 +455,7 @@ class TestLaunch : public QObject {
     // told apart by its own command line, not by set differences of racing snapshots.
     const auto loop_worker = [&]() -> pid_t {
       for (pid_t w : workers_of(job_file)) {
-        std::ifstream in("/proc/" + std::to_string(w) + "/cmdline", std::ios::binary);
-        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const std::string text = proc_file("/proc/" + std::to_string(w) + "/cmdline");
         if (text.rfind("bash", 0) == 0 && text.find("while :") != std::string::npos &&
             text.find("setsid") == std::string::npos && ::getpgid(w) != leader)
           return w;
