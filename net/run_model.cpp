@@ -105,6 +105,7 @@ void RunModel::add(const Message& message, double received) {
   ++events_;
   comm_.add(*event);
   timeline_.add(*event);
+  transfers_.add(*event);
   if (std::holds_alternative<telemetry::StepEvent>(event->payload) ||
       std::holds_alternative<telemetry::PhaseEvent>(event->payload) ||
       std::holds_alternative<telemetry::CollectiveEvent>(event->payload)) {
@@ -239,6 +240,7 @@ std::vector<std::string> RunModel::failure_lines() const {
 std::vector<std::string> RunModel::diagnosis_lines() const {
   std::vector<std::string> out = failure_lines();
   for (std::string& line : diagnosis().lines()) out.push_back(std::move(line));
+  if (const std::optional<SlowTransfers> slow = transfers_.slow()) out.push_back(slow->text);
   return out;
 }
 
@@ -329,7 +331,12 @@ bool DiagnosisTracker::update(const RunModel& model) {
   const int straggler = d.straggler ? d.straggler->rank : -1;
   const int bottleneck = d.bottleneck ? d.bottleneck->stage : -1;
   const int uneven = d.uneven ? d.uneven->stage : -1;
-  if (straggler == straggler_ && bottleneck == bottleneck_ && uneven == uneven_) return false;
+  const std::optional<SlowTransfers> slow = model.transfers().slow();
+  const std::string slow_kind = slow ? slow->kind : std::string();
+  if (straggler == straggler_ && bottleneck == bottleneck_ && uneven == uneven_ &&
+      slow_kind == slow_kind_)
+    return false;
+  slow_kind_ = slow_kind;
   straggler_ = straggler;
   bottleneck_ = bottleneck;
   uneven_ = uneven;

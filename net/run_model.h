@@ -13,6 +13,7 @@
 #include "net/protocol.h"
 #include "net/time_accounting.h"
 #include "net/timeline.h"
+#include "net/transfer_watch.h"
 
 namespace shardlab::net {
 
@@ -81,6 +82,8 @@ class RunModel {
   // Every event also goes to these (see their headers).
   const CommStats& comm() const { return comm_; }
   const Timeline& timeline() const { return timeline_; }
+  // Transfer bandwidth per kind of group against its start: a slow link (net/transfer_watch.h).
+  const TransferWatch& transfers() const { return transfers_; }
 
   // Where each rank's time goes (compute, wait, transfer per step) and the diagnosis over the
   // last steps (net/time_accounting.h): the straggler is the rank its peers wait for, the
@@ -104,7 +107,8 @@ class RunModel {
   // ranks that ended by it: "host h2 (ranks 2, 3) lost at step 321: no answer for 10 s; ranks 0,
   // 1 ended with the job". One line per lost host; empty when none was lost.
   std::vector<std::string> failure_lines() const;
-  // failure_lines() then diagnosis().lines(): everything the views say in words.
+  // failure_lines(), diagnosis().lines(), then the slow-transfer line (transfers().slow()):
+  // everything the views say in words.
   std::vector<std::string> diagnosis_lines() const;
   // Why `rank` failed, for the views: its reason, except that a rank whose connection ended after
   // a host was lost "ended by the failure of host h2". "" when it has not failed.
@@ -127,6 +131,7 @@ class RunModel {
   uint64_t events_ = 0;
   CommStats comm_;
   Timeline timeline_;
+  TransferWatch transfers_;
   TimeAccounting time_;
   int pp_ = 1;  // the pipeline depth the HELLOs announce
   int64_t newest_step_ = 0;
@@ -144,7 +149,8 @@ class DiagnosisTracker {
  public:
   // Looks at `model` once per new step (cheap to call after every message). True when what the
   // diagnosis names (the straggler's rank, the bottleneck's stage) or the uneven layout's stage
-  // changed, or a host was lost (RunModel::failure_lines, looked at on every call).
+  // changed, a kind of group's transfers became slow or recovered (RunModel::transfers), or a
+  // host was lost (RunModel::failure_lines, looked at on every call).
   bool update(const RunModel& model);
   const std::vector<DiagnosisChange>& changes() const { return changes_; }
 
@@ -152,6 +158,7 @@ class DiagnosisTracker {
   int64_t step_ = 0;
   int straggler_ = -1, bottleneck_ = -1, uneven_ = -1;
   std::vector<std::string> failures_;  // failure_lines() when last looked at
+  std::string slow_kind_;              // transfers().slow()'s kind ("" none)
   std::vector<DiagnosisChange> changes_;
 };
 
