@@ -156,7 +156,7 @@ struct RankPlace {
   int pp = 1;  // the job's pipeline depth
   std::string coords;
   int tp = -1, dp = -1;  // its tp and dp coordinates; -1 unknown (then its whole stage are peers)
-  std::string host;      // where it runs, when the run spans several hosts ("" otherwise)
+  std::string host{};    // where it runs, when the run spans several hosts ("" otherwise)
 };
 
 struct Straggler {
