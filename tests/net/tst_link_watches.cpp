@@ -36,6 +36,19 @@ telemetry::Event collective(int rank, double time, double duration, double wait,
   return e;
 }
 
+// Rank `rank` of a pure data-parallel world of 4 on `host`.
+Hello hello(int rank, const std::string& host) {
+  Hello h;
+  h.job_id = "job";
+  h.rank = rank;
+  h.world = 4;
+  h.dp = 4;
+  h.dp_i = rank;
+  h.host = host;
+  h.pid = 100 + rank;
+  return h;
+}
+
 }  // namespace
 
 class TestLinkWatches : public QObject {
@@ -103,15 +116,7 @@ class TestLinkWatches : public QObject {
 
   void lostHostInTheRunModel() {
     RunModel m;
-    for (int r = 0; r < 4; ++r) {
-      Hello h;
-      h.rank = r;
-      h.world = 4;
-      h.dp = 4;
-      h.dp_i = r;
-      h.host = r < 2 ? "h1" : "h2";
-      m.add(Message(h), 100);
-    }
+    for (int r = 0; r < 4; ++r) m.add(Message(hello(r, r < 2 ? "h1" : "h2")), 100);
     const std::string line = "host h2 (ranks 2, 3) lost at step 21: no answer for 10 s";
     for (int r = 0; r < 4; ++r) {
       ConnectionLost lost;
