@@ -9,6 +9,8 @@ grow while the run goes, memory bars for every rank, one heat-map row per rank, 
 table with rows, timeline lanes.
 --straggler N: rank N marked as the straggler in the grid and named in the diagnosis box.
 --replay: the same, plus the replay bar: pausing stops the position, the slider seeks.
+--token-file F: a dashboard off loopback; first the sign-in page (refused without a token), then
+the token from F entered there, then the checks above.
 Exit status 0 when every check holds; 1 with one line per failed check; 2 when the browser could
 not start (the caller skips). Uses Debian's chromium, chromium-driver and python3-selenium; as
 root Chromium needs --no-sandbox (../shared/notes/real-parts.md).
@@ -152,11 +154,28 @@ def main():
     ap.add_argument("--timeout", type=float, default=60)
     ap.add_argument("--frame-times", type=float, default=0,
                     help="collect render times for this many seconds and print them as JSON")
+    ap.add_argument("--token-file",
+                    help="a dashboard off loopback: the page must first send the browser to its "
+                         "sign-in page (refused without the token), then go live once the "
+                         "token in this file is entered there")
     args = ap.parse_args()
     driver = start_browser()
     try:
         driver.set_page_load_timeout(args.timeout)
         driver.get(args.url)
+        if args.token_file:
+            c = Checks(driver, args.timeout)
+            c.wait_for("the sign-in page (no token yet)",
+                       lambda: driver.current_url.endswith("/login")
+                       and len(driver.find_elements(By.ID, "token")) == 1)
+            if c.failed:
+                print(f"FAILED: {c.failed[0]} (at {driver.current_url})")
+                return 1
+            with open(args.token_file, encoding="utf-8") as f:
+                token = f.read().strip()
+            box = driver.find_element(By.ID, "token")
+            box.send_keys(token)
+            box.submit()
         if args.frame_times:
             c = Checks(driver, args.timeout)
             c.wait_for("the page is connected",
