@@ -37,6 +37,7 @@ class JobEditor : public QWidget {
   // app listens.
   LaunchChoice launchChoice() const { return form_->launchChoice(); }
   QString listenAddress() const { return form_->listenAddress(); }
+  QString hosts() const { return form_->hosts(); }
 
  signals:
   void validityChanged(bool valid, const QString& problemOrSummary);

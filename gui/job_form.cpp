@@ -179,6 +179,10 @@ QString JobForm::listenAddress() const {
   return listen_->text().trimmed();
 }
 
+QString JobForm::hosts() const {
+  return hosts_->text().trimmed();
+}
+
 // ------------------------------------------------------------------------------------------------
 // Editing.
 
@@ -447,6 +451,7 @@ void JobForm::updateStates() {
       f.row_label->setVisible(rows[f.row]);
     }
   listen_->setEnabled(launchChoice() == LaunchChoice::remote);
+  hosts_->setEnabled(launchChoice() == LaunchChoice::mpirun);
   // While the text is not JSON the fields are locked: an edit would overwrite it.
   for (QGroupBox* g : groups_) g->setEnabled(parse_error_.isEmpty());
   field("name")->editor->setEnabled(parse_error_.isEmpty());

@@ -65,6 +65,8 @@ class JobForm : public QWidget {
   LaunchChoice launchChoice() const;
   // HOST:PORT the app listens on for remote workers (default "0.0.0.0:0").
   QString listenAddress() const;
+  // mpirun: the hosts the ranks run on, "h1:2,h2:2" ("" this machine).
+  QString hosts() const;
   ParallelLayout parallelLayout() const { return layout_; }
 
   // Lays the sections out in two columns when `width` (the room the form has) fits them, else in
@@ -152,6 +154,7 @@ class JobForm : public QWidget {
   QVBoxLayout* right_ = nullptr;
   int columns_ = 2;
   QLineEdit* listen_ = nullptr;
+  QLineEdit* hosts_ = nullptr;
   ParallelLayout layout_ = ParallelLayout::single;
   bool remote_preferred_ = false;
   bool filling_ = false;

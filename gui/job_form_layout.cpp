@@ -177,6 +177,15 @@ JobForm::JobForm(QWidget* parent) : QWidget(parent) {
   launch->addWidget(new QLabel(tr("Listen on"), this), listen_row, 0,
                     Qt::AlignRight | Qt::AlignVCenter);
   launch->addWidget(listen_, listen_row, 1);
+  hosts_ = new QLineEdit(this);
+  hosts_->setObjectName("hosts");
+  hosts_->setPlaceholderText(tr("this machine"));
+  hosts_->setToolTip(
+      tr("mpirun: run the ranks on these hosts, HOST:SLOTS,... (Open MPI's --host, "
+         "started over ssh, as `shardlab run --hosts`); empty: this machine"));
+  launch->addWidget(new QLabel(tr("Hosts"), this), listen_row + 1, 0,
+                    Qt::AlignRight | Qt::AlignVCenter);
+  launch->addWidget(hosts_, listen_row + 1, 1);
 
   left_ = new QVBoxLayout;
   right_ = new QVBoxLayout;

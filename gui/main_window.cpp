@@ -369,6 +369,7 @@ bool MainWindow::startRun() {
   LaunchOptions options;
   options.mode = mode_of(editor_->launchChoice());
   options.listen = editor_->listenAddress();
+  options.hosts = editor_->hosts();
   if (!run_->start(editor_->job(), options)) {
     const QString why = tr("Cannot start: %1").arg(run_->lastError());
     statusBar()->showMessage(why);

@@ -7,7 +7,9 @@
 #include <exception>
 #include <utility>
 
+#include "engine/core/error.h"
 #include "engine/job/job_spec.h"
+#include "engine/launch/hosts.h"
 #include "engine/launch/mpirun.h"
 #include "engine/launch/prepared_job.h"
 #include "engine/launch/run_collector.h"
@@ -140,6 +142,19 @@ bool RunController::start_workers(const JobSpec& job, const LaunchOptions& optio
   launch::write_worker_job(job, w.job_file);
   launch::CollectorRunOptions co;
   co.listen = remote ? options.listen.toStdString() : "127.0.0.1:0";
+  hosts_ = {};
+  if (!remote && !options.hosts.isEmpty()) {
+    try {
+      hosts_ = launch::parse_hosts(options.hosts.toStdString(), "Hosts");
+      SL_ENFORCE(hosts_.total_slots() >= world_,
+                 "Hosts: {} gives {} slots, but the job has {} ranks", hosts_.text(),
+                 hosts_.total_slots(), world_);
+      co.listen = launch::local_address_towards(hosts_.hosts.front().host) + ":0";
+    } catch (const Error& e) {
+      error_ = QString::fromStdString(e.what());
+      return false;
+    }
+  }
   if (options.record_path != QStringLiteral("-"))
     co.record_path = file_or(options.record_path, launch::app_recording_path(job));
   co.consumers = {queue_.get()};
@@ -152,7 +167,8 @@ bool RunController::start_workers(const JobSpec& job, const LaunchOptions& optio
   recording_path_ = qs(collector_->record_path());
   workers_ = w;
   if (!remote) {
-    workers_.telemetry = "127.0.0.1:" + std::to_string(port_);
+    workers_.telemetry = (hosts_.empty() ? std::string("127.0.0.1") : collector_->host()) + ":" +
+                         std::to_string(port_);
     return start_mpirun(collector_->token());
   }
   workers_.token_file = file_or(options.token_file, launch::app_token_file(job));
@@ -169,8 +185,11 @@ bool RunController::start_mpirun(const std::string& token) {
   connect(mpirun_, &MpirunProcess::exited, this, &RunController::on_mpirun_exited);
   connect(mpirun_, &MpirunProcess::failedToStart, this,
           [this](const QString& why) { finish(false, why); });
-  return mpirun_->start(launch::mpirun_argv(world_, launch::worker_argv(workers_)),
-                        launch::worker_environment(token), &error_);
+  std::vector<std::string> args = launch::cluster_mpirun_args(hosts_, world_, {net::kTokenEnv});
+  const std::vector<std::string> worker = launch::worker_argv(workers_);
+  args.insert(args.end(), worker.begin(), worker.end());
+  return mpirun_->start(launch::mpirun_argv(world_, args), launch::worker_environment(token),
+                        &error_);
 }
 
 void RunController::on_mpirun_exited(int exit_code, bool crashed) {

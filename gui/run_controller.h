@@ -53,6 +53,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/launch/hosts.h"
 #include "engine/launch/message_queue.h"
 #include "engine/launch/run_end.h"
 #include "engine/launch/run_mode.h"
@@ -87,6 +88,10 @@ struct LaunchOptions {
   // mpirun/remote: where the job is written for the workers to read ("": <runs
   // dir>/<job>-<time>.json).
   QString job_file;
+  // mpirun: the hosts the ranks run on, "h1:2,h2:2" (launch::parse_hosts; "": this machine).
+  // With hosts the collector listens on this machine's address towards the first one, and mpirun
+  // gets launch::cluster_mpirun_args, as `shardlab run --hosts` does.
+  QString hosts;
   // Every mode records the run here ("": <runs dir>/<time>-<job>-<pid>.slrec; "-": no recording).
   QString record_path;
   // mpirun (and the command remote mode shows): the `shardlab` CLI ("": `shardlab` next to the
@@ -165,6 +170,7 @@ class RunController : public QObject {
   // drained until every connection is closed or the grace period ends.
   launch::EndWatch end_;
   int world_ = 0;
+  launch::HostList hosts_;         // mpirun: the hosts (empty: this machine)
   launch::WorkerCommand workers_;  // the workers' command line (remote: what remoteCommand shows)
 };
 

@@ -276,6 +276,46 @@ class TestRunController : public QObject {
     QVERIFY(QFileInfo(run.recordingPath()).size() > 1000);
   }
 
+  // The Hosts field (mpirun mode): a bad list, too few slots and an unknown host are refused with
+  // the reason; "localhost:4" runs the job through the hosts path (Open MPI's --host, the cluster
+  // settings, the token forwarded with -x, the collector on the address towards the host). Runs
+  // on other hosts are tested with `shardlab run --hosts` on network namespaces (tests/cluster),
+  // which builds mpirun's arguments with the same launch::cluster_mpirun_args.
+  void mpirunModeTakesHosts() {
+    if (!have_mpirun()) QSKIP("mpirun not found (apt-get install openmpi-bin)");
+    RunController run;
+    QSignalSpy finished(&run, &RunController::finished);
+    QSignalSpy lines(&run, &RunController::logLine);
+    LaunchOptions o;
+    o.mode = LaunchMode::mpirun;
+    o.shardlab_path = SHARDLAB_CLI;
+    o.record_path = "-";
+    const JobSpec job = short_job({"parallel.backend=mpi"}, 5);
+    const std::pair<const char*, const char*> bad[] = {
+        {"h1:0", "Hosts: 'h1:0' wants HOST:SLOTS with SLOTS from 1 to 4096"},
+        {"localhost:1", "Hosts: localhost:1 gives 1 slots, but the job has 4 ranks"},
+        {"no-such-host.invalid:4", "host no-such-host.invalid: cannot resolve it"},
+    };
+    for (const auto& [hosts, why] : bad) {
+      o.hosts = hosts;
+      QVERIFY(!run.start(job, o));
+      QVERIFY2(run.lastError().contains(why), qPrintable(run.lastError()));
+      QVERIFY(!run.running());
+    }
+    o.hosts = "localhost:4";
+    QVERIFY2(run.start(job, o), qPrintable(run.lastError()));
+    QVERIFY(finished.wait(240000));
+    QStringList log;
+    for (const QList<QVariant>& l : lines) log << l.at(0).toString();
+    QVERIFY2(finished.first().at(0).toBool(), qPrintable(log.join("\n")));
+    QVERIFY2(log.first().contains(" --host localhost:4 ") &&
+                 log.first().contains(" -x SHARDLAB_TELEMETRY_TOKEN ") &&
+                 log.first().contains(" oob_tcp_keepalive_time 5 "),
+             qPrintable(log.first()));
+    QCOMPARE(run.model().ranks().size(), size_t{4});
+    QVERIFY(run.model().all_done());
+  }
+
   void stopInMpirunModeLeavesNoWorker() {
     if (!have_mpirun()) QSKIP("mpirun not found (apt-get install openmpi-bin)");
     RunController run;
