@@ -2,9 +2,10 @@
 //   - loopback: 3 ranks on this machine, --json parses, 3 hosts and 3 pairs with figures, the
 //     shared host said in a note, the exit status 1 exactly when a finding names something;
 //   - started alone (a world of 1) or with GPU options: one line and a non-zero status;
-//   - on the test cluster of tests/cluster (3 network namespaces h0..h2, root only; skipped with
-//     the reason elsewhere): a healthy cluster names nobody and exits 0; with h1's port at the
-//     bridge limited to 100 Mbit/s (tc tbf), h1 is named as the one slow network, and only it.
+//   - on the test cluster of tests/cluster (4 network namespaces h0..h3, root only; skipped with
+//     the reason elsewhere): a healthy cluster names nobody and exits 0 (under mpirun started by
+//     hand); with h1's port at the bridge limited to 100 Mbit/s (tc tbf), h1 is named as the one
+//     slow network, and only it (started by `shardlab doctor --hosts`).
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -111,23 +112,22 @@ class TestDoctorCluster : public QObject {
   }
 
   void netnsClusterHealthyThenSlowHost() {
-    NetnsCluster c(3);
+    NetnsCluster c(4);
     SHARDLAB_REQUIRE_CLUSTER(c);
-    const QStringList args{"--host",     "h0,h1,h2", "-np",       "3",
-                           SHARDLAB_CLI, "doctor",   "--cluster", "--json"};
+    const QStringList args{"--host",     "h0,h1,h2,h3", "-np",       "4",
+                           SHARDLAB_CLI, "doctor",      "--cluster", "--json"};
     const ProcessOutcome healthy = c.run(0, "mpirun", args, 60000);
     QVERIFY2(healthy.finished, qPrintable(text(healthy)));
     const QJsonObject h = parse(healthy);
     QVERIFY2(!h.isEmpty(), qPrintable(text(healthy)));
-    verify_figures(h, 3);
-    for (int r = 0; r < 3; ++r)
+    verify_figures(h, 4);
+    for (int r = 0; r < 4; ++r)
       QCOMPARE(h["hosts"].toArray()[r].toObject()["host"].toString(), QString("h%1").arg(r));
     QVERIFY2(h["notes"].toArray().isEmpty(), qPrintable(text(healthy)));
-    const QJsonArray found = h["findings"].toArray();
-    // Links and latency are alone on this machine's bridge: nothing may be named for them.
-    for (const QJsonValue& f : found)
-      QVERIFY2(!f.toString().contains("network"), qPrintable(text(healthy)));
-    QCOMPARE(healthy.exit_code, found.isEmpty() ? 0 : 1);
+    // A healthy cluster: nobody named (GEMM and memory are measured one host at a time, each the
+    // best of 5, and this suite runs alone: RUN_SERIAL), exit 0.
+    QVERIFY2(h["findings"].toArray().isEmpty(), qPrintable(text(healthy)));
+    QCOMPARE(healthy.exit_code, 0);
 
     // h1's port at the bridge sends at most 100 Mbit/s (12.5 MB/s) towards h1.
     const ProcessOutcome tc = run_process(
@@ -136,7 +136,7 @@ class TestDoctorCluster : public QObject {
     if (tc.exit_code != 0) QSKIP(qPrintable("tc tbf is refused here: " + tc.err.trimmed()));
     // This time as a user starts it: `shardlab doctor --hosts` launches the same mpirun.
     const ProcessOutcome slow =
-        c.run(0, SHARDLAB_CLI, {"doctor", "--hosts", "h0,h1,h2", "--json"}, 60000);
+        c.run(0, SHARDLAB_CLI, {"doctor", "--hosts", "h0,h1,h2,h3", "--json"}, 60000);
     QVERIFY2(slow.finished && slow.exit_code == 1, qPrintable(text(slow)));
     const QJsonObject s = parse(slow);
     QVERIFY2(!s.isEmpty(), qPrintable(text(slow)));
