@@ -5,6 +5,7 @@
 #
 #   netns_cluster.sh up NAME K        make cluster NAME with hosts h0..h{K-1}; prints its subnet
 #   netns_cluster.sh down NAME        remove it: processes, namespaces, /etc/netns entries, route
+#                                     (the guardian passes the instance `up` made: never a newer one)
 #   netns_cluster.sh sweep            remove every cluster whose owner process is gone
 #   netns_cluster.sh exec NAME I CMD  run CMD on host I (its namespace, host name hI)
 #   netns_cluster.sh link NAME I down|up    cut or restore host I's link (at the bridge)
@@ -52,10 +53,13 @@ check_capable() {
   ip netns delete "$probe"
 }
 
+# down NAME [INSTANCE]: with INSTANCE (the guardian's), only the cluster `up` made then, never a
+# later one of the same name.
 cmd_down() {
-  local name=$1 dir ns subnet
+  local name=$1 instance=${2:-} dir ns subnet
   dir=$(state "$name")
   [[ -d $dir ]] || return 0
+  if [[ -n $instance && $(cat "$dir/instance" 2>/dev/null) != "$instance" ]]; then return 0; fi
   # Processes first (a cut link leaves daemons and ranks behind), then namespaces, then files.
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${name}-(br|h[0-9]+)$"); do
     local pids
@@ -103,6 +107,8 @@ cmd_up() {
   dir=$(state "$name")
   mkdir "$dir" 2>/dev/null || die "cluster $name exists already (down it first)"
   echo "${SHARDLAB_CLUSTER_OWNER:-$PPID}" >"$dir/owner"
+  local instance="$$-$(date +%s%N)"
+  echo "$instance" >"$dir/instance"
   # A free subnet: the mkdir is the atomic claim; the blackhole route goes in before anything.
   local s start subnet=""
   start=$((20 + $$ % 200))
@@ -123,7 +129,7 @@ cmd_up() {
   echo "$subnet" >"$dir/subnet"
   echo "$k" >"$dir/hosts"
   # The guardian: outside the namespaces, it downs the cluster once the owner is gone.
-  setsid bash -c "while kill -0 $(cat "$dir/owner") 2>/dev/null && [[ -d '$dir' ]]; do sleep 1; done; '$self' down '$name'" \
+  setsid bash -c "while kill -0 $(cat "$dir/owner") 2>/dev/null && [[ -d '$dir' ]]; do sleep 1; done; '$self' down '$name' '$instance'" \
     </dev/null >/dev/null 2>&1 &
   local br="$name-br"
   {
@@ -213,7 +219,7 @@ main() {
   shift
   case $cmd in
     up) (($# == 2)) || die "usage: up NAME K"; cmd_up "$@" ;;
-    down) (($# == 1)) || die "usage: down NAME"; cmd_down "$1" ;;
+    down) (($# == 1 || $# == 2)) || die "usage: down NAME [INSTANCE]"; cmd_down "$@" ;;
     sweep) cmd_sweep ;;
     exec) (($# >= 3)) || die "usage: exec NAME I CMD..."; cmd_exec "$@" ;;
     rsh) cmd_rsh "$@" ;;
