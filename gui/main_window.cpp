@@ -30,6 +30,7 @@
 #include "engine/launch/job_topology.h"
 #include "engine/telemetry/events.h"
 #include "engine/topology/topology.h"
+#include "gui/cluster_check.h"
 #include "gui/export.h"
 
 namespace shardlab::gui {
@@ -294,6 +295,8 @@ void MainWindow::buildMenus() {
                                  [this] { startRun(); });
   stop_action_ = run->addAction(tr("S&top"), QKeySequence(Qt::CTRL | Qt::Key_Period), this,
                                 [this] { stopRun(); });
+  run->addSeparator();
+  run->addAction(tr("&Check the hosts…"), this, [this] { checkHosts(); });
 
   QToolBar* tools = addToolBar(tr("Main"));
   tools->setMovable(false);
@@ -355,6 +358,26 @@ void MainWindow::setRunning(bool running) {
 
 void MainWindow::appendLog(const QString& line) {
   log_->appendPlainText(line);
+}
+
+void MainWindow::checkHosts() {
+  const QString hosts = editor_->hosts();
+  if (hosts.isEmpty()) {
+    statusBar()->showMessage(
+        tr("Cannot check: name the hosts in the Launch section's Hosts field (mpirun mode)"));
+    return;
+  }
+  const QString shardlab = find_shardlab();
+  if (shardlab.isEmpty()) {
+    statusBar()->showMessage(
+        tr("Cannot check: the shardlab command is not next to the app or on "
+           "PATH"));
+    return;
+  }
+  if (!cluster_check_) cluster_check_ = new ClusterCheckDialog(this);
+  cluster_check_->run(shardlab, hosts);
+  cluster_check_->show();
+  cluster_check_->raise();
 }
 
 bool MainWindow::startRun() {

@@ -50,6 +50,8 @@ QT_END_NAMESPACE
 
 namespace shardlab::gui {
 
+class ClusterCheckDialog;
+
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
@@ -87,6 +89,9 @@ class MainWindow : public QMainWindow {
   bool startRun();
   // Run > Stop.
   void stopRun();
+  // Run > Check the hosts: `shardlab doctor --hosts` on the Hosts field's hosts, its pair matrix
+  // as a heat map (gui/cluster_check.h); says in the status bar why when it cannot start.
+  void checkHosts();
   // Return false and show why (status bar) when the file cannot be read or written.
   bool openFile(const QString& path);
   bool saveFile(const QString& path);
@@ -143,6 +148,7 @@ class MainWindow : public QMainWindow {
   QAction* start_action_;
   QAction* stop_action_;
   RunController* run_;
+  ClusterCheckDialog* cluster_check_ = nullptr;  // made on first use
   ReplayController* replay_;
   QString file_;
   QString problem_;

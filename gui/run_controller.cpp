@@ -31,14 +31,6 @@ std::string file_or(const QString& given, const std::string& fallback) {
   return launch::absolute_path_in_new_dir(given.isEmpty() ? fallback : given.toStdString());
 }
 
-// The `shardlab` CLI: the one given, else next to this executable, else from PATH.
-QString find_shardlab(const QString& given) {
-  if (!given.isEmpty()) return given;
-  const QString beside = QCoreApplication::applicationDirPath() + QStringLiteral("/shardlab");
-  if (QFileInfo(beside).isExecutable()) return beside;
-  return QStandardPaths::findExecutable(QStringLiteral("shardlab"));
-}
-
 template <class... Ts>
 struct overloaded : Ts... {
   using Ts::operator()...;
@@ -47,6 +39,13 @@ template <class... Ts>
 overloaded(Ts...) -> overloaded<Ts...>;
 
 }  // namespace
+
+QString find_shardlab(const QString& given) {
+  if (!given.isEmpty()) return given;
+  const QString beside = QCoreApplication::applicationDirPath() + QStringLiteral("/shardlab");
+  if (QFileInfo(beside).isExecutable()) return beside;
+  return QStandardPaths::findExecutable(QStringLiteral("shardlab"));
+}
 
 RunController::RunController(QObject* parent) : QObject(parent) {
   timer_.setInterval(kPollMs);

@@ -76,6 +76,10 @@ class MpirunProcess;
 
 using LaunchMode = launch::RunMode;
 
+// The `shardlab` CLI: `given` when set, else the one next to the app's executable, else from
+// PATH ("" when there is none).
+QString find_shardlab(const QString& given = {});
+
 struct LaunchOptions {
   LaunchMode mode = LaunchMode::threads;
   // remote: the collector's address, HOST:PORT (port 0: any free port, see port()).
