@@ -186,7 +186,12 @@ std::map<int, RankPlace> RunModel::places() const {
 }
 
 const Diagnosis& RunModel::diagnosis() const {
-  if (!diagnosis_) diagnosis_ = time_.diagnose(places());
+  if (!diagnosis_) {
+    diagnosis_ = time_.diagnose(places());
+    // While a group's transfers are slow (a link), the ranks behind it arrive last because their
+    // data does: the slow-transfer line says so, and no rank is named slow for it.
+    if (diagnosis_->straggler && transfers_.slow()) diagnosis_->straggler.reset();
+  }
   return *diagnosis_;
 }
 

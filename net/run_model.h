@@ -88,7 +88,8 @@ class RunModel {
   // Where each rank's time goes (compute, wait, transfer per step) and the diagnosis over the
   // last steps (net/time_accounting.h): the straggler is the rank its peers wait for, the
   // bottleneck the pipeline stage busiest by far that has become so since the layout baseline,
-  // uneven a layout whose stages were that uneven from the start. Computed once per change.
+  // uneven a layout whose stages were that uneven from the start. Computed once per change. No
+  // straggler is named while transfers() says a group's transfers are slow (a link, not a rank).
   const TimeAccounting& time() const { return time_; }
   const Diagnosis& diagnosis() const;
   // The newest step any rank has reported.
