@@ -45,6 +45,7 @@ ClusterCheckDialog::ClusterCheckDialog(QWidget* parent) : QDialog(parent) {
   hosts_->setHorizontalHeaderLabels(
       {tr("Host"), tr("GEMM GFLOP/s"), tr("Memory"), tr("Links (median)"), tr("Latency")});
   hosts_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  hosts_->verticalHeader()->setVisible(false);  // the Host column names each row
   matrix_ = new QTableWidget(this);
   matrix_->setObjectName("clusterMatrix");
   matrix_->setEditTriggers(QAbstractItemView::NoEditTriggers);

@@ -1,4 +1,4 @@
-// LossChart: rank 0's training loss against the step, drawn live from a net::RunModel (issue 7),
+// LossChart: rank 0's training loss against the step, drawn live from a net::RunModel,
 // with rank 0's evaluations (RankState::evals) on the same chart: the eval loss as points on the
 // loss axes, the eval accuracy as points joined by a line on a second (right) axis from 0 to 1.
 // Every update() replaces each whole series at once (QXYSeries::replace, never per-point appends)

@@ -1,5 +1,5 @@
 // MemoryView: per-rank memory as stacked bars by category, the planner's prediction beside what
-// the ranks measured (issue 7).
+// the ranks measured.
 //
 // MemoryViewModel (no widgets, testable) holds the figures:
 //   - predicted: the engine's planner (engine/parallel/planner.h), steady-state bytes per rank by

@@ -148,7 +148,7 @@ bool RunController::start_workers(const JobSpec& job, const LaunchOptions& optio
       SL_ENFORCE(hosts_.total_slots() >= world_,
                  "Hosts: {} gives {} slots, but the job has {} ranks", hosts_.text(),
                  hosts_.total_slots(), world_);
-      co.listen = launch::local_address_towards(hosts_.hosts.front().host) + ":0";
+      co.listen = launch::collector_listen_for(hosts_);
     } catch (const Error& e) {
       error_ = QString::fromStdString(e.what());
       return false;
@@ -166,8 +166,8 @@ bool RunController::start_workers(const JobSpec& job, const LaunchOptions& optio
   recording_path_ = qs(collector_->record_path());
   workers_ = w;
   if (!remote) {
-    workers_.telemetry = (hosts_.empty() ? std::string("127.0.0.1") : collector_->host()) + ":" +
-                         std::to_string(port_);
+    workers_.telemetry =
+        launch::host_port(hosts_.empty() ? std::string("127.0.0.1") : collector_->host(), port_);
     return start_mpirun(collector_->token());
   }
   workers_.token_file = file_or(options.token_file, launch::app_token_file(job));

@@ -1,4 +1,4 @@
-// RunController: runs a job from the app and collects its telemetry for the live views (issue 7).
+// RunController: runs a job from the app and collects its telemetry for the live views.
 // The Qt adapter of the launch layer (engine/launch): the job, its sinks, the collector, the
 // worker command line, the end of a run and the cleanup of its processes are the launch layer's,
 // shared with `shardlab run`; this class adds the QProcess for mpirun (gui/mpirun_process.h), the

@@ -227,12 +227,8 @@ int run_mpi(const JobSpec& job, std::optional<launch::PreparedJob>& prepared,
                  "--http serves this run's own collector, but the run streams to another one "
                  "(--telemetry or the job's telemetry.address): give --http to that `shardlab "
                  "monitor` instead");
-    std::string listen = "127.0.0.1:0";
-    if (!run.hosts.empty()) {
-      const std::string here = launch::local_address_towards(run.hosts.hosts.front().host);
-      listen = (here.find(':') != std::string::npos ? "[" + here + "]" : here) + ":0";
-    }
-    dashboard = std::make_unique<RunDashboard>(*http, job, run.record_path, listen);
+    dashboard = std::make_unique<RunDashboard>(*http, job, run.record_path,
+                                               launch::collector_listen_for(run.hosts));
     run.record_path.clear();
     run.worker.telemetry = dashboard->telemetry_address();
     setenv(net::kTokenEnv, dashboard->token().c_str(), 1);

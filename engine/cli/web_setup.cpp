@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "engine/core/error.h"
+#include "engine/launch/hosts.h"
 #include "engine/launch/prepared_job.h"
 #include "engine/launch/run_collector.h"
 #include "engine/parallel/planner.h"
@@ -138,8 +139,7 @@ RunDashboard::~RunDashboard() {
 
 std::string RunDashboard::telemetry_address() const {
   const std::string& host = collector_->host().empty() ? "127.0.0.1" : collector_->host();
-  const bool v6 = host.find(':') != std::string::npos;
-  return fmt::format("{}{}{}:{}", v6 ? "[" : "", host, v6 ? "]" : "", collector_->port());
+  return launch::host_port(host, collector_->port());
 }
 
 const std::string& RunDashboard::token() const {

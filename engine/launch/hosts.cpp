@@ -187,6 +187,16 @@ std::vector<std::string> cluster_mpirun_args(const HostList& hosts, int ranks,
   return args;
 }
 
+std::string host_port(const std::string& host, uint16_t port) {
+  const bool v6 = host.find(':') != std::string::npos;
+  return fmt::format("{}{}{}:{}", v6 ? "[" : "", host, v6 ? "]" : "", port);
+}
+
+std::string collector_listen_for(const HostList& hosts) {
+  return hosts.empty() ? "127.0.0.1:0"
+                       : host_port(local_address_towards(hosts.hosts.front().host), 0);
+}
+
 std::string local_address_towards(const std::string& host) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

@@ -15,6 +15,7 @@
 // thread count): mpirun forwards them through its own connection, never on a command line.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,5 +63,12 @@ bool mca_param_set_by_user(const std::string& name);
 // for a packet to it), as text: where a collector for workers on that host listens. IoError
 // naming the host when it cannot be resolved or has no route.
 std::string local_address_towards(const std::string& host);
+
+// "HOST:PORT", an IPv6 address in brackets ("[::1]:7070").
+std::string host_port(const std::string& host, uint16_t port);
+
+// Where the collector for ranks on `hosts` listens: "127.0.0.1:0" when they run on this machine
+// (an empty list), else host_port(local_address_towards(the first host), 0).
+std::string collector_listen_for(const HostList& hosts);
 
 }  // namespace shardlab::launch

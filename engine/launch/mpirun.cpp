@@ -255,15 +255,11 @@ MpirunDone run_mpirun_workers(const MpirunWorkers& run) {
     CollectorRunOptions co;
     co.record_path = run.record_path;
     co.log = run.log;
-    if (!run.hosts.empty()) {
-      const std::string here = local_address_towards(run.hosts.hosts.front().host);
-      co.listen = (here.find(':') != std::string::npos ? "[" + here + "]" : here) + ":0";
-    }
+    co.listen = collector_listen_for(run.hosts);
     collector = std::make_unique<RunCollector>(co);
     setenv(net::kTokenEnv, collector->token().c_str(), 1);
-    const std::string host = run.hosts.empty() ? "127.0.0.1" : collector->host();
-    worker.telemetry = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
-                       std::to_string(collector->port());
+    worker.telemetry =
+        host_port(run.hosts.empty() ? "127.0.0.1" : collector->host(), collector->port());
   }
   std::vector<std::string> forward = run.forward;
   if (std::getenv(net::kTokenEnv) != nullptr) forward.push_back(net::kTokenEnv);

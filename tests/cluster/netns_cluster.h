@@ -8,6 +8,7 @@
 #include <QFile>
 #include <QProcess>
 #include <QProcessEnvironment>
+#include <QStandardPaths>
 #include <QString>
 #include <QStringList>
 #include <QtTest>
@@ -76,6 +77,14 @@ class NetnsCluster {
   // {script, exec, NAME, I, program, args...}: run `program` on host I.
   QStringList on_host(int host, const QString& program, const QStringList& args) const {
     return QStringList{"exec", name_, QString::number(host), program} + args;
+  }
+  // The command line that runs a program on host I when the program and its arguments are added
+  // (for helpers that start the program themselves, e.g. MonitorProcess::start's `wrap`).
+  QStringList wrap(int host) const { return QStringList{script()} + on_host(host, "env", {}); }
+  // Whether `tool` is installed (root's sbin directories included: ip, tc, iptables).
+  static bool have_tool(const QString& tool) {
+    return !QStandardPaths::findExecutable(tool).isEmpty() ||
+           !QStandardPaths::findExecutable(tool, {"/usr/sbin", "/sbin"}).isEmpty();
   }
   void start(QProcess& p, int host, const QString& program, const QStringList& args) const {
     if (p.processEnvironment().isEmpty()) p.setProcessEnvironment(mpi_env());

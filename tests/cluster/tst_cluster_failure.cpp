@@ -45,8 +45,7 @@ class TestClusterFailure : public QObject {
     QVERIFY(dir.isValid());
     const QString ckpt = dir.path() + "/ckpt";
     MonitorProcess monitor(dir.path());
-    const QStringList on_h0 = QStringList{NetnsCluster::script()} + c.on_host(0, "env", {});
-    QVERIFY2(monitor.start(0.5, 90, c.mpi_env(), on_h0, c.address(0)),
+    QVERIFY2(monitor.start(0.5, 90, c.mpi_env(), c.wrap(0), c.address(0)),
              qPrintable(monitor.output()));
     // Constant learning rate: the resumed run below sets another train.steps.
     const QStringList job{

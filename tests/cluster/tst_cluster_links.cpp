@@ -39,16 +39,13 @@ class TestClusterLinks : public QObject {
 
  private slots:
   void slowLinkIsNotAStraggler() {
-    if (QStandardPaths::findExecutable("tc").isEmpty() &&
-        QStandardPaths::findExecutable("tc", {"/usr/sbin", "/sbin"}).isEmpty())
-      QSKIP("tc is not installed (iproute2)");
+    if (!NetnsCluster::have_tool("tc")) QSKIP("tc is not installed (iproute2)");
     NetnsCluster c(3);
     SHARDLAB_REQUIRE_CLUSTER(c);
     QTemporaryDir dir;
     QVERIFY(dir.isValid());
     MonitorProcess monitor(dir.path());
-    const QStringList on_h0 = QStringList{NetnsCluster::script()} + c.on_host(0, "env", {});
-    QVERIFY2(monitor.start(0.5, 60, c.mpi_env(), on_h0, c.address(0)),
+    QVERIFY2(monitor.start(0.5, 60, c.mpi_env(), c.wrap(0), c.address(0)),
              qPrintable(monitor.output()));
     QProcess run;
     run.setProcessEnvironment(c.mpi_env());
@@ -117,9 +114,7 @@ class TestClusterLinks : public QObject {
   }
 
   void lossyLinkCompletes() {
-    if (QStandardPaths::findExecutable("iptables").isEmpty() &&
-        QStandardPaths::findExecutable("iptables", {"/usr/sbin", "/sbin"}).isEmpty())
-      QSKIP("iptables is not installed");
+    if (!NetnsCluster::have_tool("iptables")) QSKIP("iptables is not installed");
     NetnsCluster c(3);
     SHARDLAB_REQUIRE_CLUSTER(c);
     for (const char* chain : {"INPUT", "OUTPUT"}) {

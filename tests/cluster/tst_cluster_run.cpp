@@ -91,8 +91,7 @@ class TestClusterRun : public QObject {
     QTemporaryDir dir;
     QVERIFY(dir.isValid());
     MonitorProcess monitor(dir.path());
-    const QStringList on_h0 = QStringList{NetnsCluster::script()} + c.on_host(0, "env", {});
-    QVERIFY2(monitor.start(0.5, 60, c.mpi_env(), on_h0, c.address(0)),
+    QVERIFY2(monitor.start(0.5, 60, c.mpi_env(), c.wrap(0), c.address(0)),
              qPrintable(monitor.output()));
     // A worker holding another token is refused, and says so.
     const QString wrong = dir.path() + "/wrong.token";

@@ -5,6 +5,7 @@
 // (a world of 1) ends with its own error line in the dialog, not a crash or a hang.
 #include <QtTest>
 
+#include <QDir>
 #include <QListWidget>
 #include <QTableWidget>
 
@@ -65,6 +66,8 @@ class TestClusterCheck : public QObject {
     QCOMPARE(d.findings()->count(), 1);
     QVERIFY(d.findings()->item(0)->text().startsWith("host h1: links to the other hosts"));
     QCOMPARE(d.status(), QString("3 hosts checked: 1 finding(s)"));
+    // For a person to look at (not compared): <tmp>/cluster_check.png.
+    d.grab().save(QDir::temp().filePath("cluster_check.png"));
   }
 
   void notADocument() {
