@@ -12,6 +12,12 @@
 
 namespace shardlab::net {
 
+// The transfers judged lately span the straggler rule's window.
+static_assert(TransferWatch::kLatelySeconds - static_cast<double>(kWindowSlots) * kSlotSeconds <
+                  1e-9 &&
+              static_cast<double>(kWindowSlots) * kSlotSeconds - TransferWatch::kLatelySeconds <
+                  1e-9);
+
 namespace {
 
 constexpr double kSilentSeconds = 5.0;
@@ -189,8 +195,10 @@ const Diagnosis& RunModel::diagnosis() const {
   if (!diagnosis_) {
     diagnosis_ = time_.diagnose(places());
     // While a group's transfers are slow (a link), the ranks behind it arrive last because their
-    // data does: the slow-transfer line says so, and no rank is named slow for it.
-    if (diagnosis_->straggler && transfers_.slow()) diagnosis_->straggler.reset();
+    // data does: the slow-transfer line says so, and no rank is named slow for it. In the first
+    // seconds of a slow link, before the line can be said, the last second's transfers show it.
+    if (diagnosis_->straggler && (transfers_.slow() || transfers_.slow_lately()))
+      diagnosis_->straggler.reset();
   }
   return *diagnosis_;
 }

@@ -74,4 +74,20 @@ std::optional<SlowTransfers> TransferWatch::slow() const {
   return worst;
 }
 
+bool TransferWatch::slow_lately() const {
+  for (const auto& [kind, k] : kinds_) {
+    const double base = baseline(kind);
+    if (base <= 0 || k.recent.empty()) continue;
+    const double from = k.recent.back().end - kLatelySeconds;
+    double bus = 0, transfer = 0;
+    size_t n = 0;
+    for (auto it = k.recent.rbegin(); it != k.recent.rend() && it->end >= from; ++it, ++n) {
+      bus += it->bus_bytes;
+      transfer += it->transfer;
+    }
+    if (n >= 3 && transfer > 0 && (bus / transfer) * kSlowFactor < base) return true;
+  }
+  return false;
+}
+
 }  // namespace shardlab::net

@@ -39,10 +39,19 @@ class TransferWatch {
   // (100 Mbit/s against GB/s). 4x tells the two apart.
   static constexpr double kSlowFactor = 4;
 
+  // The latest figure: the last this many seconds, as long as a straggler verdict looks back
+  // (net/time_accounting.h: kWindowSlots x kSlotSeconds).
+  static constexpr double kLatelySeconds = 1;
+
   // Takes COLLECTIVE events; ignores the rest.
   void add(const telemetry::Event& event);
   // The kind slowest against its baseline, when below 1/kSlowFactor of it; else nothing.
   std::optional<SlowTransfers> slow() const;
+  // Whether some kind's transfers of the last kLatelySeconds (at least 3 collectives) are below
+  // 1/kSlowFactor of its baseline. Not said in words (one second is too short to be sure of a
+  // link): it keeps a straggler from being named in the seconds a link has just become slow,
+  // before slow() has the recent window it needs, when the ranks behind the link arrive last.
+  bool slow_lately() const;
   // The transfer bus bandwidth of `kind` over its baseline and recent windows (0: none yet).
   double baseline(const std::string& kind) const;
   double recent(const std::string& kind) const;

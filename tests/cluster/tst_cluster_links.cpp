@@ -3,8 +3,8 @@
 //   slowLinkIsNotAStraggler  zero2 on hosts 1-2 streaming to a monitor on host 0; after the
 //                            transfer baseline (TransferWatch::kBaselineSeconds) host 2's link is
 //                            limited to 100 Mbit/s both ways: the monitor must say the world
-//                            group's transfers are slow, and never name a rank of host 1 (a
-//                            healthy host) a straggler.
+//                            group's transfers are slow, and from the moment the link is slowed
+//                            never name a rank of host 1 (a healthy host) a straggler.
 //   lossyLinkCompletes       5% of host 2's packets dropped both ways: a short run completes and
 //                            --verify passes.
 // Skips, saying why, without root or without tc / iptables.
@@ -97,10 +97,24 @@ class TestClusterLinks : public QObject {
     QVERIFY2(!settled.isEmpty(), qPrintable(first + "\n" + monitor.output().right(4000)));
     qInfo("first: %s", qPrintable(first));
     qInfo("then: %s", qPrintable(settled));
-    // No rank on a healthy host is ever named a straggler (one behind the slow link, on host 2,
-    // may be in the seconds before the slow transfers are judged: its peers do wait for its
-    // data), and once the slow-transfer line is there nobody is.
-    for (const QString& table : monitor.tables()) {
+    // From the moment the link is slowed no rank on a healthy host is named a straggler: in the
+    // first second, before the slow-transfer line can be said, the ranks behind the link arrive
+    // last because their data does (TransferWatch::slow_lately keeps them from being named; a CI
+    // run without it named rank 1 on h1 at step 2835, as the link was slowed). One on host 2 may
+    // be named before its slow collectives are seen. Once the line is there nobody is. The healthy
+    // first seconds are counted, not judged: these hosts share this machine's two cores with four
+    // ranks that spin while they wait, so the scheduler alone holds one back (rank 3 on h2 was
+    // named in 17 of 24 healthy tables of one run, its peers waiting 6-17% of their step for it,
+    // a real share of their time lost to it); tst_straggler's noSlowdownNamesNobody judges
+    // healthy runs on one host.
+    const QStringList tables = monitor.tables();
+    const auto naming = [](const QString& t) { return t.contains("STRAGGLER"); };
+    qInfo("tables naming a straggler: %lld of %lld before the link was slowed, %lld of %lld after",
+          static_cast<long long>(std::count_if(tables.begin(), tables.begin() + before, naming)),
+          static_cast<long long>(before),
+          static_cast<long long>(std::count_if(tables.begin() + before, tables.end(), naming)),
+          static_cast<long long>(tables.size() - before));
+    for (const QString& table : tables.mid(before)) {
       for (const QString& row : table.split('\n'))
         if (row.contains("STRAGGLER")) QVERIFY2(row.contains(" h2 "), qPrintable(table));
       for (const QString& line : table.split('\n'))

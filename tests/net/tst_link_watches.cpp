@@ -152,6 +152,23 @@ class TestLinkWatches : public QObject {
              slow->text.c_str());
   }
 
+  // A link slowed 1 s after the baseline: slow() needs its recent window to span
+  // kRecentSeconds / 2 and says nothing yet; slow_lately() sees the last second's transfers.
+  void justSlowedLinkIsSeenLately() {
+    TransferWatch w;
+    for (double t = 0; t < 10; t += 0.01) w.add(collective(0, 1000 + t, 0.001, 0));
+    for (double t = 10; t < 11; t += 0.01) w.add(collective(0, 1000 + t, 0.001, 0));
+    QVERIFY(!w.slow_lately());
+    for (double t = 11; t < 11.5; t += 0.1) w.add(collective(0, 1000 + t, 0.1, 0));
+    QVERIFY(!w.slow());
+    QVERIFY(w.slow_lately());
+    // A peer that computes slowly instead (the same 100 ms, 99 of them waiting for it) is not.
+    TransferWatch c;
+    for (double t = 0; t < 11; t += 0.01) c.add(collective(0, 1000 + t, 0.001, 0));
+    for (double t = 11; t < 11.5; t += 0.1) c.add(collective(0, 1000 + t, 0.1, 0.099));
+    QVERIFY(!c.slow_lately());
+  }
+
   void slowComputeIsNotASlowLink() {
     TransferWatch w;
     for (double t = 0; t < 10; t += 0.01) w.add(collective(0, 1000 + t, 0.001, 0, "dp[0]"));
