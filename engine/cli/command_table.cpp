@@ -123,6 +123,55 @@ std::vector<CommandSpec> build_table() {
                },
                ""});
   t.push_back(
+      {"plan",
+       "",
+       "plan a large GPT job before it runs: memory per GPU by category and step time for every "
+       "layout (pp x tp x dp, micro-batch, ZeRO stage, recomputation, sequence parallelism, "
+       "interleaving) on a cluster, ranked, the best explained",
+       {
+           {"--model", "gpt", "the model family (gpt, the default)"},
+           {"--layers", "L", "transformer layers"},
+           {"--hidden", "H", "hidden size"},
+           {"--heads", "A", "attention heads"},
+           {"--ffn", "F", "MLP width (default 4H)"},
+           {"--seq", "S", "sequence length"},
+           {"--vocab", "V", "vocabulary size"},
+           {"--gpus", "N", "GPUs in the job"},
+           {"--gpu", "NAME",
+            "a100-80gb, a100-40gb, h100-sxm or h200: a DGX-style cluster of them (8 per node, "
+            "NVLink inside a node, one InfiniBand NIC per GPU)"},
+           {"--gpus-per-node", "N", "GPUs per node of the preset cluster (default 8)"},
+           {"--cluster", "FILE",
+            "the cluster from a JSON file instead of --gpu (--print-cluster writes the fields)"},
+           {"--print-cluster", "",
+            "print the cluster (from --gpu or --cluster) as a JSON cluster file and stop"},
+           {"--global-batch", "B", "sequences per step"},
+           {"--micro-batch", "b", "sequences per micro-batch (searched: 1, 2, 4, ... 16)"},
+           {"--tp", "T", "tensor parallel size (searched: the divisors up to a node)"},
+           {"--pp", "P", "pipeline stages (searched)"},
+           {"--dp", "D", "data parallel size (searched)"},
+           {"--zero", "0|1|2|3", "ZeRO stage (searched; 2 and 3 only without a pipeline)"},
+           {"--recompute", "none|selective|full", "activation recomputation (searched)"},
+           {"--sequence-parallel", "", "use sequence parallelism (searched when left out)"},
+           {"--interleave", "V", "model chunks per pipeline stage (searched: 1-8)"},
+           {"--fp32-grads", "",
+            "accumulate gradients in fp32 as Megatron does (with --zero 1: its distributed "
+            "optimizer)"},
+           {"--no-dp-overlap", "",
+            "reduce the gradients after the backward pass instead of during its last "
+            "micro-batch"},
+           {"--top", "K", "how many layouts to show (default 5)"},
+           {"--json", "", "print the plans as one JSON document on stdout"},
+       },
+       "Exit status 1 when no layout fits in the GPUs' memory. --json fields: model {layers, "
+       "hidden, heads, ffn, seq, vocab, parameters}, cluster (the --cluster file's fields), gpus, "
+       "global_batch, searched, any_fits, left_out, plans [{layout {pp, tp, dp, micro_batch, "
+       "zero, recompute, sequence_parallel, interleave}, micro_batches, memory_gib_per_gpu "
+       "{params, grads, optimizer_state, activations, comm, total} (the fullest pipeline stage), "
+       "fullest_stage, stage_gib [total by stage], usable_gib, fits, step_seconds, "
+       "time_seconds {compute, tp, pp, dp, bubble, optimizer}, tflops_per_gpu (model FLOPs), "
+       "hw_tflops_per_gpu (with recomputation), mfu, why}], best first."});
+  t.push_back(
       {"doctor",
        "",
        "check this node before a job runs on it: its GPUs (every CUDA kernel against its CPU "

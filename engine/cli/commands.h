@@ -24,6 +24,8 @@ int bench_telemetry_command(const std::vector<std::string>& args);
 int bench_web_command(const std::vector<std::string>& args);
 // shardlab doctor: this node's checks (doctor_command.cpp, engine/doctor)
 int doctor_command(const std::vector<std::string>& args);
+// shardlab plan: a large job's layouts, memory and step time (plan_command.cpp, engine/plan)
+int plan_command(const std::vector<std::string>& args);
 // shardlab job-schema: the JSON Schema of job files (job_schema_command.cpp)
 int job_schema_command(const std::vector<std::string>& args);
 

@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
     if (cmd == "export") return shardlab::cli::export_command(args);
     if (cmd == "job-schema") return shardlab::cli::job_schema_command(args);
     if (cmd == "doctor") return shardlab::cli::doctor_command(args);
+    if (cmd == "plan") return shardlab::cli::plan_command(args);
     std::fprintf(stderr, "shardlab: unknown command '%s'\n%s", cmd.c_str(),
                  shardlab::cli::overview_help().c_str());
     return 2;

@@ -11,6 +11,7 @@
 #include "engine/optim/registry.h"
 #include "engine/parallel/pipeline_stage.h"
 #include "engine/parallel/shard_layout.h"
+#include "engine/plan/model_states.h"
 #include "engine/topology/topology.h"
 
 namespace shardlab {
@@ -34,20 +35,24 @@ MemoryPlan plan_memory(const ParamLayout& layout, const OptimizerConfig& optimiz
   const int64_t n = world;
   MemoryFigures& st = p.steady;
   using C = MemCategory;
+  // The steady figures: ZeRO's formulas (engine/plan/model_states.h) in fp32.
+  const auto set_states = [&](int stage) {
+    const plan::ModelStateBytes b =
+        plan::zero_model_states(stage, p.padded_params, p.shard, {4, 4, k});
+    st[C::params] = b.params;
+    st[C::grads] = b.grads;
+    st[C::optimizer_state] = b.optimizer_state;
+  };
   if (s == "none" || s == "ddp") {
     p.padded_params = p.params;
     p.shard = p.params;
-    st[C::params] = 4 * p.params;
-    st[C::grads] = 4 * p.params;
-    st[C::optimizer_state] = k * p.params;
+    set_states(0);
     p.peak = st;
     p.formula = fmt::format("{}: 4*Psi + 4*Psi + {}*Psi", s, k);
   } else if (s == "zero1" || s == "zero2") {
     p.padded_params = (p.params + n - 1) / n * n;
     p.shard = p.padded_params / n;
-    st[C::params] = 4 * p.padded_params;
-    st[C::grads] = s == "zero1" ? 4 * p.padded_params : 4 * p.shard;
-    st[C::optimizer_state] = k * p.shard;
+    set_states(s == "zero1" ? 1 : 2);
     p.peak = st;
     if (s == "zero2") p.peak[C::grads] += 4 * p.padded_params;  // the full buffer in backward
     p.formula = s == "zero1" ? fmt::format("zero1: 4*Psi' + 4*Psi' + {}*Psi'/N", k)
@@ -56,9 +61,7 @@ MemoryPlan plan_memory(const ParamLayout& layout, const OptimizerConfig& optimiz
     const ShardLayout sl = ShardLayout::blocks(layout, world);
     p.padded_params = sl.padded_total();
     p.shard = sl.shard_size();
-    st[C::params] = 4 * p.shard;
-    st[C::grads] = 4 * p.shard;
-    st[C::optimizer_state] = k * p.shard;
+    set_states(3);
     // Live during a step: one gathered block, or two adjacent ones with prefetch (overlap), or
     // every block with fsdp_keep_params; gradients: the block in backward plus the one whose
     // reduce-scatter is in flight (overlap).
