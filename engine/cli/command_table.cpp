@@ -129,7 +129,10 @@ std::vector<CommandSpec> build_table() {
        "layout (pp x tp x dp, micro-batch, ZeRO stage, recomputation, sequence parallelism, "
        "interleaving) on a cluster, ranked, the best explained",
        {
-           {"--model", "gpt", "the model family (gpt, the default)"},
+           {"--model", "NAME",
+            "gpt (the default: give the sizes) or a preset whose sizes the flags below may "
+            "override: gpt3-175b, megatron-1.7b, megatron-7.5b, megatron-39b, megatron-145b, "
+            "megatron-530b, megatron-1t"},
            {"--layers", "L", "transformer layers"},
            {"--hidden", "H", "hidden size"},
            {"--heads", "A", "attention heads"},
@@ -168,7 +171,8 @@ std::vector<CommandSpec> build_table() {
        "global_batch, searched, any_fits, left_out, plans [{layout {pp, tp, dp, micro_batch, "
        "zero, recompute, sequence_parallel, interleave}, micro_batches, memory_gib_per_gpu "
        "{params, grads, optimizer_state, activations, comm, total} (the fullest pipeline stage), "
-       "fullest_stage, stage_gib [total by stage], usable_gib, fits, step_seconds, "
+       "fullest_stage, stage_gib [{params, grads, optimizer_state, activations, comm, total} by "
+       "stage], usable_gib, fits, step_seconds, "
        "time_seconds {compute, tp, pp, dp, bubble, optimizer}, tflops_per_gpu (model FLOPs), "
        "hw_tflops_per_gpu (with recomputation), mfu, why}], best first."});
   t.push_back(
