@@ -3,6 +3,7 @@
 // under test:
 //   zeroFigure1           Rajbhandari et al. 2019 figure 1: 7.5B parameters, 64-way data
 //                         parallel, mixed-precision Adam (K = 12): 120, 31.4, 16.6, 1.9 GB.
+//   megatronDistributedOptimizer  Megatron-LM's bytes per parameter with fp32 gradients.
 //   activationsTable2     Korthikanti et al. 2022 table 2, every row, at GPT-3 175B's sizes.
 //   parametersTable1      Narayanan et al. 2021 eq. 2 against the parameter counts of table 1.
 //   flopsExpressions      Korthikanti's model FLOPs 72BLsh^2(1 + s/6h + V/12hL) and Narayanan's
@@ -48,6 +49,15 @@ class TestPlanFormulas : public QObject {
           qPrintable(
               QString("stage %1: %2 GB, published %3").arg(stage).arg(gb).arg(published[stage])));
     }
+  }
+
+  // Megatron-LM's distributed-optimizer document (docs/source/distrib_optimizer.md): with bf16
+  // parameters and fp32 gradients, 18 bytes per parameter without it and 6 + 12/d with it.
+  void megatronDistributedOptimizer() {
+    const int64_t psi = 1'000'000'000, d = 8;
+    const StateWidths bf16_fp32{2, 4, 12};
+    QCOMPARE(zero_model_states(0, psi, psi, bf16_fp32).total(), 18 * psi);
+    QCOMPARE(zero_model_states(1, psi, psi / d, bf16_fp32).total(), 6 * psi + 12 * psi / d);
   }
 
   void activationsTable2() {
