@@ -220,6 +220,9 @@ void MainWindow::buildViews() {
   log_layout->addWidget(log_, 1);
   views_->addTab(log_page, tr("Log"));
 
+  plan_ = new PlanView;
+  views_->addTab(plan_, tr("Plan"));
+
   replay_bar_ = new QWidget;
   auto* bar = new QHBoxLayout(replay_bar_);
   bar->setContentsMargins(4, 0, 4, 4);
@@ -297,6 +300,10 @@ void MainWindow::buildMenus() {
                                 [this] { stopRun(); });
   run->addSeparator();
   run->addAction(tr("&Check the hosts…"), this, [this] { checkHosts(); });
+  run->addAction(tr("&Plan a large job…"), this, [this] {
+    views_->setCurrentIndex(kPlan);
+    plan_->setFocus();
+  });
 
   QToolBar* tools = addToolBar(tr("Main"));
   tools->setMovable(false);

@@ -6,6 +6,7 @@
 //   |  the engine's        | Communication: rank x step heat map, per collective/group table |
 //   |  validation beside   | Timeline:      a lane per rank over the last steps              |
 //   |  every field)        | Log:           output, failures, the remote-worker command      |
+//   |                      | Plan:          a large job's layouts, ranked (gui/plan_view.h)  |
 //   |                      | [replay bar: play/pause, position slider] (recordings only)     |
 //   +------------------------------------------------------------------------------------------+
 //
@@ -32,6 +33,7 @@
 #include "gui/job_editor.h"
 #include "gui/loss_chart.h"
 #include "gui/memory_view.h"
+#include "gui/plan_view.h"
 #include "gui/rank_grid.h"
 #include "gui/replay_controller.h"
 #include "gui/run_controller.h"
@@ -56,7 +58,7 @@ class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
   // The views' tabs, in order.
-  enum Tab { kOverview = 0, kCommunication, kTimeline, kLog };
+  enum Tab { kOverview = 0, kCommunication, kTimeline, kLog, kPlan };
   // What colours the grid's cells during a run.
   enum class GridShade { wait = 0, compute };
 
@@ -69,6 +71,7 @@ class MainWindow : public QMainWindow {
   CommHeatMap* heatMap() const { return heat_; }
   CommTable* commTable() const { return table_; }
   TimelineView* timeline() const { return timeline_; }
+  PlanView* planView() const { return plan_; }
   RunController* runController() const { return run_; }
   ReplayController* replayController() const { return replay_; }
   QTabWidget* views() const { return views_; }
@@ -137,6 +140,7 @@ class MainWindow : public QMainWindow {
   GridShade shade_ = GridShade::wait;
   CommTable* table_;
   TimelineView* timeline_;
+  PlanView* plan_;
   QPlainTextEdit* log_;
   QWidget* remote_box_;
   QLineEdit* remote_mpirun_;

@@ -91,7 +91,21 @@ std::optional<int64_t> MemoryViewModel::measured(int rank, MemCategory category)
 
 namespace {
 
-QColor category_color(MemCategory c) {
+QString category_label(MemCategory c) {
+  if (c == MemCategory::activations)
+    return QStringLiteral("activations (measured only: not planned)");
+  return QString::fromLatin1(to_string(c));
+}
+
+QString format_bytes(int64_t bytes) {
+  return QStringLiteral("%1 (%2 bytes)")
+      .arg(QLocale::system().formattedDataSize(bytes, 2, QLocale::DataSizeTraditionalFormat))
+      .arg(bytes);
+}
+
+}  // namespace
+
+QColor MemoryView::categoryColor(MemCategory c) {
   switch (c) {
     case MemCategory::params:
       return QColor(0x1f, 0x77, 0xb4);
@@ -106,20 +120,6 @@ QColor category_color(MemCategory c) {
   }
   return QColor(0x7f, 0x7f, 0x7f);
 }
-
-QString category_label(MemCategory c) {
-  if (c == MemCategory::activations)
-    return QStringLiteral("activations (measured only: not planned)");
-  return QString::fromLatin1(to_string(c));
-}
-
-QString format_bytes(int64_t bytes) {
-  return QStringLiteral("%1 (%2 bytes)")
-      .arg(QLocale::system().formattedDataSize(bytes, 2, QLocale::DataSizeTraditionalFormat))
-      .arg(bytes);
-}
-
-}  // namespace
 
 MemoryView::MemoryView(QWidget* parent) : QWidget(parent) {
   chart_ = new QChart();
@@ -187,7 +187,7 @@ void MemoryView::rebuild() {
   QList<QBarSet*> sets;
   for (MemCategory c : kDrawnCategories) {
     auto* set = new QBarSet(category_label(c));
-    const QColor color = category_color(c);
+    const QColor color = categoryColor(c);
     set->setColor(color);
     set->setBorderColor(color.darker(140));
     // Measured bars are drawn darker (as "selected" bars) to tell them from the planned ones.

@@ -20,6 +20,7 @@
 // appends); a label says "first 64 of N ranks" when the job is larger.
 #pragma once
 
+#include <QColor>
 #include <QLabel>
 #include <QString>
 #include <QWidget>
@@ -94,6 +95,10 @@ class MemoryView : public QWidget {
       MemCategory::activations};
 
   explicit MemoryView(QWidget* parent = nullptr);
+
+  // The colour of each category, here and wherever the app draws memory by category (the Plan
+  // tab's stages, gui/plan_view.h).
+  static QColor categoryColor(MemCategory category);
 
   const MemoryViewModel& model() const { return model_; }
   // Update the model and redraw.
