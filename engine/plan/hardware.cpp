@@ -56,8 +56,7 @@ const std::vector<std::string>& gpu_names() {
 GpuSpec gpu_preset(const std::string& name) {
   for (const GpuSpec& g : gpus())
     if (g.name == name) return g;
-  SL_THROW(InvalidArgument, "--gpu: must be one of {}, got '{}'", fmt::join(gpu_names(), ", "),
-           name);
+  SL_THROW(InvalidArgument, "gpu must be one of {}, got '{}'", fmt::join(gpu_names(), ", "), name);
 }
 
 ClusterSpec cluster_preset(const std::string& gpu) {

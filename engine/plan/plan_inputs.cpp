@@ -134,7 +134,12 @@ PlanInputs read_plan_inputs(const FieldGetter& get, const std::string& prefix,
     const std::optional<std::string> gpu = get("gpu");
     SL_ENFORCE(gpu.has_value(), "{} (one of {}) is required", r.flag("gpu"),
                fmt::join(gpu_names(), ", "));
-    in.cluster = cluster_preset(*gpu);
+    try {
+      in.cluster = cluster_preset(*gpu);
+    } catch (const InvalidArgument&) {
+      SL_THROW(InvalidArgument, "{}: must be one of {}, got '{}'", r.flag("gpu"),
+               fmt::join(gpu_names(), ", "), *gpu);
+    }
     in.cluster.gpus_per_node = r.small("gpus-per-node", 1, 1024).value_or(in.cluster.gpus_per_node);
   }
   in.job.gpus = r.required("gpus", 1 << 20, std::nullopt);

@@ -92,13 +92,13 @@ std::string explain(const Estimate& e, const std::vector<Estimate>& all, const C
 
 PlanResult search_plans(const PlanJob& job, const ClusterSpec& c, const SearchOptions& o) {
   check_shape(job.model);
-  SL_ENFORCE(job.gpus >= 1 && job.gpus <= (1 << 20), "--gpus: must be in [1, {}], got {}", 1 << 20,
-             job.gpus);
-  SL_ENFORCE(job.global_batch >= 1, "--global-batch: must be a positive number, got {}",
-             job.global_batch);
-  for (const auto& [flag, fixed] : {std::pair{"--tp", o.tp}, {"--pp", o.pp}, {"--dp", o.dp}})
-    SL_ENFORCE(!fixed || (*fixed >= 1 && job.gpus % *fixed == 0), "{} {} does not divide --gpus {}",
-               flag, fixed.value_or(0), job.gpus);
+  // Messages name the quantities, not a front end's spelling of them (--tp, tp=).
+  SL_ENFORCE(job.gpus >= 1 && job.gpus <= (1 << 20), "the GPUs must number 1 to {}, got {}",
+             1 << 20, job.gpus);
+  SL_ENFORCE(job.global_batch >= 1, "the global batch must be positive, got {}", job.global_batch);
+  for (const auto& [name, fixed] : {std::pair{"tp", o.tp}, {"pp", o.pp}, {"dp", o.dp}})
+    SL_ENFORCE(!fixed || (*fixed >= 1 && job.gpus % *fixed == 0),
+               "{} {} does not divide the {} GPUs", name, fixed.value_or(0), job.gpus);
   std::vector<int64_t> micro;
   for (int64_t b = 1; b <= o.max_micro_batch; b *= 2) micro.push_back(b);
   std::vector<int> inter;

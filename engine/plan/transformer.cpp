@@ -7,14 +7,12 @@
 namespace shardlab::plan {
 
 void check_shape(const GptShape& g) {
-  SL_ENFORCE(g.layers > 0, "--layers: must be a positive number, got {}", g.layers);
-  SL_ENFORCE(g.hidden > 0, "--hidden: must be a positive number, got {}", g.hidden);
-  SL_ENFORCE(g.heads > 0, "--heads: must be a positive number, got {}", g.heads);
-  SL_ENFORCE(g.ffn >= 0, "--ffn: must be a positive number, got {}", g.ffn);
-  SL_ENFORCE(g.seq > 0, "--seq: must be a positive number, got {}", g.seq);
-  SL_ENFORCE(g.vocab > 0, "--vocab: must be a positive number, got {}", g.vocab);
-  SL_ENFORCE(g.hidden % g.heads == 0, "--hidden {} is not a multiple of --heads {}", g.hidden,
-             g.heads);
+  // Front ends check the ranges with their own names for the fields (plan_inputs.h); these
+  // messages name the quantities.
+  SL_ENFORCE(g.layers > 0 && g.hidden > 0 && g.heads > 0 && g.ffn >= 0 && g.seq > 0 && g.vocab > 0,
+             "layers, hidden, heads, seq and vocab must be positive (got {}, {}, {}, {}, {})",
+             g.layers, g.hidden, g.heads, g.seq, g.vocab);
+  SL_ENFORCE(g.hidden % g.heads == 0, "hidden {} is not a multiple of heads {}", g.hidden, g.heads);
 }
 
 int64_t layer_parameters(const GptShape& g) {
@@ -42,7 +40,7 @@ Recompute parse_recompute(const std::string& name) {
   if (name == "none") return Recompute::none;
   if (name == "selective") return Recompute::selective;
   if (name == "full") return Recompute::full;
-  SL_THROW(InvalidArgument, "--recompute: must be none, selective or full, got '{}'", name);
+  SL_THROW(InvalidArgument, "recompute must be none, selective or full, got '{}'", name);
 }
 
 double layer_forward_flops(const GptShape& g, double tokens, int t) {

@@ -26,7 +26,7 @@ struct GptShape {
   int64_t ffn_width() const { return ffn > 0 ? ffn : 4 * hidden; }
 };
 
-// InvalidArgument naming the field when a size is not positive or h is not a multiple of a.
+// InvalidArgument when a size is not positive or h is not a multiple of a.
 void check_shape(const GptShape& g);
 
 // Parameters of one transformer layer: attention (4h^2 + 4h), MLP (2hF + F + h), two layer norms

@@ -172,12 +172,12 @@ class TestPlanCommand : public QObject {
     QStringList gpu = kGpt3;
     gpu[gpu.indexOf("a100-80gb")] = "v100";
     expect_error(gpu, "--gpu: must be one of a100-80gb, a100-40gb, h100-sxm, h200, got 'v100'");
-    expect_error(kGpt3 + QStringList{"--tp", "3"}, "--tp 3 does not divide --gpus 1024");
+    expect_error(kGpt3 + QStringList{"--tp", "3"}, "tp 3 does not divide the 1024 GPUs");
     expect_error(kGpt3 + QStringList{"--recompute", "some"},
                  "--recompute: must be none, selective or full, got 'some'");
     expect_error(kGpt3 + QStringList{"--zero", "4"}, "--zero");
     expect_error(kGpt3 + QStringList{"--heads", "100"},
-                 "--hidden 12288 is not a multiple of --heads 100");
+                 "hidden 12288 is not a multiple of heads 100");
     expect_error(kGpt3 + QStringList{"--pp", "1", "--zero", "0", "--recompute", "none", "--tp", "8",
                                      "--micro-batch", "5"},
                  "does not divide the batch");
