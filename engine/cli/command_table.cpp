@@ -146,6 +146,11 @@ std::vector<CommandSpec> build_table() {
            {"--gpus-per-node", "N", "GPUs per node of the preset cluster (default 8)"},
            {"--cluster", "FILE",
             "the cluster from a JSON file instead of --gpu (--print-cluster writes the fields)"},
+           {"--calibrate", "",
+            "measure this machine (a core's GEMM rate and memory bandwidth, the threads "
+            "backend's all-reduce latency and bandwidth on every core) into a cluster file for "
+            "--cluster, and stop"},
+           {"--out", "FILE", "with --calibrate: write the cluster file here (default: stdout)"},
            {"--print-cluster", "",
             "print the cluster (from --gpu or --cluster) as a JSON cluster file and stop"},
            {"--global-batch", "B", "sequences per step"},

@@ -46,7 +46,8 @@ std::string explain(const Estimate& e, const std::vector<Estimate>& all, const C
   if (l.tp == 1)
     parts.push_back("no tensor parallelism");
   else if (l.tp == c.gpus_per_node)
-    parts.push_back(fmt::format("tp {} keeps every tensor-parallel all-reduce on NVLink", l.tp));
+    parts.push_back(
+        fmt::format("tp {} keeps every tensor-parallel all-reduce inside a node", l.tp));
   else
     parts.push_back(fmt::format("tp {} inside a node", l.tp));
   if (l.pp > 1) {

@@ -165,6 +165,32 @@ class TestPlanCommand : public QObject {
     expect_error(with_file, "--cluster: cannot read");
   }
 
+  // This machine measured into a cluster file that --cluster reads back.
+  void calibrateWritesAClusterFile() {
+    QTemporaryDir dir;
+    const QString file = dir.filePath("here.json");
+    const ProcessOutcome o = cli({"plan", "--calibrate", "--out", file});
+    QVERIFY2(o.exit_code == 0, qPrintable(o.err));
+    QFile f(file);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QJsonObject doc = QJsonDocument::fromJson(f.readAll()).object();
+    const QJsonObject measured = doc["measured"].toObject();
+    for (const char* key : {"gemm_gflops", "triad_gb_per_second", "all_reduce_latency_us",
+                            "all_reduce_busbw_gb_per_second"})
+      QVERIFY2(measured[key].toDouble() > 0, key);
+    QCOMPARE(doc["gpus_per_node"].toInt(), measured["cores"].toInt());
+    // GFLOP/s of a core as the cluster's peak TFLOP/s.
+    QVERIFY(std::abs(doc["gpu"].toObject()["peak_tflops"].toDouble() * 1000 /
+                         measured["gemm_gflops"].toDouble() -
+                     1) < 1e-9);
+    const ProcessOutcome planned = cli({"plan", "--cluster", file, "--model", "megatron-1.7b",
+                                        "--gpus", "2", "--global-batch", "8", "--json"});
+    QVERIFY2(planned.finished && (planned.exit_code == 0 || planned.exit_code == 1),
+             qPrintable(planned.err));
+    QVERIFY(!json_of(planned)["plans"].toArray().isEmpty());
+    expect_error({"plan", "--out", file}, "--out goes with --calibrate");
+  }
+
   void badInput() {
     QStringList no_layers = kGpt3;
     no_layers.remove(no_layers.indexOf("--layers"), 2);
