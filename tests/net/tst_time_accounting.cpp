@@ -79,8 +79,11 @@ tl::CollectiveEvent collective(const Coll& c, double start, uint64_t seq) {
   e.bytes = 1 << 20;
   e.start = start;
   e.duration = c.duration;
-  e.algbw = 1;
-  e.busbw = 1;
+  // Bandwidths as a real collective reports them (bytes over its whole duration, waiting
+  // included), so the run model's TransferWatch sees the same link speed however long a rank is
+  // waited for: a constant figure would make a long wait look like a fast link.
+  e.algbw = c.duration > 0 ? static_cast<double>(e.bytes) / 1e9 / c.duration : 0;
+  e.busbw = e.algbw;
   e.seq = seq;
   e.ok = true;
   e.wait = c.wait;
