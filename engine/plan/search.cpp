@@ -107,25 +107,27 @@ PlanResult search_plans(const PlanJob& job, const ClusterSpec& c, const SearchOp
   std::vector<Estimate> all;
   std::string first_problem;
   PlanResult r;
+  const std::vector<int> gpu_divisors = divisors(job.gpus);
   for (int t : choices(o.tp, divisors(std::min<int64_t>(job.gpus, c.gpus_per_node))))
-    for (int p : choices(o.pp, divisors(job.gpus)))
-      for (int d : choices(o.dp, divisors(job.gpus)))
-        for (int64_t b : choices(o.micro_batch, micro))
-          for (int v : choices(o.interleave, inter))
-            for (int z : choices(o.zero, {0, 1, 2, 3}))
-              for (Recompute rc :
-                   choices(o.recompute, {Recompute::none, Recompute::selective, Recompute::full}))
-                for (bool sp : choices(o.sequence_parallel, {false, true})) {
-                  if (!o.sequence_parallel && sp && t == 1) continue;
-                  const Layout l{p, t, d, b, z, rc, sp, v};
-                  if (static_cast<int64_t>(p) * t * d != job.gpus) continue;
-                  const std::string problem = layout_problem(job, c, l);
-                  if (!problem.empty()) {
-                    if (first_problem.empty()) first_problem = problem;
-                    continue;
+    for (int p : choices(o.pp, gpu_divisors))
+      for (int d : choices(o.dp, gpu_divisors))
+        // pp x tp x dp must make the GPUs: skip the rest of the loops early.
+        if (static_cast<int64_t>(p) * t * d == job.gpus)
+          for (int64_t b : choices(o.micro_batch, micro))
+            for (int v : choices(o.interleave, inter))
+              for (int z : choices(o.zero, {0, 1, 2, 3}))
+                for (Recompute rc :
+                     choices(o.recompute, {Recompute::none, Recompute::selective, Recompute::full}))
+                  for (bool sp : choices(o.sequence_parallel, {false, true})) {
+                    if (!o.sequence_parallel && sp && t == 1) continue;
+                    const Layout l{p, t, d, b, z, rc, sp, v};
+                    const std::string problem = layout_problem(job, c, l);
+                    if (!problem.empty()) {
+                      if (first_problem.empty()) first_problem = problem;
+                      continue;
+                    }
+                    all.push_back(estimate(job, c, l));
                   }
-                  all.push_back(estimate(job, c, l));
-                }
   if (all.empty()) {
     SL_ENFORCE(!first_problem.empty(), "no layout of pp x tp x dp makes {} GPUs with these choices",
                job.gpus);

@@ -1,5 +1,7 @@
 #include "net/web/web_routes.h"
 
+#include "net/web/plan_api.h"
+
 #include <fmt/format.h>
 
 #include <boost/range/iterator_range.hpp>
@@ -186,6 +188,7 @@ WebResponse web_respond(const WebRequest& req, const WebRoutesContext& ctx) {
   // Browsers ask for it on their own; the page has none (and a 404 would be a console error).
   if (path == "/favicon.ico") return respond_with(req, http::status::no_content, "text/plain", "");
   const bool known = path == "/api/run" || path == "/metrics" || path == "/ws" ||
+                     path == "/api/plan" || path == "/api/plan/presets" ||
                      (find_web_asset(path) != nullptr && path != "/login.html");
   if (!known)
     return respond_with(req, http::status::not_found, "text/plain",
@@ -209,6 +212,13 @@ WebResponse web_respond(const WebRequest& req, const WebRoutesContext& ctx) {
     return respond_with(req, http::status::ok, "application/json", ctx.api_run());
   if (path == "/metrics")
     return respond_with(req, http::status::ok, kPrometheusContentType, ctx.metrics());
+  if (path == "/api/plan") {
+    const PlanApiReply plan = plan_api(to_std(req.target()));
+    return respond_with(req, plan.status == 200 ? http::status::ok : http::status::bad_request,
+                        "application/json", plan.json);
+  }
+  if (path == "/api/plan/presets")
+    return respond_with(req, http::status::ok, "application/json", plan_presets_json());
   if (path == "/ws")
     return respond_with(req, http::status::upgrade_required, "text/plain",
                         "426: /ws is the dashboard's WebSocket\n");

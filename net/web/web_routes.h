@@ -5,6 +5,8 @@
 //   GET /, /index.html, /*.js, /dashboard.css   the page (the embedded files of resources/web)
 //   GET /api/run     the run as one JSON document (a full dashboard frame)
 //   GET /metrics     Prometheus text format 0.0.4 (net/web/metrics.h)
+//   GET /api/plan?.. a large job's plans, as `shardlab plan --json` (net/web/plan_api.h);
+//                    /api/plan/presets the model presets and GPUs
 //   GET /login       the login form; POST /login with token=... sets the session cookie
 //   GET /ws          (the WebSocket: upgraded by the server, not here)
 // Anything else is 404; a method other than GET or HEAD (POST for /login) is 405. Nothing here
