@@ -1,7 +1,5 @@
 #include "net/web/web_routes.h"
 
-#include "net/web/plan_api.h"
-
 #include <fmt/format.h>
 
 #include <boost/range/iterator_range.hpp>
@@ -11,6 +9,7 @@
 
 #include "net/auth.h"
 #include "net/web/metrics.h"
+#include "net/web/plan_api.h"
 #include "net/web/web_assets.h"
 
 namespace shardlab::net {
@@ -187,15 +186,18 @@ WebResponse web_respond(const WebRequest& req, const WebRoutesContext& ctx) {
 
   // Browsers ask for it on their own; the page has none (and a 404 would be a console error).
   if (path == "/favicon.ico") return respond_with(req, http::status::no_content, "text/plain", "");
+  // The planner's what-if page: /plan is plan.html.
+  const std::string file = path == "/plan" ? "/plan.html" : path;
+  const WebAsset* asset = file == "/login.html" ? nullptr : find_web_asset(file);
+  const bool page = asset != nullptr && web_content_type(asset->path).starts_with("text/html");
   const bool known = path == "/api/run" || path == "/metrics" || path == "/ws" ||
-                     path == "/api/plan" || path == "/api/plan/presets" ||
-                     (find_web_asset(path) != nullptr && path != "/login.html");
+                     path == "/api/plan" || path == "/api/plan/presets" || asset != nullptr;
   if (!known)
     return respond_with(req, http::status::not_found, "text/plain",
                         fmt::format("404: nothing at {}\n", path));
 
   if (!ctx.auth.allows(req)) {
-    if (path == "/" || path == "/index.html") {
+    if (page) {
       WebResponse res = respond_with(req, http::status::see_other, "text/plain", "");
       res.set(http::field::location, "/login");
       return res;
@@ -222,10 +224,9 @@ WebResponse web_respond(const WebRequest& req, const WebRoutesContext& ctx) {
   if (path == "/ws")
     return respond_with(req, http::status::upgrade_required, "text/plain",
                         "426: /ws is the dashboard's WebSocket\n");
-  const WebAsset* asset = find_web_asset(path);
   WebResponse res = respond_with(req, http::status::ok, web_content_type(asset->path),
                                  std::string(asset->text()));
-  if (std::string_view(asset->path) == "/index.html")
+  if (page)
     res.set("Content-Security-Policy",
             "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; "
             "style-src 'self' 'unsafe-inline'; frame-ancestors 'none'");

@@ -3,6 +3,7 @@
 // that guards them all when the server is not on loopback.
 //
 //   GET /, /index.html, /*.js, /dashboard.css   the page (the embedded files of resources/web)
+//   GET /plan        the planner's what-if page (plan.html, drawing /api/plan)
 //   GET /api/run     the run as one JSON document (a full dashboard frame)
 //   GET /metrics     Prometheus text format 0.0.4 (net/web/metrics.h)
 //   GET /api/plan?.. a large job's plans, as `shardlab plan --json` (net/web/plan_api.h);
@@ -15,7 +16,7 @@
 // With the token required, a request passes with "Authorization: Bearer TOKEN" (scripts,
 // Prometheus' authorization: credentials) or the cookie the login page sets (a browser). The
 // cookie holds HMAC-SHA256(token, "shardlab web session"), never the token itself. A browser
-// asking for the page without either is sent to /login; anything else gets 401.
+// asking for a page (/, /plan) without either is sent to /login; anything else gets 401.
 #pragma once
 
 #include <boost/beast/http.hpp>

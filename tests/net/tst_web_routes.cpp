@@ -16,7 +16,6 @@
 #include <thread>
 #include <vector>
 
-#include "engine/plan/plan_inputs.h"
 #include "net/protocol.h"
 #include "net/run_model.h"
 #include "net/web/web_routes.h"
@@ -189,76 +188,6 @@ class TestWebRoutes : public QObject {
 
   // Garbage is answered 400 and the connection closed; headers over max_header_bytes 431; a
   // body over max_body_bytes 413; a client that sends nothing is closed after request_timeout.
-  // The planner: /api/plan answers what the engine answers for the same fields (the CLI's
-  // --json is the same plans_to_json, tst_plan_command), bad input is 400 naming the problem,
-  // and /api/plan/presets lists the choices.
-  void planApi() {
-    RunModel model;
-    feed_small_run(model);
-    WebContent content;
-    content.live = &model;
-    WebHost host(WebOptions{}, content);
-    const uint16_t port = host.port();
-    Reply r =
-        get(port, "/api/plan?model=gpt3-175b&gpu=a100-80gb&gpus=1024&global-batch=1536&top=3");
-    QVERIFY2(r.status() == 200, qPrintable(describe(r)));
-    VERIFY_TYPE(r, "application/json");
-    const json got = json::parse(r.body(), nullptr, false);
-    QVERIFY2(!got.is_discarded() && got["plans"].size() == 3, r.body().substr(0, 500).c_str());
-    const json& best = got["plans"][0];
-    QVERIFY(best["fits"].get<bool>());
-    QCOMPARE(best["layout"]["pp"].get<int>() * best["layout"]["tp"].get<int>() *
-                 best["layout"]["dp"].get<int>(),
-             1024);
-    // The engine on the same fields, called here.
-    const std::map<std::string, std::string, std::less<>> fields{{"model", "gpt3-175b"},
-                                                                 {"gpu", "a100-80gb"},
-                                                                 {"gpus", "1024"},
-                                                                 {"global-batch", "1536"},
-                                                                 {"top", "3"}};
-    const plan::PlanInputs in = plan::read_plan_inputs(
-        [&](std::string_view n) -> std::optional<std::string> {
-          const auto it = fields.find(n);
-          return it == fields.end() ? std::nullopt : std::optional<std::string>(it->second);
-        },
-        "");
-    const json expected = json::parse(
-        plan::plans_to_json(in, plan::search_plans(in.job, in.cluster, in.options)).dump());
-    QCOMPARE(got, expected);
-    // Encoded values read as the form sent them: "full" and a sequence-parallel switch.
-    r = get(port,
-            "/api/plan?model=gpt3%2D175b&gpu=h100-sxm&gpus=1024&global-batch=1536&tp=8&"
-            "recompute=f%75ll&sequence-parallel=1");
-    QVERIFY2(r.status() == 200, qPrintable(describe(r)));
-    for (const json& p : json::parse(r.body())["plans"]) {
-      QCOMPARE(p["layout"]["tp"].get<int>(), 8);
-      QCOMPARE(p["layout"]["recompute"].get<std::string>(), std::string("full"));
-      QVERIFY(p["layout"]["sequence_parallel"].get<bool>());
-    }
-    const std::pair<const char*, const char*> bad[] = {
-        {"/api/plan?model=gpt3-175b&gpu=a100-80gb&gpus=abc&global-batch=1536",
-         "gpus: must be a whole number, got 'abc'"},
-        {"/api/plan?model=gpt3-175b&gpu=a100-80gb&gpus=1024&global-batch=1536&tp=3",
-         "tp 3 does not divide the 1024 GPUs"},
-        {"/api/plan?model=gpt5&gpu=a100-80gb&gpus=8&global-batch=8", "model: must be one of gpt,"},
-        {"/api/plan", "layers is required"},
-    };
-    for (const auto& [target, message] : bad) {
-      r = get(port, target);
-      QVERIFY2(r.status() == 400, qPrintable(QString(target) + ": " + describe(r)));
-      const json e = json::parse(r.body(), nullptr, false);
-      QVERIFY2(!e.is_discarded() && e.contains("error") &&
-                   e["error"].get<std::string>().find(message) != std::string::npos,
-               r.body().c_str());
-    }
-    r = get(port, "/api/plan/presets");
-    QVERIFY2(r.status() == 200, qPrintable(describe(r)));
-    const json presets = json::parse(r.body());
-    QCOMPARE(presets["models"][0]["name"].get<std::string>(), std::string("gpt3-175b"));
-    QCOMPARE(presets["models"][0]["layers"].get<int>(), 96);
-    QVERIFY(presets["gpus"].size() == plan::gpu_names().size());
-  }
-
   void badRequests() {
     RunModel model;
     feed_small_run(model);

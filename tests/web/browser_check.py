@@ -3,6 +3,7 @@
 
     browser_check.py URL --ranks 8 [--replay] [--screenshot OUT.png] [--timeout 60]
     browser_check.py URL --frame-times N     (prints frame-time figures as JSON, checks nothing)
+    browser_check.py URL --plan [--screenshot OUT.png]   (the planner's page, URL/plan)
 
 Live (default): the page connects ("live"), draws one rank cell per rank, the loss chart's points
 grow while the run goes, memory bars for every rank, one heat-map row per rank, a communication
@@ -11,6 +12,10 @@ table with rows, timeline lanes.
 --replay: the same, plus the replay bar: pausing stops the position, the slider seeks.
 --token-file F: a dashboard off loopback; first the sign-in page (refused without a token), then
 the token from F entered there, then the checks above.
+--plan: the planner's page instead (URL/plan): gpt3-175b on 1024 A100 80GB with a global batch of
+1536 chosen in the form and planned; the table has rows, its first row's TFLOP/s is /api/plan's
+first plan's as shown (one decimal), the memory chart has a bar per pipeline stage, the reason is
+the API's; then tp 3 is answered with the planner's message on the page's error line.
 Exit status 0 when every check holds; 1 with one line per failed check; 2 when the browser could
 not start (the caller skips). Uses Debian's chromium, chromium-driver and python3-selenium; as
 root Chromium needs --no-sandbox (../shared/notes/real-parts.md).
@@ -19,11 +24,13 @@ import argparse
 import json
 import sys
 import time
+import urllib.request
 
 try:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
 except ImportError as e:  # the caller checks first; this is the fallback
     print(f"browser_check: python3-selenium is missing: {e}", file=sys.stderr)
     sys.exit(2)
@@ -137,6 +144,91 @@ def check_replay(c):
                timeout=10)
 
 
+def set_field(c, css, value):
+    box = c.d.find_element(By.CSS_SELECTOR, css)
+    box.clear()
+    box.send_keys(value)
+
+
+def check_plan(c, url, token=None):
+    """The planner's page: the form and its answer in the table (against /api/plan, asked here
+    with the page's own query and, off loopback, the token) and the charts."""
+    base = url.rstrip("/") + "/"
+    c.d.get(base + "plan")
+    if not c.wait_for("the model presets in the form (#plan-model has gpt3-175b)",
+                      lambda: c.d.find_elements(By.CSS_SELECTOR,
+                                                "#plan-model option[value='gpt3-175b']")):
+        return
+    Select(c.d.find_element(By.ID, "plan-model")).select_by_value("gpt3-175b")
+    Select(c.d.find_element(By.ID, "plan-gpu")).select_by_value("a100-80gb")
+    set_field(c, "#plan-gpus", "1024")
+    set_field(c, "#plan-batch", "1536")
+    c.d.find_element(By.ID, "plan-go").click()
+    rows = c.wait_for("layouts in the table (#plan-table data-rows > 0)",
+                      lambda: c.int_attr("#plan-table", "data-rows"))
+    if not rows:
+        return
+    query = c.d.execute_script("return location.search;")
+    for want in ("model=gpt3-175b", "gpu=a100-80gb", "gpus=1024", "global-batch=1536"):
+        if want not in query:
+            c.failed.append(f"the page asked for {want} (its query: {query})")
+    req = urllib.request.Request(base + "api/plan" + query)
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(req, timeout=30) as r:
+        doc = json.load(r)
+    plans = doc["plans"]
+    trs = c.d.find_elements(By.CSS_SELECTOR, "#plan-table tbody tr")
+    if len(trs) != len(plans):
+        c.failed.append(f"{len(plans)} rows in the table as /api/plan has plans (got {len(trs)})")
+    heads = [th.text for th in c.d.find_elements(By.CSS_SELECTOR, "#plan-table thead th")]
+    cells = [td.text for td in trs[0].find_elements(By.TAG_NAME, "td")] if trs else []
+    shown = cells[heads.index("TFLOP/s")] if "TFLOP/s" in heads and cells else None
+    want = f"{plans[0]['tflops_per_gpu']:.1f}"
+    if shown != want:
+        c.failed.append(f"the first row's TFLOP/s is the API's first plan's {want} (shown: {shown})")
+    stages = len(plans[0]["stage_gib"])
+    if stages != plans[0]["layout"]["pp"]:
+        c.failed.append(f"/api/plan gives a memory entry per stage ({stages} for pp "
+                        f"{plans[0]['layout']['pp']})")
+    c.wait_for(f"one memory bar per pipeline stage (#plan-memory data-stages {stages})",
+               lambda: c.int_attr("#plan-memory", "data-stages") == stages)
+    c.wait_for("the best layout's reason under the charts (#plan-why)",
+               lambda: c.text("#plan-why") == plans[0]["why"])
+    c.wait_for("what the estimate leaves out (#plan-left-out)",
+               lambda: c.text("#plan-left-out") == doc["left_out"])
+    print(f"browser_check: {rows} layouts, the best {plans[0]['layout']}, {shown} TFLOP/s, "
+          f"{stages} stages")
+
+
+def check_plan_error(c):
+    """tp 3 does not divide 1024 GPUs: the planner's message on the page's error line."""
+    set_field(c, "#plan-form input[name='tp']", "3")
+    c.d.find_element(By.ID, "plan-go").click()
+    c.wait_for("the planner's message on the error line (#plan-error)",
+               lambda: "tp 3 does not divide the 1024 GPUs" in (c.text("#plan-error") or ""))
+
+
+def screenshot_whole_page(driver, path):
+    """The whole page, not only the window: the viewport made as tall as the page first."""
+    height = driver.execute_script("return document.documentElement.scrollHeight;")
+    width = driver.execute_script("return window.innerWidth;")
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": width, "height": min(4000, max(600, height)), "deviceScaleFactor": 1,
+        "mobile": False})
+    time.sleep(0.5)
+    driver.save_screenshot(path)
+    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    print(f"browser_check: screenshot {path}")
+
+
+def console_errors(driver):
+    """The browser console's SEVERE messages since the last call."""
+    if not hasattr(driver, "get_log"):
+        return []
+    return [e.get("message", "") for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+
+
 def frame_times(driver, seconds):
     time.sleep(seconds)
     return driver.execute_script(
@@ -152,6 +244,8 @@ def main():
                     help="the rank the page must mark as the straggler and name in its diagnosis")
     ap.add_argument("--screenshot")
     ap.add_argument("--timeout", type=float, default=60)
+    ap.add_argument("--plan", action="store_true",
+                    help="check the planner's page (URL/plan) instead of the live dashboard")
     ap.add_argument("--frame-times", type=float, default=0,
                     help="collect render times for this many seconds and print them as JSON")
     ap.add_argument("--token-file",
@@ -163,6 +257,7 @@ def main():
     try:
         driver.set_page_load_timeout(args.timeout)
         driver.get(args.url)
+        token = None
         if args.token_file:
             c = Checks(driver, args.timeout)
             c.wait_for("the sign-in page (no token yet)",
@@ -188,14 +283,23 @@ def main():
             print(json.dumps(r))
             return 0 if not c.failed else 1
         c = Checks(driver, args.timeout)
-        check_page(c, args.ranks, args.replay, args.straggler)
-        if args.screenshot:
-            time.sleep(0.5)
-            driver.save_screenshot(args.screenshot)
-        errors = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"] \
-            if hasattr(driver, "get_log") else []
-        for e in errors:
-            c.failed.append(f"browser console error: {e.get('message')}")
+        if args.plan:
+            check_plan(c, args.url, token)
+            if args.screenshot:
+                screenshot_whole_page(driver, args.screenshot)
+        else:
+            check_page(c, args.ranks, args.replay, args.straggler)
+            if args.screenshot:
+                time.sleep(0.5)
+                driver.save_screenshot(args.screenshot)
+        for e in console_errors(driver):
+            c.failed.append(f"browser console error: {e}")
+        if args.plan and not c.failed:
+            check_plan_error(c)
+            # The browser logs the 400 it was just answered; anything else is a failure.
+            for e in console_errors(driver):
+                if "status of 400" not in e:
+                    c.failed.append(f"browser console error: {e}")
         for f in c.failed:
             print(f"FAILED: {f}")
         if not c.failed:

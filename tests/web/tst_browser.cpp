@@ -5,7 +5,10 @@
 // (or the replay) goes, memory bars for 8 ranks, 8 heat-map rows, the communication table, the
 // timeline; live, rank 5 (slowed for real) marked as the straggler and named in the diagnosis
 // box; in the replay, pause and seek. The live page's screenshot is kept at
-// <build>/screenshots/web-dashboard.png (the README's picture).
+// <build>/screenshots/web-dashboard.png (the README's picture). The planner's page (/plan, served
+// by `shardlab monitor --http`): GPT-3 175B on 1024 A100s planned from the form, the table and
+// charts against /api/plan, an error on the page's error line; its screenshot is
+// <build>/screenshots/web-plan.png.
 #include <QtTest>
 
 #include <QDir>
@@ -88,6 +91,27 @@ class TestBrowser : public QObject {
                           QStringLiteral(SHARDLAB_BINARY_DIR "/screenshots/web-replay.png")});
     if (b.exit_code == 2) QSKIP(qPrintable("Chromium could not start here: " + b.err));
     QVERIFY2(b.exit_code == 0, qPrintable(b.out + b.err));
+  }
+
+  void planPageInTheBrowser() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    ServingChild monitor(
+        {QStringLiteral("monitor"), QStringLiteral("--listen"), QStringLiteral("127.0.0.1:0"),
+         QStringLiteral("--http"), QStringLiteral("127.0.0.1:0"), QStringLiteral("--token-file"),
+         dir.filePath(QStringLiteral("token")), QStringLiteral("--duration"), QStringLiteral("300"),
+         QStringLiteral("--interval"), QStringLiteral("60")},
+        dir.path());
+    const QString url = monitor.url();
+    QVERIFY2(!url.isEmpty(), qPrintable("no URL printed:\n" + monitor.output()));
+    QDir().mkpath(QStringLiteral(SHARDLAB_BINARY_DIR "/screenshots"));
+    const QString shot = QStringLiteral(SHARDLAB_BINARY_DIR "/screenshots/web-plan.png");
+    const ProcessOutcome b =
+        check_in_browser({url, QStringLiteral("--plan"), QStringLiteral("--screenshot"), shot});
+    if (b.exit_code == 2) QSKIP(qPrintable("Chromium could not start here: " + b.err));
+    QVERIFY2(b.exit_code == 0, qPrintable(b.out + b.err));
+    qInfo("%s", qPrintable(b.out.trimmed()));
+    qInfo("the plan page's screenshot: %s", qPrintable(shot));
   }
 };
 
