@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "engine/bench/comm_bench.h"
+#include "engine/bench/cpu_op_calibration.h"
 #include "engine/bench/harness.h"
 #include "engine/bench/triad.h"
 #include "engine/comm/threads/world.h"
@@ -80,6 +81,7 @@ HostCalibration calibrate_host() {
   c.intra_node = {out.all_reduce_busbw_gb_per_s * 1e9, out.all_reduce_latency_us * 1e-6};
   c.inter_node = c.intra_node;
   c.matmul_efficiency = 1.0;
+  c.cpu_ops = measure_cpu_ops(out.cores);
   return out;
 }
 

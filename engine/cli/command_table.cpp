@@ -54,6 +54,7 @@ std::vector<CommandSpec> build_table() {
        "--json fields: job, model, parameters, strategy, backend, world_size, device, "
        "exit_status, seconds (wall clock), and, unless the backend is mpi (whose ranks are "
        "other processes), steps, stop_reason, stopped_early, final_loss, train_seconds, "
+       "median_step_seconds (rank 0's), "
        "eval_seconds, samples_per_second, tokens_per_second, eval {step, loss, accuracy, "
        "samples} or null, and for sharded runs ranks [{rank, params_bytes, grads_bytes, "
        "optimizer_state_bytes, planned_params_bytes, planned_grads_bytes, "
@@ -151,6 +152,12 @@ std::vector<CommandSpec> build_table() {
             "backend's all-reduce latency and bandwidth on every core) into a cluster file for "
             "--cluster, and stop"},
            {"--out", "FILE", "with --calibrate: write the cluster file here (default: stdout)"},
+           {"--job", "JOB.json",
+            "predict a ShardLab job as its file lays it out (ranks on this machine's cores): each "
+            "rank's memory and the step time, from a --cluster file that --calibrate wrote"},
+           {"--set", "KEY=VALUE", "with --job: override a job field (repeatable)"},
+           {"--calibrate-mpi-inner", "",
+            "internal: the mpi measurement of --calibrate, run by it under mpirun"},
            {"--print-cluster", "",
             "print the cluster (from --gpu or --cluster) as a JSON cluster file and stop"},
            {"--global-batch", "B", "sequences per step"},
@@ -179,7 +186,11 @@ std::vector<CommandSpec> build_table() {
        "fullest_stage, stage_gib [{params, grads, optimizer_state, activations, comm, total} by "
        "stage], usable_gib, fits, step_seconds, "
        "time_seconds {compute, tp, pp, dp, bubble, optimizer}, tflops_per_gpu (model FLOPs), "
-       "hw_tflops_per_gpu (with recomputation), mfu, why}], best first."});
+       "hw_tflops_per_gpu (with recomputation), mfu, why}], best first. With --job: job, ranks, "
+       "cores, "
+       "step_seconds, time_seconds {compute, tp, pp, dp, bubble, optimizer}, bound_by, "
+       "critical_path_seconds, cores_bound_seconds, gemm_share, memory_bytes_by_rank [{params, "
+       "grads, optimizer_state}], memory_formula, why, left_out."});
   t.push_back(
       {"doctor",
        "",

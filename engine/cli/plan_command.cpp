@@ -3,12 +3,11 @@
 // engine/plan; this file reads the flags and prints.
 #include <fmt/format.h>
 
-#include "engine/bench/host_calibration.h"
 #include "engine/cli/args.h"
 #include "engine/cli/command_spec.h"
 #include "engine/cli/commands.h"
 #include "engine/cli/json_output.h"
-#include "engine/core/atomic_file.h"
+#include "engine/cli/plan_job.h"
 #include "engine/plan/plan_inputs.h"
 
 namespace shardlab::cli {
@@ -60,32 +59,15 @@ void print_table(const plan::PlanJob& job, const plan::ClusterSpec& c, const pla
   fmt::print("{}\n", plan::left_out_text());
 }
 
-// --calibrate: this machine as a cluster file (engine/bench/host_calibration.h).
-int calibrate(const Args& args) {
-  fmt::print(stderr, "measuring this machine (a few seconds)...\n");
-  const HostCalibration c = calibrate_host();
-  const std::string text = calibration_json(c).dump(2) + "\n";
-  fmt::print(stderr,
-             "{}: {} cores; GEMM {:.1f} GFLOP/s a core, triad {:.1f} GB/s a core, all-reduce "
-             "(threads, {} ranks) {:.1f} us a ring step, {:.2f} GB/s bus bandwidth\n",
-             c.date, c.cores, c.gemm_gflops, c.triad_gb_per_s, std::max(2, c.cores),
-             c.all_reduce_latency_us, c.all_reduce_busbw_gb_per_s);
-  const std::string out = args.get("--out");
-  if (out.empty()) {
-    fmt::print("{}", text);
-    return 0;
-  }
-  write_file_atomic(out, text);
-  fmt::print(stderr, "wrote {}\n", out);
-  return 0;
-}
-
 }  // namespace
 
 int plan_command(const std::vector<std::string>& argv) {
   Args args(argv, arg_spec("plan"));
   args.expect_no_positional();
-  if (args.has("--calibrate")) return calibrate(args);
+  if (args.has("--calibrate-mpi-inner")) return plan_calibrate_mpi_inner(args);
+  if (args.has("--calibrate")) return plan_calibrate(args);
+  if (args.has("--job")) return plan_job(args);
+  if (args.has("--set")) SL_THROW(UsageError, "plan: --set goes with --job");
   if (args.has("--out")) SL_THROW(UsageError, "plan: --out goes with --calibrate");
   if (args.has("--gpu") && args.has("--cluster"))
     SL_THROW(UsageError, "plan: give --gpu or --cluster, not both");

@@ -66,6 +66,7 @@ void report_result(Json* report, const JobSpec& job, const TrainResult& r) {
   d["stopped_early"] = r.stopped_early;
   d["final_loss"] = r.losses.empty() ? Json(nullptr) : Json(r.losses.back());
   d["train_seconds"] = r.train_seconds;
+  d["median_step_seconds"] = r.median_step_seconds;
   d["eval_seconds"] = r.eval_seconds;
   d["samples_per_second"] = r.samples_per_second;
   d["tokens_per_second"] = job.model.kind == "gpt" ? Json(r.tokens_per_second) : Json(nullptr);

@@ -93,6 +93,7 @@ ClusterSpec cluster_from_json(const nlohmann::json& j, const std::string& origin
   c.matmul_efficiency = number(j, "matmul_efficiency", origin, 1e-4, 1);
   if (j.contains("usable_memory_share"))
     c.usable_memory_share = number(j, "usable_memory_share", origin, 0.01, 1);
+  if (j.contains("cpu_ops")) c.cpu_ops = cpu_ops_from_json(j.at("cpu_ops"), origin);
   return c;
 }
 
@@ -110,6 +111,7 @@ nlohmann::ordered_json cluster_to_json(const ClusterSpec& c) {
                      {"latency_us", c.inter_node.latency_s * 1e6}};
   j["matmul_efficiency"] = c.matmul_efficiency;
   j["usable_memory_share"] = c.usable_memory_share;
+  if (c.cpu_ops) j["cpu_ops"] = cpu_ops_to_json(*c.cpu_ops);
   return j;
 }
 

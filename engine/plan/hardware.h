@@ -5,10 +5,13 @@
 // same fields from JSON (cluster_from_json; cluster_to_json writes them).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "engine/plan/cpu_ops.h"
 
 namespace shardlab::plan {
 
@@ -37,6 +40,9 @@ struct ClusterSpec {
   // Of the HBM, what a plan may use: the CUDA context, NCCL's buffers and the caching
   // allocator's fragmentation take the rest (PyTorch users see 5-10% of the card that way).
   double usable_memory_share = 0.9;
+  // A machine measured by `shardlab plan --calibrate`: its kernels' costs on one core, which
+  // `shardlab plan --job` needs (absent from the GPU presets).
+  std::optional<CpuOpCosts> cpu_ops;
 };
 
 // The preset GPUs: a100-80gb, a100-40gb, h100-sxm, h200.
@@ -49,8 +55,9 @@ ClusterSpec cluster_preset(const std::string& gpu);
 
 // JSON of a cluster: {"name", "gpu": {"name", "peak_tflops", "hbm_gib", "hbm_gb_per_second"},
 // "gpus_per_node", "intra_node": {"busbw_gb_per_second", "latency_us"}, "inter_node": {...},
-// "matmul_efficiency", "usable_memory_share"}. Reading: FormatError naming the field that is
-// missing or out of range; `origin` (a file name) starts the message.
+// "matmul_efficiency", "usable_memory_share"} and, when measured, "cpu_ops" (cpu_ops.h). Reading:
+// FormatError naming the field that is missing or out of range; `origin` (a file name) starts the
+// message.
 ClusterSpec cluster_from_json(const nlohmann::json& j, const std::string& origin);
 nlohmann::ordered_json cluster_to_json(const ClusterSpec& c);
 // Reads a cluster file (IoError when unreadable, FormatError when it is not such a document).

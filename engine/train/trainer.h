@@ -45,8 +45,9 @@ struct TrainResult {
   std::vector<EvalResult> evals;
   int64_t steps = 0;
   bool stopped_early = false;
-  std::string stop_reason;   // why the run ended
-  double train_seconds = 0;  // forward, backward and update, excluding evaluation
+  std::string stop_reason;         // why the run ended
+  double train_seconds = 0;        // forward, backward and update, excluding evaluation
+  double median_step_seconds = 0;  // the median of this run's steps (this rank's)
   double eval_seconds = 0;
   double samples_per_second = 0;
   double tokens_per_second = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -20,6 +21,8 @@ TrainResult run_training_loop(const LoopSpec& spec, EarlyStopState& early,
   const TrainConfig& t = *spec.config;
   TrainResult result;
   result.losses.reserve(static_cast<size_t>(std::max<int64_t>(0, spec.stop_at - spec.first_step)));
+  std::vector<double> step_times;  // for the median
+  step_times.reserve(result.losses.capacity());
   const LrSchedule schedule(t.schedule, spec.base_lr, spec.total_steps);
   const int64_t eval_samples =
       t.eval_batches > 0 ? t.eval_batches * std::max<int64_t>(t.batch_size, 256) : 0;
@@ -81,6 +84,7 @@ TrainResult run_training_loop(const LoopSpec& spec, EarlyStopState& early,
     ++done;
     result.losses.push_back(s.loss);
     result.train_seconds += secs;
+    step_times.push_back(secs);
     total_samples += s.samples;
     total_rows += s.rows;
     window_loss += s.loss;
@@ -119,6 +123,11 @@ TrainResult run_training_loop(const LoopSpec& spec, EarlyStopState& early,
     if (spec.after_step) spec.after_step(done, done == spec.stop_at || early.stop);
   }
   result.steps = done;
+  if (!step_times.empty()) {
+    const auto mid = step_times.begin() + static_cast<std::ptrdiff_t>(step_times.size() / 2);
+    std::nth_element(step_times.begin(), mid, step_times.end());
+    result.median_step_seconds = *mid;
+  }
   if (user_stop && spec.after_step && done > spec.first_step) spec.after_step(done, true);
   if (user_stop) {
     // The steps since the last progress line still get their end-of-run line.

@@ -1,0 +1,139 @@
+#include "engine/cli/plan_job.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "engine/bench/cpu_op_calibration.h"
+#include "engine/bench/host_calibration.h"
+#include "engine/cli/json_output.h"
+#include "engine/core/atomic_file.h"
+#include "engine/launch/mpirun.h"
+#include "engine/launch/prepared_job.h"
+#include "engine/plan/job/job_estimate.h"
+#if SHARDLAB_HAVE_MPI
+#include "engine/comm/mpi/world.h"
+#endif
+
+namespace shardlab::cli {
+namespace {
+
+// The mpi backend's meetings at 1 and 2 ranks per core: this command again under mpirun
+// (--calibrate-mpi-inner), its rank 0 writing the loop's seconds to a temporary file. Not
+// measured (and said so) without MPI or when mpirun fails.
+void measure_mpi_meetings(HostCalibration& c) {
+#if SHARDLAB_HAVE_MPI
+  const double work = sync_work_seconds();
+  const std::filesystem::path tmp =
+      std::filesystem::temp_directory_path() / fmt::format("shardlab-calibrate-{}.txt", ::getpid());
+  for (int per_core : {1, 2}) {
+    const int ranks = std::max(2, per_core * c.cores);
+    std::fflush(stdout);
+    const int rc = launch::run_mpirun(
+        ranks, {launch::this_executable(), "plan", "--calibrate-mpi-inner", "--out", tmp.string()});
+    std::ifstream in(tmp);
+    double wall = 0;
+    if (rc != 0 || !(in >> wall) || !(wall > 0)) {
+      fmt::print(stderr, "mpi meetings not measured: mpirun -np {} exited with status {}\n", ranks,
+                 rc);
+      c.cluster.cpu_ops->sync_mpi.clear();
+      break;
+    }
+    c.cluster.cpu_ops->sync_mpi.push_back(sync_cost(wall, work, ranks, c.cores));
+  }
+  std::error_code ec;
+  std::filesystem::remove(tmp, ec);
+#else
+  (void)c;
+  fmt::print(stderr, "mpi meetings not measured: this shardlab was built without MPI\n");
+#endif
+}
+
+}  // namespace
+
+// --calibrate: this machine as a cluster file (engine/bench/host_calibration.h).
+int plan_calibrate(const Args& args) {
+  fmt::print(stderr, "measuring this machine (a few seconds)...\n");
+  HostCalibration c = calibrate_host();
+  measure_mpi_meetings(c);
+  const std::string text = calibration_json(c).dump(2) + "\n";
+  fmt::print(stderr,
+             "{}: {} cores; GEMM {:.1f} GFLOP/s a core, triad {:.1f} GB/s a core, all-reduce "
+             "(threads, {} ranks) {:.1f} us a ring step, {:.2f} GB/s bus bandwidth\n",
+             c.date, c.cores, c.gemm_gflops, c.triad_gb_per_s, std::max(2, c.cores),
+             c.all_reduce_latency_us, c.all_reduce_busbw_gb_per_s);
+  const auto meetings = [](const std::vector<plan::CpuOpCosts::Sync>& v) {
+    std::string s;
+    for (const plan::CpuOpCosts::Sync& m : v)
+      s += fmt::format("{}{:.1f} us at {:g} per core", s.empty() ? "" : ", ", m.seconds * 1e6,
+                       m.ranks_per_core);
+    return s.empty() ? std::string("not measured") : s;
+  };
+  fmt::print(stderr, "ranks meeting: threads {}; mpi {}\n", meetings(c.cluster.cpu_ops->sync),
+             meetings(c.cluster.cpu_ops->sync_mpi));
+  const std::string out = args.get("--out");
+  if (out.empty()) {
+    fmt::print("{}", text);
+    return 0;
+  }
+  write_file_atomic(out, text);
+  fmt::print(stderr, "wrote {}\n", out);
+  return 0;
+}
+
+// --job: a ShardLab job on a calibrated machine (engine/plan/job).
+int plan_job(const Args& args) {
+  SL_ENFORCE_T(UsageError, args.has("--cluster"),
+               "plan --job: needs --cluster FILE, this machine measured by shardlab plan "
+               "--calibrate --out FILE");
+  for (const char* flag : {"--model", "--gpu", "--gpus", "--global-batch", "--tp", "--pp", "--dp",
+                           "--zero", "--top", "--print-cluster"})
+    SL_ENFORCE_T(UsageError, !args.has(flag),
+                 "plan --job: {} does not apply (the job file lays the job out; --set changes it)",
+                 flag);
+  const plan::ClusterSpec cluster = plan::load_cluster_file(args.get("--cluster"));
+  const JobSpec job = launch::prepare_job(load_job(args.get("--job"), args.all("--set"))).job;
+  const plan::JobEstimate e = plan::estimate_job(job, cluster);
+  if (args.has("--json")) {
+    print_json(plan::job_estimate_to_json(job, e));
+    return 0;
+  }
+  const plan::JobTime& t = e.time;
+  fmt::print("job {}: {} {}, {} rank{} on {} ({} cores)\n", job.name, job.model.kind,
+             job.parallel.strategy, e.ranks, e.ranks == 1 ? "" : "s", cluster.name, e.cores);
+  fmt::print(
+      "step {:.2f} ms: compute {:.2f} / tp {:.2f} / pp {:.2f} / dp {:.2f} / bubble {:.2f} / "
+      "optimizer {:.2f} ms\n",
+      e.step_seconds * 1e3, t.compute * 1e3, t.tp * 1e3, t.pp * 1e3, t.dp * 1e3, t.bubble * 1e3,
+      t.optimizer * 1e3);
+  fmt::print("why: {}\n", e.why);
+  for (size_t r = 0; r < e.memory.size(); ++r) {
+    const MemoryFigures& f = e.memory[r];
+    fmt::print("rank {}: params {} B, grads {} B, optimizer state {} B\n", r,
+               f[MemCategory::params], f[MemCategory::grads], f[MemCategory::optimizer_state]);
+  }
+  fmt::print("memory: {}\n{}\n", e.memory_formula, plan::job_left_out_text());
+  return 0;
+}
+
+int plan_calibrate_mpi_inner(const Args& args) {
+#if SHARDLAB_HAVE_MPI
+  MpiSession session(nullptr, nullptr);
+  CommOptions copts;
+  copts.timeout = std::chrono::seconds(60);
+  auto world = make_mpi_world(copts);
+  const double wall = paired_meetings_seconds(*world);
+  if (world->rank() == 0) write_file_atomic(args.get("--out"), fmt::format("{}\n", wall));
+  return 0;
+#else
+  (void)args;
+  SL_THROW(InvalidArgument, "plan --calibrate-mpi-inner: this shardlab was built without MPI");
+#endif
+}
+
+}  // namespace shardlab::cli
