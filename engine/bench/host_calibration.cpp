@@ -70,7 +70,7 @@ HostCalibration calibrate_host() {
   out.date = utc_now();
 
   plan::ClusterSpec& c = out.cluster;
-  c.name = fmt::format("{} ({} cores)", out.host, out.cores);
+  c.name = out.host;
   c.gpu.name = "cpu-core";
   c.gpu.peak_flops = out.gemm_gflops * 1e9;
   const double ram =

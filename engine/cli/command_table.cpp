@@ -148,9 +148,10 @@ std::vector<CommandSpec> build_table() {
            {"--cluster", "FILE",
             "the cluster from a JSON file instead of --gpu (--print-cluster writes the fields)"},
            {"--calibrate", "",
-            "measure this machine (a core's GEMM rate and memory bandwidth, the threads "
-            "backend's all-reduce latency and bandwidth on every core) into a cluster file for "
-            "--cluster, and stop"},
+            "measure this machine into a cluster file for --cluster (a core's GEMM rate and "
+            "memory bandwidth, the threads backend's all-reduce on every core, and for --job the "
+            "cost of every kernel of a step, of ranks meeting in a collective on the threads and "
+            "mpi backends, and of kernels inside a step), and stop"},
            {"--out", "FILE", "with --calibrate: write the cluster file here (default: stdout)"},
            {"--job", "JOB.json",
             "predict a ShardLab job as its file lays it out (ranks on this machine's cores): each "

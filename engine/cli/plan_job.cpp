@@ -104,8 +104,8 @@ int plan_job(const Args& args) {
     return 0;
   }
   const plan::JobTime& t = e.time;
-  fmt::print("job {}: {} {}, {} rank{} on {} ({} cores)\n", job.name, job.model.kind,
-             job.parallel.strategy, e.ranks, e.ranks == 1 ? "" : "s", cluster.name, e.cores);
+  fmt::print("job {}: {} {}, {} rank{} on {} cores ({})\n", job.name, job.model.kind,
+             job.parallel.strategy, e.ranks, e.ranks == 1 ? "" : "s", e.cores, cluster.name);
   fmt::print(
       "step {:.2f} ms: compute {:.2f} / tp {:.2f} / pp {:.2f} / dp {:.2f} / bubble {:.2f} / "
       "optimizer {:.2f} ms\n",
