@@ -222,6 +222,16 @@ void MainWindow::buildViews() {
 
   plan_ = new PlanView;
   views_->addTab(plan_, tr("Plan"));
+  // "Open as job": the layout at this machine's scale into the editor, as an unsaved job.
+  connect(plan_, &PlanView::openJob, this, [this](const QString& json, const QString& changes) {
+    editor_->setText(json);
+    file_.clear();
+    setWindowTitle(
+        tr("ShardLab — %1 (from the plan, not saved)").arg(QString::fromStdString(editor_->job().name)));
+    statusBar()->showMessage(
+        changes.isEmpty() ? tr("Opened the plan's layout as a job")
+                          : tr("Opened the plan's layout as a job: %1").arg(changes));
+  });
 
   replay_bar_ = new QWidget;
   auto* bar = new QHBoxLayout(replay_bar_);

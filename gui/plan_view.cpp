@@ -15,6 +15,8 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
+#include "engine/job/job_spec.h"
+
 #include <limits>
 #include <utility>
 
@@ -192,6 +194,20 @@ QWidget* PlanView::buildForm() {
   plan_button_->setDefault(true);
   connect(plan_button_, &QPushButton::clicked, this, [this] { plan(); });
   row->addWidget(plan_button_);
+  open_job_button_ = new QPushButton(tr("Open as job"));
+  open_job_button_->setObjectName(QStringLiteral("openJobButton"));
+  open_job_button_->setToolTip(
+      tr("Open the selected layout as a ShardLab job this machine runs: the same kind of layout "
+         "on at most 2 ranks per dimension, training the character GPT"));
+  open_job_button_->setEnabled(false);
+  connect(open_job_button_, &QPushButton::clicked, this, [this] {
+    const std::optional<plan::ScaledJob> j = shownAsJob();
+    if (!j) return;
+    QStringList changes;
+    for (const std::string& c : j->changes) changes << QString::fromStdString(c);
+    emit openJob(QString::fromStdString(job_to_json(j->job).dump(2)), changes.join(QStringLiteral("; ")));
+  });
+  row->addWidget(open_job_button_);
 
   fillPreset(model_->currentIndex());
   return form;
@@ -351,6 +367,7 @@ void PlanView::showPlan(int row) {
     table_->selectRow(row);
   }
   const plan::Estimate& e = result_.plans[static_cast<size_t>(row)];
+  open_job_button_->setEnabled(true);
   drawMemory(e);
   drawTime(e);
   const QString executed =
@@ -373,10 +390,17 @@ void PlanView::showPlan(int row) {
   left_out_->setText(QString::fromLatin1(plan::left_out_text()));
 }
 
+std::optional<plan::ScaledJob> PlanView::shownAsJob() const {
+  if (shown_ < 0 || shown_ >= static_cast<int>(result_.plans.size())) return std::nullopt;
+  const plan::Estimate& e = result_.plans[static_cast<size_t>(shown_)];
+  return plan::job_for_layout(e.layout, e.micro_batches);
+}
+
 void PlanView::clearAnswer() {
   inputs_.reset();
   result_ = {};
   shown_ = -1;
+  open_job_button_->setEnabled(false);
   {
     const QSignalBlocker quiet(table_);
     table_->setRowCount(0);

@@ -32,6 +32,7 @@
 #include <string>
 #include <string_view>
 
+#include "engine/plan/job/layout_job.h"
 #include "engine/plan/plan_inputs.h"
 
 QT_BEGIN_NAMESPACE
@@ -102,8 +103,13 @@ class PlanView : public QWidget {
   QString whyText() const;
   QString leftOutText() const;
 
+  // The shown plan's layout as a job this machine runs (engine/plan/job/layout_job.h); nullopt
+  // with no plan shown.
+  std::optional<plan::ScaledJob> shownAsJob() const;
+
   QTableWidget* table() const { return table_; }
   QPushButton* planButton() const { return plan_button_; }
+  QPushButton* openJobButton() const { return open_job_button_; }
   QChart* memoryChart() const { return memory_chart_; }
   QStackedBarSeries* memorySeries() const { return memory_series_; }
   QCategoryAxis* stageAxis() const { return stage_axis_; }
@@ -117,6 +123,8 @@ class PlanView : public QWidget {
  signals:
   // After every press of Plan; `ok` false when the planner refused the form.
   void planned(bool ok);
+  // "Open as job": the shown plan's job (job_to_json, indented) and what was scaled or left out.
+  void openJob(const QString& job_json, const QString& changes);
 
  private:
   QWidget* buildForm();
@@ -133,6 +141,7 @@ class PlanView : public QWidget {
   std::map<std::string, QWidget*, std::less<>> fields_;  // by plan_inputs.h's name
   QComboBox* model_;
   QPushButton* plan_button_;
+  QPushButton* open_job_button_;
   QLabel* message_;
   QLabel* summary_;
   QTableWidget* table_;

@@ -15,6 +15,7 @@
 #include <QLineSeries>
 #include <QPushButton>
 #include <QStackedBarSeries>
+#include <QStatusBar>
 #include <QTabWidget>
 #include <QTableWidget>
 
@@ -23,6 +24,8 @@
 #include "engine/plan/hardware.h"
 #include "engine/plan/plan_inputs.h"
 #include "engine/plan/search.h"
+#include "engine/job/job_spec.h"
+#include "gui/job_editor.h"
 #include "gui/main_window.h"
 #include "gui/plan_view.h"
 
@@ -264,6 +267,38 @@ class TestPlanView : public QObject {
     QVERIFY(w.planView()->table()->rowCount() > 0);
     QVERIFY(w.planView()->width() >= w.planView()->minimumSizeHint().width());
     save(w, "plan_view_window.png");
+  }
+
+  // "Open as job": the best 175B layout (pp 4, tp 8, dp 32, ZeRO-1, interleaved) in the editor
+  // as a job of this machine's scale, each parallel degree 2 (checked against the plan's own
+  // row, not against the mapping code), the status bar saying what was scaled.
+  void openAsJobPutsTheLayoutInTheEditor() {
+    MainWindow w;
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    w.views()->setCurrentIndex(MainWindow::kPlan);
+    PlanView& v = *w.planView();
+    QVERIFY(!v.openJobButton()->isEnabled());  // nothing planned yet
+    fill(v, "gpt3-175b", 1024, 1536);
+    press(v);
+    QVERIFY(v.openJobButton()->isEnabled());
+    const plan::Layout& l = v.result().plans.front().layout;
+    QTest::mouseClick(v.openJobButton(), Qt::LeftButton);
+    QApplication::processEvents();
+    const JobSpec& job = w.editor()->job();
+    QCOMPARE(job.model.kind, std::string("gpt"));
+    QCOMPARE(job.parallel.pp, std::min<int64_t>(l.pp, 2));
+    QCOMPARE(job.parallel.tp, std::min<int64_t>(l.tp, 2));
+    QCOMPARE(job.parallel.dp, std::min<int64_t>(l.dp, 2));
+    QCOMPARE(job.parallel.world_size, job.parallel.pp * job.parallel.tp * job.parallel.dp);
+    QCOMPARE(job.parallel.strategy,
+             std::string(l.zero == 0 ? "ddp" : l.zero == 1 ? "zero1" : "zero2"));
+    QCOMPARE(job.parallel.schedule, std::string(l.interleave > 1 ? "interleaved" : "1f1b"));
+    QVERIFY(validate(job).empty());
+    const QString status = w.statusBar()->currentMessage();
+    QVERIFY2(status.contains("tp 8 -> 2") || l.tp <= 2, qPrintable(status));
+    QVERIFY2(w.windowTitle().contains("not saved"), qPrintable(w.windowTitle()));
+    save(w, "plan_view_open_job.png");
   }
 };
 

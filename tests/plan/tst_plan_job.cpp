@@ -21,6 +21,8 @@
 
 #include "engine/plan/cpu_ops.h"
 #include "engine/plan/job/job_work.h"
+#include "engine/plan/job/layout_job.h"
+#include "engine/plan/search.h"
 #include "tests/common/data.h"
 #include "tests/common/process.h"
 
@@ -212,6 +214,39 @@ class TestPlanJob : public QObject {
                 (1 - 1e-12));
     if (e["cores"].toInt() < 8) QCOMPARE(e["bound_by"].toString(), QString("cores"));
     QVERIFY(!e["why"].toString().isEmpty() && !e["left_out"].toString().isEmpty());
+  }
+
+  // A large plan's layouts as jobs this machine runs (the app's "Open as job"): every one of the
+  // 175B search's top 40 validates and keeps each parallel dimension that was parallel; the best
+  // one trains 3 steps with `shardlab run`.
+  void everyLayoutIsARunnableJob() {
+    shardlab::plan::PlanJob big;
+    big.model = shardlab::plan::GptShape{96, 12288, 96, 0, 2048, 51200};
+    big.gpus = 1024;
+    big.global_batch = 1536;
+    shardlab::plan::SearchOptions o;
+    o.top = 40;
+    const shardlab::plan::PlanResult r =
+        shardlab::plan::search_plans(big, shardlab::plan::cluster_preset("a100-80gb"), o);
+    QVERIFY(r.plans.size() >= 10);
+    for (const shardlab::plan::Estimate& e : r.plans) {
+      const shardlab::plan::ScaledJob j = shardlab::plan::job_for_layout(e.layout, e.micro_batches);
+      QVERIFY(shardlab::validate(j.job).empty());
+      const shardlab::ParallelConfig& p = j.job.parallel;
+      QCOMPARE(p.pp, std::min<int64_t>(e.layout.pp, 2));
+      QCOMPARE(p.tp, std::min<int64_t>(e.layout.tp, 2));
+      QCOMPARE(p.world_size, p.pp * p.tp * std::min<int64_t>(e.layout.dp, 2));
+      QVERIFY(p.world_size <= 8);
+      if (e.layout.recompute != shardlab::plan::Recompute::none) QVERIFY(!j.changes.empty());
+    }
+    const shardlab::plan::Estimate& best = r.plans.front();
+    const QString file = dir_.filePath("best.json");
+    shardlab::save_job(shardlab::plan::job_for_layout(best.layout, best.micro_batches).job,
+                       file.toStdString());
+    const ProcessOutcome o2 = cli({"run", file, "--no-record", "--quiet", "--json", "--set",
+                                   "train.steps=3", "--set", "train.eval_every=0"});
+    QVERIFY2(o2.exit_code == 0, qPrintable(o2.err));
+    QCOMPARE(json_of(o2.out)["steps"].toInt(), 3);
   }
 
   void badInput() {
