@@ -226,11 +226,11 @@ void MainWindow::buildViews() {
   connect(plan_, &PlanView::openJob, this, [this](const QString& json, const QString& changes) {
     editor_->setText(json);
     file_.clear();
-    setWindowTitle(
-        tr("ShardLab — %1 (from the plan, not saved)").arg(QString::fromStdString(editor_->job().name)));
-    statusBar()->showMessage(
-        changes.isEmpty() ? tr("Opened the plan's layout as a job")
-                          : tr("Opened the plan's layout as a job: %1").arg(changes));
+    setWindowTitle(tr("ShardLab — %1 (from the plan, not saved)")
+                       .arg(QString::fromStdString(editor_->job().name)));
+    statusBar()->showMessage(changes.isEmpty()
+                                 ? tr("Opened the plan's layout as a job")
+                                 : tr("Opened the plan's layout as a job: %1").arg(changes));
   });
 
   replay_bar_ = new QWidget;

@@ -15,8 +15,6 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
-#include "engine/job/job_spec.h"
-
 #include <limits>
 #include <utility>
 
@@ -201,11 +199,11 @@ QWidget* PlanView::buildForm() {
          "on at most 2 ranks per dimension, training the character GPT"));
   open_job_button_->setEnabled(false);
   connect(open_job_button_, &QPushButton::clicked, this, [this] {
-    const std::optional<plan::ScaledJob> j = shownAsJob();
+    const std::optional<plan::LayoutAsJob> j = shownAsJob();
     if (!j) return;
     QStringList changes;
     for (const std::string& c : j->changes) changes << QString::fromStdString(c);
-    emit openJob(QString::fromStdString(job_to_json(j->job).dump(2)), changes.join(QStringLiteral("; ")));
+    emit openJob(QString::fromStdString(j->job.dump(2)), changes.join(QStringLiteral("; ")));
   });
   row->addWidget(open_job_button_);
 
@@ -390,10 +388,10 @@ void PlanView::showPlan(int row) {
   left_out_->setText(QString::fromLatin1(plan::left_out_text()));
 }
 
-std::optional<plan::ScaledJob> PlanView::shownAsJob() const {
+std::optional<plan::LayoutAsJob> PlanView::shownAsJob() const {
   if (shown_ < 0 || shown_ >= static_cast<int>(result_.plans.size())) return std::nullopt;
   const plan::Estimate& e = result_.plans[static_cast<size_t>(shown_)];
-  return plan::job_for_layout(e.layout, e.micro_batches);
+  return plan::layout_as_job(e.layout, e.micro_batches);
 }
 
 void PlanView::clearAnswer() {

@@ -32,7 +32,7 @@
 #include <string>
 #include <string_view>
 
-#include "engine/plan/job/layout_job.h"
+#include "engine/plan/layout_as_job.h"
 #include "engine/plan/plan_inputs.h"
 
 QT_BEGIN_NAMESPACE
@@ -103,9 +103,9 @@ class PlanView : public QWidget {
   QString whyText() const;
   QString leftOutText() const;
 
-  // The shown plan's layout as a job this machine runs (engine/plan/job/layout_job.h); nullopt
+  // The shown plan's layout as a job this machine runs (engine/plan/layout_as_job.h); nullopt
   // with no plan shown.
-  std::optional<plan::ScaledJob> shownAsJob() const;
+  std::optional<plan::LayoutAsJob> shownAsJob() const;
 
   QTableWidget* table() const { return table_; }
   QPushButton* planButton() const { return plan_button_; }

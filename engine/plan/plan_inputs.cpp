@@ -1,5 +1,7 @@
 #include "engine/plan/plan_inputs.h"
 
+#include "engine/plan/layout_as_job.h"
+
 #include <charconv>
 #include <cmath>
 
@@ -82,6 +84,10 @@ nlohmann::ordered_json plan_json(const Estimate& e, const std::string& why) {
   j["hw_tflops_per_gpu"] = e.hw_tflops_per_gpu;
   j["mfu"] = e.mfu;
   j["why"] = why;
+  // The layout as a job this machine runs (layout_as_job.h).
+  LayoutAsJob as_job = layout_as_job(l, e.micro_batches);
+  j["job"] = std::move(as_job.job);
+  j["job_changes"] = as_job.changes;
   return j;
 }
 

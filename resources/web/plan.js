@@ -195,6 +195,12 @@
       fig(`fullest stage ${p.fullest_stage}`, `${fixed(p.memory_gib_per_gpu.total, 1)} of ${doc.cluster.gpu.hbm_gib} GiB`));
     $('plan-why').textContent = p.why;
     $('plan-left-out').textContent = doc.left_out;
+    // The layout as a job file this machine runs (engine/plan/layout_as_job.h), to download.
+    const link = $('plan-job');
+    link.href = 'data:application/json;charset=utf-8,' + encodeURIComponent(JSON.stringify(p.job, null, 2) + '\n');
+    link.download = `${p.job.name}.json`;
+    $('plan-job-changes').textContent = p.job_changes.length
+      ? `at this machine's scale: ${p.job_changes.join('; ')}` : '';
   }
 
   // Stacked bars, one per pipeline stage, against the usable share (dashed) and the HBM (red).

@@ -21,10 +21,10 @@
 
 #include <string>
 
+#include "engine/job/job_spec.h"
 #include "engine/plan/hardware.h"
 #include "engine/plan/plan_inputs.h"
 #include "engine/plan/search.h"
-#include "engine/job/job_spec.h"
 #include "gui/job_editor.h"
 #include "gui/main_window.h"
 #include "gui/plan_view.h"
@@ -291,8 +291,9 @@ class TestPlanView : public QObject {
     QCOMPARE(job.parallel.tp, std::min<int64_t>(l.tp, 2));
     QCOMPARE(job.parallel.dp, std::min<int64_t>(l.dp, 2));
     QCOMPARE(job.parallel.world_size, job.parallel.pp * job.parallel.tp * job.parallel.dp);
-    QCOMPARE(job.parallel.strategy,
-             std::string(l.zero == 0 ? "ddp" : l.zero == 1 ? "zero1" : "zero2"));
+    QCOMPARE(job.parallel.strategy, std::string(l.zero == 0   ? "ddp"
+                                                : l.zero == 1 ? "zero1"
+                                                              : "zero2"));
     QCOMPARE(job.parallel.schedule, std::string(l.interleave > 1 ? "interleaved" : "1f1b"));
     QVERIFY(validate(job).empty());
     const QString status = w.statusBar()->currentMessage();

@@ -19,9 +19,10 @@
 #include <cmath>
 #include <vector>
 
+#include "engine/job/job_spec.h"
 #include "engine/plan/cpu_ops.h"
 #include "engine/plan/job/job_work.h"
-#include "engine/plan/job/layout_job.h"
+#include "engine/plan/layout_as_job.h"
 #include "engine/plan/search.h"
 #include "tests/common/data.h"
 #include "tests/common/process.h"
@@ -230,9 +231,11 @@ class TestPlanJob : public QObject {
         shardlab::plan::search_plans(big, shardlab::plan::cluster_preset("a100-80gb"), o);
     QVERIFY(r.plans.size() >= 10);
     for (const shardlab::plan::Estimate& e : r.plans) {
-      const shardlab::plan::ScaledJob j = shardlab::plan::job_for_layout(e.layout, e.micro_batches);
-      QVERIFY(shardlab::validate(j.job).empty());
-      const shardlab::ParallelConfig& p = j.job.parallel;
+      const shardlab::plan::LayoutAsJob j =
+          shardlab::plan::layout_as_job(e.layout, e.micro_batches);
+      const shardlab::JobSpec job = shardlab::job_from_json(j.job);  // throws when invalid
+      QVERIFY(shardlab::validate(job).empty());
+      const shardlab::ParallelConfig& p = job.parallel;
       QCOMPARE(p.pp, std::min<int64_t>(e.layout.pp, 2));
       QCOMPARE(p.tp, std::min<int64_t>(e.layout.tp, 2));
       QCOMPARE(p.world_size, p.pp * p.tp * std::min<int64_t>(e.layout.dp, 2));
@@ -241,8 +244,9 @@ class TestPlanJob : public QObject {
     }
     const shardlab::plan::Estimate& best = r.plans.front();
     const QString file = dir_.filePath("best.json");
-    shardlab::save_job(shardlab::plan::job_for_layout(best.layout, best.micro_batches).job,
-                       file.toStdString());
+    shardlab::save_job(
+        shardlab::job_from_json(shardlab::plan::layout_as_job(best.layout, best.micro_batches).job),
+        file.toStdString());
     const ProcessOutcome o2 = cli({"run", file, "--no-record", "--quiet", "--json", "--set",
                                    "train.steps=3", "--set", "train.eval_every=0"});
     QVERIFY2(o2.exit_code == 0, qPrintable(o2.err));

@@ -24,6 +24,7 @@ import argparse
 import json
 import sys
 import time
+import urllib.parse
 import urllib.request
 
 try:
@@ -197,8 +198,18 @@ def check_plan(c, url, token=None):
                lambda: c.text("#plan-why") == plans[0]["why"])
     c.wait_for("what the estimate leaves out (#plan-left-out)",
                lambda: c.text("#plan-left-out") == doc["left_out"])
+    # "Download as job": the selected plan's job file, as /api/plan gives it.
+    href = c.d.find_element(By.ID, "plan-job").get_attribute("href") or ""
+    prefix = "data:application/json;charset=utf-8,"
+    if not href.startswith(prefix):
+        c.failed.append(f"#plan-job links the job as a JSON data URL (href: {href[:60]})")
+    elif json.loads(urllib.parse.unquote(href[len(prefix):])) != plans[0]["job"]:
+        c.failed.append("#plan-job's file is /api/plan's first plan's job")
+    name = c.d.find_element(By.ID, "plan-job").get_attribute("download")
+    if name != plans[0]["job"]["name"] + ".json":
+        c.failed.append(f"#plan-job downloads as {plans[0]['job']['name']}.json (got {name})")
     print(f"browser_check: {rows} layouts, the best {plans[0]['layout']}, {shown} TFLOP/s, "
-          f"{stages} stages")
+          f"{stages} stages, job {name}")
 
 
 def check_plan_error(c):
