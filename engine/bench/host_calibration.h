@@ -4,8 +4,8 @@
 // with a matmul efficiency of 1 (the figure is what a GEMM reaches), its share of the memory and
 // the single-core triad bandwidth; "a node" is this host's usable cores, its links the threads
 // backend's all-reduce (latency per ring step from 4 KiB, bus bandwidth from 16 MiB, ranks = the
-// cores). Between hosts the same figures stand in until the links are measured (`shardlab doctor
-// --hosts` measures them; not yet read here).
+// cores). Between hosts the same figures stand in unless `shardlab plan --calibrate --links FILE`
+// reads the links `shardlab doctor --hosts` measured (engine/cli/plan_job.cpp).
 #pragma once
 
 #include <string>

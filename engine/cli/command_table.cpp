@@ -153,6 +153,10 @@ std::vector<CommandSpec> build_table() {
             "cost of every kernel of a step, of ranks meeting in a collective on the threads and "
             "mpi backends, and of kernels inside a step), and stop"},
            {"--out", "FILE", "with --calibrate: write the cluster file here (default: stdout)"},
+           {"--links", "FILE",
+            "with --calibrate: the links between nodes from shardlab doctor --hosts H1,H2,... "
+            "--json > FILE (the median pair's bandwidth and latency; otherwise the links inside "
+            "this machine stand in)"},
            {"--job", "JOB.json",
             "predict a ShardLab job as its file lays it out (ranks on this machine's cores): each "
             "rank's memory and the step time, from a --cluster file that --calibrate wrote"},

@@ -69,6 +69,7 @@ int plan_command(const std::vector<std::string>& argv) {
   if (args.has("--job")) return plan_job(args);
   if (args.has("--set")) SL_THROW(UsageError, "plan: --set goes with --job");
   if (args.has("--out")) SL_THROW(UsageError, "plan: --out goes with --calibrate");
+  if (args.has("--links")) SL_THROW(UsageError, "plan: --links goes with --calibrate");
   if (args.has("--gpu") && args.has("--cluster"))
     SL_THROW(UsageError, "plan: give --gpu or --cluster, not both");
   std::optional<plan::ClusterSpec> file;

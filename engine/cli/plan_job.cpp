@@ -6,10 +6,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "engine/bench/cpu_op_calibration.h"
+#include "engine/bench/harness.h"
 #include "engine/bench/host_calibration.h"
 #include "engine/cli/json_output.h"
 #include "engine/core/atomic_file.h"
@@ -54,14 +58,64 @@ void measure_mpi_meetings(HostCalibration& c) {
 #endif
 }
 
+// --links FILE: `shardlab doctor --cluster --json`'s pairs (every pair of hosts measured one at a
+// time) as the cluster's links between nodes: the median pair's bandwidth and latency. A ring's
+// bus bandwidth is its slowest link's (NCCL's performance notes: busbw compares to the hardware
+// link speed), so a pair's point-to-point figure stands for it. Sets `note` when the doctor found
+// its ranks sharing hosts (then the pairs are not the network).
+plan::LinkSpec links_from_doctor(const std::string& path, std::string& note, size_t& pairs) {
+  std::ifstream in(path);
+  SL_ENFORCE_T(IoError, in.good(), "--links: cannot read '{}'", path);
+  std::stringstream text;
+  text << in.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+  SL_ENFORCE_T(FormatError, !j.is_discarded() && j.is_object(), "{}: not a JSON object", path);
+  SL_ENFORCE_T(FormatError,
+               j.value("command", std::string()) == "doctor --cluster" && j.contains("pairs") &&
+                   j.at("pairs").is_array() && !j.at("pairs").empty(),
+               "{}: not the output of shardlab doctor --cluster --json (no pairs of hosts)", path);
+  std::vector<double> gbs, lat;
+  for (const auto& p : j.at("pairs")) {
+    SL_ENFORCE_T(FormatError,
+                 p.is_object() && p.contains("gb_per_second") &&
+                     p.at("gb_per_second").is_number() && p.at("gb_per_second").get<double>() > 0 &&
+                     p.contains("latency_us") && p.at("latency_us").is_number() &&
+                     p.at("latency_us").get<double>() >= 0,
+                 "{}: each pair needs a positive gb_per_second and a latency_us", path);
+    gbs.push_back(p.at("gb_per_second").get<double>());
+    lat.push_back(p.at("latency_us").get<double>());
+  }
+  pairs = gbs.size();
+  if (j.contains("notes") && j.at("notes").is_array())
+    for (const auto& n : j.at("notes"))
+      if (n.is_string() && n.get<std::string>().find("not the network") != std::string::npos)
+        note = n.get<std::string>();
+  return {bench::median(gbs) * 1e9, bench::median(lat) * 1e-6};
+}
+
 }  // namespace
 
 // --calibrate: this machine as a cluster file (engine/bench/host_calibration.h).
 int plan_calibrate(const Args& args) {
+  // The links file first: a wrong one is said before the seconds of measuring.
+  std::string note;
+  size_t pairs = 0;
+  std::optional<plan::LinkSpec> links;
+  if (args.has("--links")) links = links_from_doctor(args.get("--links"), note, pairs);
   fmt::print(stderr, "measuring this machine (a few seconds)...\n");
   HostCalibration c = calibrate_host();
   measure_mpi_meetings(c);
-  const std::string text = calibration_json(c).dump(2) + "\n";
+  nlohmann::ordered_json doc = calibration_json(c);
+  if (links) {
+    const plan::LinkSpec link = *links;
+    c.cluster.inter_node = link;
+    doc = calibration_json(c);
+    doc["measured"]["links"] = {{"file", args.get("--links")}, {"pairs", pairs}};
+    fmt::print(stderr, "between nodes: {:.2f} GB/s, {:.1f} us (the median of {} pairs in {}){}\n",
+               link.busbw_bytes_per_s / 1e9, link.latency_s * 1e6, pairs, args.get("--links"),
+               note.empty() ? "" : "; " + note);
+  }
+  const std::string text = doc.dump(2) + "\n";
   fmt::print(stderr,
              "{}: {} cores; GEMM {:.1f} GFLOP/s a core, triad {:.1f} GB/s a core, all-reduce "
              "(threads, {} ranks) {:.1f} us a ring step, {:.2f} GB/s bus bandwidth\n",

@@ -5,12 +5,19 @@
 //   - on the test cluster of tests/cluster (4 network namespaces h0..h3, root only; skipped with
 //     the reason elsewhere): a healthy cluster names nobody and exits 0 (under mpirun started by
 //     hand); with h1's port at the bridge limited to 100 Mbit/s (tc tbf), h1 is named as the one
-//     slow network, and only it (started by `shardlab doctor --hosts`).
+//     slow network, and only it (started by `shardlab doctor --hosts`); `shardlab plan
+//     --calibrate --links` on h0 takes the healthy run's pairs as the links between nodes.
+#include <QtTest>
+
+#include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QStandardPaths>
-#include <QtTest>
+#include <QTemporaryDir>
+
+#include <algorithm>
+#include <vector>
 
 #include "tests/cluster/netns_cluster.h"
 #include "tests/common/process.h"
@@ -128,6 +135,35 @@ class TestDoctorCluster : public QObject {
     // best of 5, and this suite runs alone: RUN_SERIAL), exit 0.
     QVERIFY2(h["findings"].toArray().isEmpty(), qPrintable(text(healthy)));
     QCOMPARE(healthy.exit_code, 0);
+
+    // `shardlab plan --calibrate --links` on host h0 takes these links as the cluster's links
+    // between nodes: the median pair, computed here from the doctor's own pairs.
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const QString links = dir.filePath("links.json"), cluster = dir.filePath("cluster.json");
+    QFile lf(links);
+    QVERIFY(lf.open(QIODevice::WriteOnly));
+    lf.write(healthy.out.toUtf8());
+    lf.close();
+    const ProcessOutcome cal =
+        c.run(0, SHARDLAB_CLI, {"plan", "--calibrate", "--links", links, "--out", cluster}, 120000);
+    QVERIFY2(cal.exit_code == 0 && !cal.err.contains("not the network"), qPrintable(text(cal)));
+    std::vector<double> gbs, lat;
+    for (const QJsonValue& p : h["pairs"].toArray()) {
+      gbs.push_back(p.toObject()["gb_per_second"].toDouble());
+      lat.push_back(p.toObject()["latency_us"].toDouble());
+    }
+    QCOMPARE(gbs.size(), size_t{6});  // 4 hosts, every pair
+    const auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    };
+    QFile cf(cluster);
+    QVERIFY(cf.open(QIODevice::ReadOnly));
+    const QJsonObject inter =
+        QJsonDocument::fromJson(cf.readAll()).object()["inter_node"].toObject();
+    QVERIFY(std::abs(inter["busbw_gb_per_second"].toDouble() / median(gbs) - 1) < 1e-9);
+    QVERIFY(std::abs(inter["latency_us"].toDouble() / median(lat) - 1) < 1e-9);
 
     // h1's port at the bridge sends at most 100 Mbit/s (12.5 MB/s) towards h1.
     const ProcessOutcome tc = run_process(

@@ -12,6 +12,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QStandardPaths>
 #include <QSysInfo>
 #include <QTemporaryDir>
 
@@ -253,6 +254,55 @@ class TestPlanJob : public QObject {
     QCOMPARE(json_of(o2.out)["steps"].toInt(), 3);
   }
 
+  // --calibrate --links: the links `shardlab doctor --cluster --json` measured become the cluster's
+  // links between nodes, the median pair (written here as the doctor documents its output: three
+  // hosts, pairs of 2, 3 and 4 GB/s at 10, 20 and 30 us), and a real doctor run's file reads too.
+  void linksFromTheDoctor() {
+    const QString doctor = dir_.filePath("doctor.json");
+    QFile f(doctor);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(R"({"command": "doctor --cluster", "seconds": 3.1,
+      "hosts": [{"rank": 0, "host": "h0"}, {"rank": 1, "host": "h1"}, {"rank": 2, "host": "h2"}],
+      "pairs": [{"a": 0, "b": 1, "gb_per_second": 2.0, "latency_us": 30},
+                {"a": 0, "b": 2, "gb_per_second": 4.0, "latency_us": 10},
+                {"a": 1, "b": 2, "gb_per_second": 3.0, "latency_us": 20}],
+      "findings": [], "named": [], "notes": []})");
+    f.close();
+    const QString out = dir_.filePath("linked.json");
+    const ProcessOutcome o = cli({"plan", "--calibrate", "--links", doctor, "--out", out});
+    QVERIFY2(o.exit_code == 0, qPrintable(o.err));
+    QVERIFY2(o.err.contains("between nodes: 3.00 GB/s, 20.0 us (the median of 3 pairs"),
+             qPrintable(o.err));
+    QFile c(out);
+    QVERIFY(c.open(QIODevice::ReadOnly));
+    const QJsonObject doc = QJsonDocument::fromJson(c.readAll()).object();
+    QCOMPARE(doc["inter_node"].toObject()["busbw_gb_per_second"].toDouble(), 3.0);
+    QCOMPARE(doc["inter_node"].toObject()["latency_us"].toDouble(), 20.0);
+    QVERIFY(doc["intra_node"].toObject()["busbw_gb_per_second"].toDouble() != 3.0);
+    QCOMPARE(doc["measured"].toObject()["links"].toObject()["pairs"].toInt(), 3);
+
+    if (!SHARDLAB_HAVE_MPI) QSKIP("this shardlab was built without MPI: no real doctor run");
+    const QString mpirun = QStandardPaths::findExecutable("mpirun");
+    if (mpirun.isEmpty()) QSKIP("mpirun not found (apt-get install openmpi-bin)");
+    ProcessOptions po;
+    po.timeout_ms = 120000;
+    po.env.insert("OMPI_ALLOW_RUN_AS_ROOT", "1");  // containers and CI run as root
+    po.env.insert("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    const ProcessOutcome d = run_process(
+        mpirun, {"-np", "2", "--oversubscribe", SHARDLAB_CLI, "doctor", "--cluster", "--json"}, po);
+    QVERIFY2(d.finished && d.out.contains("\"pairs\""), qPrintable(d.out + d.err));
+    const QString real = dir_.filePath("real-doctor.json");
+    QFile rf(real);
+    QVERIFY(rf.open(QIODevice::WriteOnly));
+    rf.write(d.out.toUtf8());
+    rf.close();
+    const ProcessOutcome o2 = cli({"plan", "--calibrate", "--links", real, "--out", out});
+    QVERIFY2(o2.exit_code == 0, qPrintable(o2.err));
+    // Both ranks on this machine: the doctor's note that these are not the network is repeated.
+    QVERIFY2(o2.err.contains("between nodes: ") && o2.err.contains("not the network"),
+             qPrintable(o2.err));
+  }
+
   void badInput() {
     const QString gpt = job("gpt-3d.json");
     expect_error({"plan", "--job", gpt}, "needs --cluster FILE");
@@ -260,6 +310,11 @@ class TestPlanJob : public QObject {
     expect_error({"plan", "--job", dir_.filePath("missing.json"), "--cluster", cluster_},
                  "missing.json");
     expect_error({"plan", "--set", "train.steps=3", "--gpu", "a100-80gb"}, "--set goes with --job");
+    expect_error({"plan", "--links", cluster_, "--gpu", "a100-80gb"},
+                 "--links goes with --calibrate");
+    // A file that is not the doctor's output (this calibration file), before anything is measured
+    // into --out.
+    expect_error({"plan", "--calibrate", "--links", cluster_}, "not the output of shardlab doctor");
     // A GPU cluster file has no measured CPU costs.
     const QString preset = dir_.filePath("a100.json");
     const ProcessOutcome o = cli({"plan", "--print-cluster", "--gpu", "a100-80gb"});
