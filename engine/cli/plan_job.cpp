@@ -102,7 +102,7 @@ int plan_calibrate(const Args& args) {
   size_t pairs = 0;
   std::optional<plan::LinkSpec> links;
   if (args.has("--links")) links = links_from_doctor(args.get("--links"), note, pairs);
-  fmt::print(stderr, "measuring this machine (a few seconds)...\n");
+  fmt::print(stderr, "measuring this machine (about ten seconds)...\n");
   HostCalibration c = calibrate_host();
   measure_mpi_meetings(c);
   nlohmann::ordered_json doc = calibration_json(c);
