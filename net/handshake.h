@@ -15,7 +15,7 @@
 //   K  = HMAC-SHA256(token, "session key" || T)
 //   BATCH_MAC i = HMAC-SHA256(K, u64 i || the bytes of the event frames since BATCH_MAC i-1)
 //
-// Why this shape (the attacks of issue 21):
+// Why this shape (the attacks it must stop: replay, downgrade, reflection, a port held first):
 // - Both nonces are fresh per connection and inside T, so no proof or MAC from one connection is
 //   worth anything on another (no replay), and the HELLO's bytes are inside T, so a party in the
 //   middle cannot change the rank, the coordinates or the versions the worker offered (no

@@ -11,6 +11,7 @@
 #include <QTemporaryDir>
 
 #include "tests/common/process.h"
+#include "tests/common/refusal.h"
 
 using shardlab::test::ProcessOutcome;
 using shardlab::test::run_process;
@@ -36,11 +37,7 @@ QJsonObject json_of(const ProcessOutcome& o) {
 
 // One line on stderr naming `what`, no crash, a non-zero exit.
 void expect_error(const QStringList& args, const QString& what) {
-  const ProcessOutcome o = cli(args);
-  QVERIFY2(o.finished && o.exit_code != 0, qPrintable(args.join(' ') + "\n" + o.err));
-  QVERIFY2(o.err.contains(what), qPrintable(args.join(" ") + "\n" + o.err));
-  QVERIFY2(o.err.trimmed().count('\n') <= 1, qPrintable(o.err));
-  QVERIFY2(!o.err.contains("terminate") && !o.err.contains("Aborted"), qPrintable(o.err));
+  shardlab::test::expect_refusal(cli(args), args.join(' '), what);
 }
 
 }  // namespace

@@ -168,8 +168,7 @@ RankTime hybrid_rank(const JobSpec& job, const ClusterSpec& cl, const ParamLayou
   r.compute += c.seconds(CpuOp::copy, d(m * seqs * (g.context + 1)));  // token ids
   r.optimizer = optimizer_seconds(job.optimizer.name, d(mp.shard), c) +
                 c.seconds(CpuOp::zero, psi) + c.seconds(CpuOp::grad_norm, d(mp.shard));
-  r.bubble = (d(pp) - 1) / d(v) * w.total();  // filled in by the caller with the slowest stage
-  return r;
+  return r;  // (the bubble is the caller's: it needs the slowest stage)
 }
 
 }  // namespace

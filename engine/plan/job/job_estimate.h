@@ -1,16 +1,17 @@
 // A ShardLab job (a job file, as `shardlab run` trains it) predicted on a machine measured by
 // `shardlab plan --calibrate`: every rank's memory by the engine's own memory planner
 // (engine/parallel/planner.h, which the run's ledger equals), and the step time composed from the
-// measured costs of the kernels each rank runs (job_work.h), its collectives by the ring
-// alpha-beta model on the measured link, the pipeline's bubble, and the sharing of cores:
+// measured costs of the kernels each rank runs (job_work.h), its collectives on the measured
+// link, the pipeline's bubble, and the sharing of cores:
 //
 //   rank work     its micro-batches' forward and backward, its optimizer update on the elements
 //                 it owns, and its collectives' data movement (the threads backend copies and
 //                 reduces on the ranks' own cores: a ring all-reduce moves 2(n-1)/n of the
 //                 buffer over the bus bandwidth, a reduce-scatter or all-gather (n-1)/n), plus
-//                 the latency of each ring step (2(n-1) per all-reduce, n-1 per reduce-scatter or
-//                 all-gather, one per pipeline send), once per bucket (parallel.bucket_mb) or
-//                 FSDP block.
+//                 the measured cost of each meeting (a collective per bucket, parallel.bucket_mb,
+//                 or FSDP block; a pipeline send) at this job's ranks per core
+//                 (CpuOpCosts::sync); the kernels and the update are scaled by the in-step factor
+//                 (CpuOpCosts::in_step).
 //   critical path the slowest rank's work with the pipeline's bubble: 1F1B (and GPipe) idle
 //                 (p-1) micro-batch times of the slowest stage, interleaving (p-1)/v.
 //   cores         ranks are threads (or processes) on this host's cores: when there are more
