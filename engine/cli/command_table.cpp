@@ -28,7 +28,7 @@ std::vector<CommandSpec> build_table() {
            {"--telemetry", "HOST:PORT", "stream telemetry to a collector (shardlab monitor)"},
            {"--token-file", "F", "the collector's token file (with --telemetry)"},
            {"--record", "RUN.slrec",
-            "record the run here (default: runs/<time>-<job>.slrec unless --no-record)"},
+            "record the run here (default: runs/<time>-<job>-<pid>.slrec unless --no-record)"},
            {"--no-record", "", "do not record the run"},
            {"--force", "", "let --record replace an existing file"},
            {"--resume", "DIR",
@@ -213,7 +213,8 @@ std::vector<CommandSpec> build_table() {
            {"--cluster", "",
             "the cluster check instead, under mpirun with one rank per host (mpirun --host "
             "h0,h1,h2 -np 3 shardlab doctor --cluster): every host's GEMM and memory bandwidth "
-            "one host at a time, every pair's bandwidth and latency one pair at a time; rank 0 "
+            "one host at a time (3 rounds, the best kept), every pair's bandwidth and latency one "
+            "pair at a time; rank 0 "
             "prints them and names the host or link out of line (exit 1)"},
            {"--hosts", "H1,H2,...",
             "run the cluster check on these hosts, one rank each, under mpirun started here (as "

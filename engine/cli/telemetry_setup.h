@@ -3,7 +3,7 @@
 //
 //   --telemetry HOST:PORT   stream to a collector (`shardlab monitor`, or the app); the token comes
 //                           from SHARDLAB_TELEMETRY_TOKEN or --token-file FILE
-//   --record PATH           record to PATH; `run` records to runs/<time>-<job>.slrec by default
+//   --record PATH           record to PATH; `run` records to runs/<time>-<job>-<pid>.slrec by default
 //                           ($SHARDLAB_RUNS_DIR instead of runs/ when set),
 //   --no-record             which this turns off; --record never replaces an existing file
 //                           unless --force is given

@@ -13,12 +13,13 @@
 //     so the figures are what a job's point-to-point traffic sees, backend overhead included.
 //
 // One at a time. GEMM and memory are measured on one host at a time while every other rank waits
-// at a barrier; pairs are measured one pair at a time, the others again at a barrier. Rounds of
-// disjoint pairs (a round-robin tournament) would take O(N) rounds instead of the O(N^2) single
-// pairs, but pairs of one round share what is being judged: the switch's backplane, an uplink, and
-// on a test machine of 2 cores the very cores, so a pair's figure would depend on its neighbours.
-// One pair at a time keeps each figure the pair's own; a pair costs a few milliseconds on a
-// healthy network, so even 64 hosts (2016 pairs) take seconds.
+// at a barrier, host after host in compute_rounds rounds, each host keeping its best; pairs are
+// measured one pair at a time, the others again at a barrier. Rounds of disjoint pairs (a
+// round-robin tournament) would take O(N) rounds instead of the O(N^2) single pairs, but pairs of
+// one round share what is being judged: the switch's backplane, an uplink, and on a test machine of
+// 2 cores the very cores, so a pair's figure would depend on its neighbours. One pair at a time
+// keeps each figure the pair's own; a pair costs a few milliseconds on a healthy network, so even
+// 64 hosts (2016 pairs) take seconds.
 //
 // Bounded. Every wait is a Communicator operation and so bounded by the world's options().timeout
 // (TimeoutError naming the operation); no barrier ever waits for more than one host's GEMM and
@@ -66,6 +67,10 @@ struct ClusterOptions {
   int gemm_reps = 5;
   int64_t triad_n = int64_t{8} << 20;  // floats per array
   int triad_reps = 5;
+  // GEMM and memory are measured host after host, in this many rounds; each host keeps its best.
+  // A round samples every host at another moment, so a burst of a neighbour's load (a shared VM,
+  // mpirun still starting its daemons during the first turn) cannot make one host look slow.
+  int compute_rounds = 3;
   int64_t message_bytes = int64_t{4} << 20;
   int bandwidth_reps = 3;
   int latency_round_trips = 20;
