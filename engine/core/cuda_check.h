@@ -4,8 +4,8 @@
 //
 // Compiles without CUDA: the return code is taken as an int (cudaSuccess is 0), so code that is
 // built with and without a toolkit can include it. kernels/ keeps its own check (it depends on
-// nothing of ours, DESIGN.md); engine code that calls kernels/cuda wraps them in device_call
-// (engine/device/cuda_context.h).
+// nothing of ours, resources/docs/design.md); engine code that calls kernels/cuda wraps them in
+// device_call (engine/device/cuda_context.h).
 #pragma once
 
 #include <string>

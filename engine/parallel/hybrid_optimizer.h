@@ -1,5 +1,6 @@
-// HybridShardedOptimizer: the seed's HybridShardedOptimizer (an IShardedOptimizer,
-// sharded_optimizer_interface.h), 3D parallelism for the GPT model.
+// HybridShardedOptimizer: the HybridShardedOptimizer of the seed (AiDotNet.DistributedTraining's
+// sharded-optimizer API; an IShardedOptimizer, sharded_optimizer_interface.h), 3D parallelism for
+// the GPT model.
 //
 //   tensor   inside each tp group: Megatron-style layers (engine/parallel/tensor/) and the
 //            TensorParallelGradSync's all-reduce of replicated parameters' gradients
@@ -46,11 +47,12 @@ namespace shardlab {
 
 class HybridShardedOptimizer : public ShardedOptimizerBase {
  public:
-  // The seed's constructor: `wrapped` (any base optimizer, attached here to this rank's part;
-  // options.optimizer becomes its config()) trained over `world` as options.sharding.pp x tp x dp
-  // (dp -1: world / (pp * tp)) with the data-parallel strategy options.sharding.strategy (ddp,
-  // zero1 or zero2). The launch fields of options.sharding (world_size, backend, timeout_s) are
-  // taken from `world`. Otherwise as create().
+  // The seed API's constructor (a base optimizer instance plus a configuration): `wrapped` (any
+  // base optimizer, attached here to this rank's part; options.optimizer becomes its config())
+  // trained over `world` as options.sharding.pp x tp x dp (dp -1: world / (pp * tp)) with the
+  // data-parallel strategy options.sharding.strategy (ddp, zero1 or zero2). The launch fields of
+  // options.sharding (world_size, backend, timeout_s) are taken from `world`. Otherwise as
+  // create().
   HybridShardedOptimizer(Communicator& world, std::unique_ptr<Optimizer> wrapped,
                          const ShardedOptions& options);
   // Builds the topology and its groups from `world` (options.sharding's pp, tp, dp), this rank's

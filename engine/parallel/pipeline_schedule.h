@@ -16,9 +16,9 @@
 //                stages in order, so stage p-1 chunk c sends to stage 0 chunk c+1.
 //
 // Bubble (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters
-// Using Megatron-LM", section 2.2; ../shared/REFERENCE.md "Pipeline bubble"): with uniform forward
-// and backward times t_f, t_b per stage, GPipe and 1F1B idle for (p-1)(t_f + t_b) out of a step of
-// (m+p-1)(t_f + t_b), an idle fraction of (p-1)/(m+p-1); simulate() reproduces it exactly.
+// Using Megatron-LM", section 2.2): with uniform forward and backward times t_f, t_b per stage,
+// GPipe and 1F1B idle for (p-1)(t_f + t_b) out of a step of (m+p-1)(t_f + t_b), an idle fraction
+// of (p-1)/(m+p-1); simulate() reproduces it exactly.
 // Interleaving shrinks the bubble time to (p-1)(t_f + t_b)/v.
 //
 // Example, 1f1b with p = 4, m = 8:

@@ -1,6 +1,6 @@
 // Memory planner: the bytes each rank should hold, by category, for a strategy, model, base
-// optimizer and world size, from the ZeRO paper's formulas (Rajbhandari et al. 2019, section 5;
-// ../shared/REFERENCE.md), in fp32 with k bytes of optimizer state per parameter (Adam: 8):
+// optimizer and world size, from the ZeRO paper's formulas (Rajbhandari et al. 2019, section 5),
+// in fp32 with k bytes of optimizer state per parameter (Adam: 8):
 //
 //   ddp    params 4 Psi        grads 4 Psi        state k Psi
 //   zero1  params 4 Psi'       grads 4 Psi'       state k Psi'/N

@@ -1,8 +1,8 @@
-// ShardedOptimizer: the 1-D strategies of the seed's IShardedOptimizer
-// (sharded_optimizer_interface.h). Wraps a base optimizer (SGD, Adam, AdamW,
-// RMSprop, Adagrad) and trains a model across the ranks of a Communicator so that the result is
-// the same as one process training on the whole batch, while each rank holds only what its
-// strategy promises:
+// ShardedOptimizer: the 1-D strategies of the seed's IShardedOptimizer (the contract of
+// AiDotNet.DistributedTraining that ShardLab keeps, sharded_optimizer_interface.h). Wraps a base
+// optimizer (SGD, Adam, AdamW, RMSprop, Adagrad) and trains a model across the ranks of a
+// Communicator so that the result is the same as one process training on the whole batch, while
+// each rank holds only what its strategy promises:
 //
 //   ddp    gradients all-reduced (averaged) per bucket; every rank runs the full update
 //   zero1  gradients all-reduced per bucket; each rank updates its 1/N shard with optimizer state

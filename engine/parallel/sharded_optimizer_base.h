@@ -1,8 +1,9 @@
-// ShardedOptimizerBase: the seed's ShardedOptimizerBase, what every IShardedOptimizer of the
-// engine shares (ShardedOptimizer's 1-D strategies and HybridShardedOptimizer): the communicator,
-// the options, the wrapped base optimizer, where training stands (TrainingPosition), the figures
-// of the last step, and the members written once from these: rank state serialisation, progress
-// for checkpoints, model files and early stopping.
+// ShardedOptimizerBase: the seed's ShardedOptimizerBase (AiDotNet.DistributedTraining's base of its
+// sharded optimizers), what every IShardedOptimizer of the engine shares (ShardedOptimizer's 1-D
+// strategies and HybridShardedOptimizer): the communicator, the options, the wrapped base
+// optimizer, where training stands (TrainingPosition), the figures of the last step, and the
+// members written once from these: rank state serialisation, progress for checkpoints, model files
+// and early stopping.
 //
 // Rank state (serialize/deserialize), little-endian, one frame for every optimizer:
 //   magic (8 bytes: the optimizer's state_format()), u32 version 1,

@@ -1,9 +1,10 @@
-// IShardedOptimizer: the seed's IShardedOptimizer contract, implemented by every sharded optimizer
-// of the engine: the 1-D strategies (ShardedOptimizer: ddp, zero1, zero2, fsdp) and the 3D one
-// (HybridShardedOptimizer: pp x tp x dp). Callers that run, checkpoint or report on a rank
-// (rank_runner.h, rank_checkpoint.h) are written once against this interface.
+// IShardedOptimizer: the seed's IShardedOptimizer contract (the seed: the original
+// AiDotNet.DistributedTraining sharded-optimizer API, whose contract ShardLab keeps), implemented
+// by every sharded optimizer of the engine: the 1-D strategies (ShardedOptimizer: ddp, zero1,
+// zero2, fsdp) and the 3D one (HybridShardedOptimizer: pp x tp x dp). Callers that run, checkpoint
+// or report on a rank (rank_runner.h, rank_checkpoint.h) are written once against this interface.
 //
-// The named types of the seed documents (FsdpOptimizer, Zero2Optimizer, TensorParallelOptimizer,
+// The seed's named types (FsdpOptimizer, Zero2Optimizer, TensorParallelOptimizer,
 // HybridShardedOptimizer, each built from a base optimizer instance plus a configuration) are in
 // seed_optimizers.h, with make_sharded_optimizer(), which picks the implementation for a job.
 //

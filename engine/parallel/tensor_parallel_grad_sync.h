@@ -1,9 +1,10 @@
 // TensorParallelGradSync: the tensor-parallel dimension's part of a step inside
-// HybridShardedOptimizer (the user-facing TensorParallelOptimizer of the seed is in
-// seed_optimizers.h). Parameters cut across the tp group (tp_slicing.h) have one owner per
-// element and need no gradient exchange; parameters replicated across it (LayerNorms, row-parallel
-// biases, the position embedding) get gradients on every tp rank, which are all-reduced
-// (averaged) within the group before anyone steps, so every replica takes the same update.
+// HybridShardedOptimizer (the user-facing TensorParallelOptimizer of the seed's API,
+// AiDotNet.DistributedTraining, is in seed_optimizers.h). Parameters cut across the tp group
+// (tp_slicing.h) have one owner per element and need no gradient exchange; parameters replicated
+// across it (LayerNorms, row-parallel biases, the position embedding) get gradients on every tp
+// rank, which are all-reduced (averaged) within the group before anyone steps, so every replica
+// takes the same update.
 // No rank runs a local optimizer step before this synchronisation: HybridShardedOptimizer calls
 // synchronize_grads() first, then the data-parallel reduction, then the update of this rank's
 // own slice.

@@ -1,8 +1,8 @@
 // The machines a plan runs on: a GPU (peak matrix FLOP/s, HBM size and bandwidth) and a cluster
 // of nodes (GPUs per node, the links inside a node and between nodes, as the bus bandwidth and
 // latency of a ring collective). Presets from the vendors' data sheets and the NCCL maintainers'
-// achievable figures (../shared/REFERENCE.md, "Large-scale planning"); `--cluster FILE` reads the
-// same fields from JSON (cluster_from_json; cluster_to_json writes them).
+// achievable figures (each figure is given beside its preset in hardware.cpp); `--cluster FILE`
+// reads the same fields from JSON (cluster_from_json; cluster_to_json writes them).
 #pragma once
 
 #include <optional>

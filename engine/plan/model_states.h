@@ -1,6 +1,6 @@
 // The model states one data-parallel rank holds (parameters, gradients, optimizer state) under
 // ZeRO's stages, from Rajbhandari et al. 2019 ("ZeRO: Memory Optimizations Toward Training
-// Trillion Parameter Models"), section 5 and figure 1; ../shared/REFERENCE.md:
+// Trillion Parameter Models"), section 5 and figure 1:
 //
 //   stage 0 (ddp)   params w_p Psi    grads w_g Psi    state w_s Psi
 //   stage 1         params w_p Psi    grads w_g Psi    state w_s Psi/N

@@ -1,5 +1,4 @@
-// A GPT-style transformer's size, FLOPs and activation memory, from the published formulas
-// (../shared/REFERENCE.md, "Large-scale planning"):
+// A GPT-style transformer's size, FLOPs and activation memory, from the published formulas:
 //   parameters  Narayanan et al. 2021 (Megatron-LM, SC'21) eq. 2, P = 12 L h^2 (1 + 13/12h +
 //               (V + s)/12Lh), generalised to an MLP of width F (F = 4h gives eq. 2 exactly);
 //   FLOPs       per layer and token 2 x (4h^2 + 2hF) for the matrix products and 4sh for

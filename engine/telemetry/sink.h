@@ -1,6 +1,6 @@
-// TelemetrySink: the engine's only window to the outside (DESIGN.md). The engine hands events to
-// a sink and never waits for it: publish() must return at once (a network sink queues and drops
-// when full; see net/publisher.h). Nothing in engine/ knows about sockets.
+// TelemetrySink: the engine's only window to the outside (resources/docs/design.md). The engine
+// hands events to a sink and never waits for it: publish() must return at once (a network sink
+// queues and drops when full; see net/publisher.h). Nothing in engine/ knows about sockets.
 #pragma once
 
 #include "engine/telemetry/events.h"

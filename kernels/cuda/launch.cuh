@@ -1,8 +1,8 @@
 // Shared by the .cu files only (no public API): launch geometry and the launch check.
 //
-// kernels/ depends on nothing of ours (DESIGN.md), so launch failures are std::runtime_error
-// rather than shardlab::Error; shardlab::Error derives from std::runtime_error, so a caller that
-// catches either sees them.
+// kernels/ depends on nothing of ours (resources/docs/design.md), so launch failures are
+// std::runtime_error rather than shardlab::Error; shardlab::Error derives from std::runtime_error,
+// so a caller that catches either sees them.
 #pragma once
 
 #include <cuda_runtime_api.h>

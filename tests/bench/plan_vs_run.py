@@ -3,7 +3,7 @@
 time (after `shardlab plan --calibrate`) beside the median step that runs measure. Each round
 calibrates afresh and runs every job; the table gives per job the median over the rounds of the
 prediction and of the measurement, and the error of those medians, with the date and the machine.
-Exits 1 when a job's error is beyond 25% (the bound of issue 34).
+Exits 1 when a job's error is beyond 25% (the accuracy the planner aims at).
 
 Measured: the median over 3 runs of `shardlab run --json`'s median_step_seconds (rank 0's steps);
 for backend mpi (whose ranks are other processes) the median over 5 runs of the wall clock's

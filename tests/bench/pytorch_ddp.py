@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch DDP over gloo on this machine, to compare with ShardLab's 2-rank DDP (issue 22):
+"""PyTorch DDP over gloo on this machine, to compare with ShardLab's 2-rank DDP:
 the MLP 784-512-256-10 (ReLU), Adam lr 1e-3, global batch 256 split over the ranks, Fashion-MNIST
 training images, one process per rank on loopback. Prints the global samples/s of the timed steps
 (rank 0's wall clock between two barriers). Needs python3-torch (Debian 12: 1.13.1).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The PyTorch side of `shardlab bench model --pytorch-shapes` (issue 22), to run back to back on
+"""The PyTorch side of `shardlab bench model --pytorch-shapes`, to run back to back on
 the same machine: one process, one thread, the same shapes, data and optimizers.
 
   MLP 784-512-256-10 (ReLU), Adam lr 1e-3, batch 256, Fashion-MNIST training images

@@ -404,9 +404,9 @@ class TestCheckpointStore : public QObject {
     QCOMPARE(with([](auto& j) { j["note"] = "hello"; }), std::string("(no exception)"));
   }
 
-  // Values in a manifest are checked before use (issue 21): nesting deep enough to exhaust the
-  // stack of a recursive copy is refused before parsing, a number beyond double's range names its
-  // field; both as one FormatError line naming the file.
+  // Values in a manifest are checked before use: nesting deep enough to exhaust the stack of a
+  // recursive copy is refused before parsing, a number beyond double's range names its field;
+  // both as one FormatError line naming the file.
   void manifestNestingAndNumbersAreBounded() {
     const std::string deep = std::string(100000, '[') + std::string(100000, ']');
     const auto manifest = [](const std::string& step, const std::string& layout) {
@@ -438,9 +438,9 @@ class TestCheckpointStore : public QObject {
              path + ": nested deeper than 64 levels");
   }
 
-  // Text from a manifest shown in a message has its control characters shown as \xNN (issue 21:
-  // tests/fuzz/crashes/fuzz_manifest-*): one line, no ESC reaching the terminal, still naming the
-  // problem. fuzz_manifest-escape-in-checksum:
+  // Text from a manifest shown in a message has its control characters shown as \xNN (inputs the
+  // fuzzer found: tests/fuzz/crashes/fuzz_manifest-*): one line, no ESC reaching the terminal,
+  // still naming the problem. fuzz_manifest-escape-in-checksum:
   void manifestChecksumWithEscape() {
     const std::string msg = error_of<FormatError>(
         [&] { parse_manifest(manifest_text("x", "crc\\u001b[2J"), "m.json"); });

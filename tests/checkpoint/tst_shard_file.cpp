@@ -334,9 +334,9 @@ class TestShardFile : public QObject {
                         "rank 4294967297 is too large");
   }
 
-  // Values in the header are checked before use (issue 21): "progress" nested deep enough to
-  // exhaust the stack of a recursive copy is refused before parsing; a number beyond double's
-  // range names its field.
+  // Values in the header are checked before use: "progress" nested deep enough to exhaust the
+  // stack of a recursive copy is refused before parsing; a number beyond double's range names its
+  // field.
   void headerNestingAndNumbersAreBounded() {
     const std::string deep = std::string(100000, '[') + std::string(100000, ']');
     const std::string header =
@@ -471,8 +471,8 @@ class TestShardFile : public QObject {
     VERIFY_CONTAINS(msg2, path2);
   }
 
-  // Text from the header shown in a message has its control characters shown as \xNN (issue 21:
-  // tests/fuzz/crashes/fuzz_shard_header-*): one line, still naming the problem.
+  // Text from the header shown in a message has its control characters shown as \xNN (inputs the
+  // fuzzer found: tests/fuzz/crashes/fuzz_shard_header-*): one line, still naming the problem.
   // fuzz_shard_header-escape-in-tensor-name: a name listed twice.
   void tensorNameWithEscape() {
     const std::string name = "x\\u001b[2J";

@@ -144,10 +144,10 @@ class TestCli : public QObject {
         << QStringList{"monitor", "--listen", "127.0.0.1:0", "--job", kMlpJob} << 2
         << "--job only applies with --http";
 
-    // Values from files and the command line are checked before use (issue 21): a number out of
-    // double's range, nesting deep enough to exhaust the stack of anything recursive, and model
-    // sizes that cannot be allocated or overflow the layout math each give one line naming the
-    // field, never an internal error or a crash.
+    // Values from files and the command line are checked before use: a number out of double's
+    // range, nesting deep enough to exhaust the stack of anything recursive, and model sizes that
+    // cannot be allocated or overflow the layout math each give one line naming the field, never
+    // an internal error or a crash.
     QTest::newRow("job number out of range")
         << QStringList{"run", write("huge_lr.json", R"({"name": "x", "optimizer": {"lr": 1e400}})")}
         << 1 << "huge_lr.json: optimizer.lr: 1e400 is out of range (not a finite number)";

@@ -1,4 +1,4 @@
-// The `shardlab` command for people and for scripts (issue 23):
+// The `shardlab` command for people and for scripts:
 //   - help for every command: COMMAND --help, COMMAND -h and `help COMMAND` exit 0 and list the
 //     command's options on stdout;
 //   - the help lists every option the code reads: the options each command's code reads are found

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A test cluster on one machine: K hosts made of network namespaces joined by a bridge, each with
 # its own address, loopback, /etc/hosts view and host name (a UTS namespace per program), and an
-# ssh stand-in so mpirun starts its daemons on them. The facts behind it: ../shared/notes/multi-host.md.
+# ssh stand-in so mpirun starts its daemons on them. How the suites use it:
+# resources/docs/several-machines.md.
 #
 #   netns_cluster.sh up NAME K        make cluster NAME with hosts h0..h{K-1}; prints its subnet
 #   netns_cluster.sh down NAME        remove it: processes, namespaces, /etc/netns entries, route

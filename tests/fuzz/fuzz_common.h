@@ -67,10 +67,11 @@ inline std::string escaped(const std::string& text) {
 }
 
 // What `shardlab` prints of a refused input is one line naming the problem (engine/core/error.h:
-// "one clear line"; issue 21: control characters stripped from anything displayed): a message that
-// is empty (a NUL from the input ends the C string what() returns) or holds a C0 control
-// character (a newline, the ESC of a terminal escape sequence from the input) is a finding. (DEL,
-// 0x7f, which nlohmann's parse errors quote as it is, does nothing on a terminal and passes.)
+// "one clear line"; engine/core/display_text.h: control characters shown as \xNN in anything
+// displayed): a message that is empty (a NUL from the input ends the C string what() returns) or
+// holds a C0 control character (a newline, the ESC of a terminal escape sequence from the input)
+// is a finding. (DEL, 0x7f, which nlohmann's parse errors quote as it is, does nothing on a
+// terminal and passes.)
 inline void check_message(const shardlab::Error& e) {
   const std::string what = e.what();
   if (what.empty())

@@ -525,8 +525,8 @@ class TestCommViews : public QObject {
              qPrintable(lines.last()));
   }
 
-  // Issue 7: one heat-map redraw (copy from the model + synchronous paint) at 1,024 ranks x 200
-  // steps, shown offscreen at 1200x900. Reports, does not gate.
+  // The app at scale: one heat-map redraw (copy from the model + synchronous paint) at 1,024 ranks
+  // x 200 steps, shown offscreen at 1200x900. Reports, does not gate.
   void benchmarkHeatMapUpdateAndRepaint1024() {
     const net::RunModel& model = bigModel();
     CommHeatMap map;

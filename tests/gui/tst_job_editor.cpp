@@ -481,9 +481,9 @@ class TestJobEditor : public QObject {
 
   void formIsBuiltFromTheEngineTable();
 
-  // Values the engine refuses before use (issue 21) are shown as the job's problem, whether the
-  // user opens a file holding them or types them: a number beyond double's range, nesting deep
-  // enough to exhaust the stack, model sizes that cannot be allocated.
+  // Values the engine refuses before use are shown as the job's problem, whether the user opens a
+  // file holding them or types them: a number beyond double's range, nesting deep enough to
+  // exhaust the stack, model sizes that cannot be allocated.
   void hostileValuesAreShownNotFatal_data() {
     QTest::addColumn<QString>("text");
     QTest::addColumn<QString>("problem");

@@ -301,7 +301,7 @@ class TestRankGrid : public QObject {
     QVERIFY(g.rankNote(1).isEmpty());
   }
 
-  // Issue 7: redrawing a 1,024-rank grid stays under 50 ms. Reports, does not gate.
+  // The app's scale goal: redrawing a 1,024-rank grid stays under 50 ms. Reports, does not gate.
   void benchmarkRedraw1024() {
     const Topology topo = make(8, 8, 16);
     QCOMPARE(topo.world(), 1024);

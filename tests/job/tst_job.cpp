@@ -190,7 +190,7 @@ class TestJob : public QObject {
         "model.mlp.hidden", "not used by model kind gpt");
 
     // Model sizes that cannot be allocated, or that would overflow the layout math, are refused
-    // by validation, naming the field, before anything allocates (issue 21).
+    // by validation, naming the field, before anything allocates.
     row("hidden absurd", R"({"model": {"mlp": {"hidden": [4611686018427387904]}}})",
         "model.mlp.hidden[0]", "must be at most 16777216 (2^24), got 4611686018427387904");
     row("hidden parameters", R"({"model": {"mlp": {"hidden": [256, 9000000]}}})",
@@ -1340,7 +1340,7 @@ class TestJob : public QObject {
     QCOMPARE(type, QString("InvalidArgument"));
   }
 
-  // ---- text from the file in messages (issue 21: tests/fuzz/crashes/fuzz_job-*) ----
+  // ---- text from the file in messages (found by fuzzing: tests/fuzz/crashes/fuzz_job-*) ----
 
   // A key the schema does not know is named with its control characters (and DEL) shown as \xNN:
   // one line, not cut short by a NUL, no ESC reaching the terminal (fuzz_job-escape-in-key,

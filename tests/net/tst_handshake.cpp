@@ -1,5 +1,5 @@
 // Protocol version 3's mutual authentication and checked stream (net/handshake.h), attacked the
-// way issue 21 describes: a collector impostor holding the port, a party in the middle relaying
+// ways it must withstand: a collector impostor holding the port, a party in the middle relaying
 // a worker's answers for a rank of its choosing, and one altering, adding, dropping or repeating
 // frames after the handshake. The attacks run against a real Collector and real Publishers
 // through a frame-aware proxy on loopback. Plus the pieces: the incremental HMAC against
@@ -429,8 +429,8 @@ class TestHandshake : public QObject {
   }
 
   // Whoever holds the port first, without the token, gets no telemetry: an impostor that answers
-  // every worker with a CHALLENGE and an AUTH_OK (on the main of issue 21, the worker streamed
-  // its events to it).
+  // every worker with a CHALLENGE and an AUTH_OK (under protocol version 2, which checked only the
+  // worker, the worker streamed its events to it).
   void impostorCollectorGetsNoTelemetry() {
     std::atomic<int> frames_after_auth{0};
     Server impostor([&](tcp::socket& s) {
@@ -457,7 +457,7 @@ class TestHandshake : public QObject {
   }
 
   // A party in the middle relays a real worker's handshake while telling the collector it is
-  // another rank: the collector must not accept it (on the main of issue 21 the answer, an HMAC
+  // another rank: the collector must not accept it (under protocol version 2 the answer, an HMAC
   // of the collector's nonce alone, was valid for any HELLO, and the forged rank got in).
   void relayedAnswerCannotForgeARank() {
     LogLines log;
@@ -487,7 +487,8 @@ class TestHandshake : public QObject {
 
   // After the handshake a party in the middle changes a loss, adds an event, drops one or
   // repeats one: the collector takes none of that batch, logs why, and the worker's later
-  // events (on a new connection) still arrive. On the main of issue 21 every change was taken.
+  // events (on a new connection) still arrive. Under protocol version 2, with no BATCH_MAC, every
+  // change was taken.
   void alteredStreamIsRefused_data() {
     QTest::addColumn<QString>("attack");
     QTest::newRow("change a loss") << "change";

@@ -1,4 +1,4 @@
-// What telemetry costs a rank's thread (issue 22): publish() on a Publisher or a RecordingSink
+// What telemetry costs a rank's thread: publish() on a Publisher or a RecordingSink
 // allocates nothing and takes no lock (counted here by replacing operator new), and the queue
 // under it (engine/telemetry/event_queue.h) loses, repeats and reorders nothing with several
 // producers and a consumer running at once, holds exactly its capacity and refuses the rest.

@@ -1,7 +1,8 @@
 // HybridShardedOptimizer's state, as tst_sharded_state checks the 1-D strategies': serialize /
 // deserialize round trips that resume a run exactly, refusal of bytes written by another layout,
 // strategy, rank, model or batch (with nothing changed), synchronize_optimizer_state, and early
-// stopping against the single-process Trainer; and the seed's named types (FsdpOptimizer,
+// stopping against the single-process Trainer; and the named types of the seed's API
+// (AiDotNet.DistributedTraining, engine/parallel/seed_optimizers.h: FsdpOptimizer,
 // TensorParallelOptimizer, HybridShardedOptimizer built from a base optimizer instance) against
 // the factories the jobs use. Ranks run as threads; every assertion runs on the test's thread
 // after the ranks have finished.

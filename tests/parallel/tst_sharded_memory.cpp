@@ -1,5 +1,5 @@
 // The memory ledger against the planner, and the planner against the ZeRO paper's formulas
-// (../shared/REFERENCE.md, "Memory per rank"): what every rank really held after its last step
+// (Rajbhandari et al. 2019, section 5): what every rank really held after its last step
 // equals MemoryPlan::steady for params, grads and optimizer_state, to the byte, with no
 // communication buffer left; and the plan's figures are those of the formulas, recomputed here
 // from the model's parameter count and block sizes (never from the planner itself).
@@ -39,8 +39,8 @@ struct Expected {
   int64_t shard = 0;                         // elements this rank updates
 };
 
-// REFERENCE.md's fp32 table with padding: Psi' = Psi rounded up to a multiple of N (ZeRO's flat
-// buffer), Psi'' = the sum of every block rounded up to a multiple of N (FSDP pads blocks).
+// The ZeRO paper's figures in fp32 with padding: Psi' = Psi rounded up to a multiple of N (ZeRO's
+// flat buffer), Psi'' = the sum of every block rounded up to a multiple of N (FSDP pads blocks).
 Expected expected_figures(const std::string& strategy, const ParamLayout& layout, int64_t n,
                           int64_t k) {
   const int64_t psi = layout.size();

@@ -35,7 +35,8 @@ int64_t round_up(int64_t x, int64_t n) {
   return (x + n - 1) / n * n;
 }
 
-// REFERENCE.md's fp32 figures with padding, Adam: 8 bytes of state per parameter.
+// The ZeRO paper's figures (Rajbhandari et al. 2019, section 5) in fp32 with padding, Adam: 8 bytes
+// of state per parameter.
 MemoryFigures expected_steady(const std::string& strategy, const ParamLayout& layout, int64_t n) {
   const int64_t psi = layout.size(), psi1 = round_up(psi, n);
   int64_t psi2 = 0;

@@ -1,5 +1,5 @@
 // The planner's step time against published runs: Narayanan et al. 2021 ("Efficient Large-Scale
-// Language Model Training on GPU Clusters Using Megatron-LM"), table 1 (../shared/REFERENCE.md):
+// Language Model Training on GPU Clusters Using Megatron-LM"), table 1:
 // ten GPT configurations from 1.7B parameters on 32 A100s to 1T on 3,072, full activation
 // recomputation, 135-163 TFLOP/s per GPU counted by eq. 3 (recomputation included).
 //

@@ -18,7 +18,7 @@ first plan's as shown (one decimal), the memory chart has a bar per pipeline sta
 the API's; then tp 3 is answered with the planner's message on the page's error line.
 Exit status 0 when every check holds; 1 with one line per failed check; 2 when the browser could
 not start (the caller skips). Uses Debian's chromium, chromium-driver and python3-selenium; as
-root Chromium needs --no-sandbox (../shared/notes/real-parts.md).
+root Chromium needs --no-sandbox.
 """
 import argparse
 import json
