@@ -30,14 +30,17 @@ def run_json(cmd, timeout=1800):
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     if p.returncode != 0:
         sys.exit(f"figures.py: failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr.strip()[-2000:]}")
-    # Under mpirun every rank may print; rank 0's document is the one with rows.
-    docs = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    # Under mpirun every rank may print a document; the first one with rows is rank 0's.
+    decoder, docs, text, i = json.JSONDecoder(), [], p.stdout, 0
+    while True:
+        i = text.find("{", i)
+        if i < 0:
+            break
+        doc, i = decoder.raw_decode(text, i)
+        docs.append(doc)
     if not docs:
-        try:
-            return json.loads(p.stdout)
-        except json.JSONDecodeError:
-            sys.exit(f"figures.py: no JSON from {' '.join(cmd)}")
-    return docs[0]
+        sys.exit(f"figures.py: no JSON from {' '.join(cmd)}")
+    return next((d for d in docs if d.get("rows")), docs[0])
 
 
 def table(header, rows):
