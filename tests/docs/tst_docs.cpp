@@ -6,6 +6,7 @@
 // says what it covers in its first line.
 #include <QDir>
 #include <QFile>
+#include <QRegularExpression>
 #include <QtTest>
 
 #include "net/protocol.h"
@@ -99,6 +100,23 @@ class TestDocs : public QObject {
       const QString first = read(page).section('\n', 0, 0);
       QVERIFY2(!first.startsWith('#') && first.endsWith('.') && first.size() > 30,
                qPrintable(page + ": " + first));
+    }
+  }
+
+  // The CPU figures come from one script: the page carries its header line (date, machine, BLAS
+  // kernel, build) and a section for each of the script's sections.
+  void measurementsComeFromTheScript() {
+    const QString page = read("resources/docs/measurements.md");
+    const QString script = read("tests/bench/figures.py");
+    static const QRegularExpression header(
+        "^Measured \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d UTC on .+; OpenBLAS kernel \\S+; .+; "
+        "shardlab \\S+ at commit \\w+; by tests/bench/figures\\.py\\.$",
+        QRegularExpression::MultilineOption);
+    QVERIFY2(header.match(page).hasMatch(), "no header line printed by tests/bench/figures.py");
+    for (const char* section :
+         {"optimizer", "training", "comm", "mpi", "sharded", "hybrid", "telemetry", "web"}) {
+      QVERIFY2(page.contains(QString("\n### %1\n").arg(section)), section);
+      QVERIFY2(script.contains(QString("\ndef %1(").arg(section)), section);
     }
   }
 
