@@ -33,7 +33,7 @@
 #include "net/auth.h"
 #include "net/collector.h"
 #include "net/consumers.h"
-#include "net/ingest_bench.h"
+#include "net/bench/ingest_bench.h"
 #include "net/local_sinks.h"
 #include "net/protocol.h"
 #include "net/publisher.h"

@@ -29,9 +29,9 @@
 #include "net/auth.h"
 #include "net/collector.h"
 #include "net/consumers.h"
-#include "net/ingest_bench.h"
+#include "net/bench/ingest_bench.h"
 #include "net/protocol.h"
-#include "net/web/viewer_bench.h"
+#include "net/bench/viewer_bench.h"
 
 namespace shardlab::cli {
 namespace {

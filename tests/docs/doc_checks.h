@@ -8,7 +8,8 @@
 //     of its target page (GitHub's slugs);
 //   - job fields in code (`train.steps`, `--set parallel.dp=2`): job_fields() knows the field, or
 //     it is a section that holds fields;
-//   - metric names (`shardlab_...`): /metrics serves them (net/web/metrics.h);
+//   - metric names (`shardlab_...`, other than the CMake targets): /metrics serves them
+//     (net/web/metrics.h);
 //   - the telemetry protocol's version: a version the code decodes, and "current" only for
 //     kProtocolVersion.
 #pragma once
@@ -24,6 +25,7 @@ namespace shardlab::docs {
 struct DocFacts {
   QString repo_root;                // where paths are looked up
   std::set<std::string> metrics;    // served metric names
+  std::set<std::string> targets;    // CMake targets (shardlab_net is a library, not a metric)
   int protocol_version = 0;         // kProtocolVersion
   int oldest_protocol_version = 0;  // kOldestProtocolVersion
 };

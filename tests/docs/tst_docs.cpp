@@ -5,6 +5,7 @@
 // The README stays a front page: at most 25,000 bytes, linking every topic page, each of which
 // says what it covers in its first line.
 #include <QDir>
+#include <QDirIterator>
 #include <QFile>
 #include <QRegularExpression>
 #include <QtTest>
@@ -47,6 +48,17 @@ DocFacts facts() {
   const std::string text = shardlab::net::prometheus_metrics({model, "docs", 0, 0});
   for (const QString& line : QString::fromStdString(text).split('\n'))
     if (line.startsWith("# TYPE ")) f.metrics.insert(line.section(' ', 2, 2).toStdString());
+  // The CMake targets, from every CMakeLists.txt of the repository.
+  static const QRegularExpression target("add_(?:library|executable)\\(\\s*(\\w+)");
+  QDirIterator it(root(), {"CMakeLists.txt"}, QDir::Files, QDirIterator::Subdirectories);
+  while (it.hasNext()) {
+    const QString path = it.next();
+    if (path.startsWith(root() + "/build")) continue;
+    QFile cmake(path);
+    if (!cmake.open(QIODevice::ReadOnly)) continue;
+    for (auto m = target.globalMatch(QString::fromUtf8(cmake.readAll())); m.hasNext();)
+      f.targets.insert(m.next().captured(1).toStdString());
+  }
   return f;
 }
 
@@ -63,6 +75,7 @@ class TestDocs : public QObject {
     const DocFacts f = facts();
     QVERIFY(f.metrics.count("shardlab_step"));
     QVERIFY(f.metrics.count("shardlab_memory_bytes"));
+    QVERIFY(f.targets.count("shardlab_net") && f.targets.count("shardlab"));
     QVERIFY(f.protocol_version >= 3);
     QVERIFY(topic_pages().size() >= 10);
   }
