@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "engine/core/error.h"
+#include "engine/core/json_text.h"
 
 namespace shardlab {
 namespace {
@@ -19,33 +20,6 @@ std::string human_bytes(int64_t b) {
   if (b < 1024 * 1024) return fmt::format("{:.1f} KiB", x / 1024);
   if (b < int64_t{1024} * 1024 * 1024) return fmt::format("{:.1f} MiB", x / (1024.0 * 1024));
   return fmt::format("{:.1f} GiB", x / (1024.0 * 1024 * 1024));
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (ch) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20)
-          out += fmt::format("\\u{:04x}", c);
-        else
-          out += ch;
-    }
-  }
-  return out + "\"";
 }
 
 // One line, for the text form.

@@ -8,6 +8,7 @@
 #include <iterator>
 #include <limits>
 
+#include "engine/core/json_text.h"
 #include "engine/core/memory.h"
 
 namespace shardlab::net {
@@ -47,80 +48,10 @@ void put_time(std::string& out, double t) {
   fmt::format_to(Out(out), "{:.3f}", t);
 }
 
-// The length of the valid UTF-8 sequence at text[i], or 0 when it is not one (RFC 3629: no
-// overlong forms, no surrogates, nothing above U+10FFFF).
-size_t utf8_length(const std::string& text, size_t i) {
-  const auto at = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char c = at(i);
-  size_t n = 0;
-  uint32_t cp = 0;
-  if (c >= 0xC2 && c <= 0xDF) {
-    n = 2;
-    cp = c & 0x1F;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    cp = c & 0x0F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + n > text.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((at(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (at(i + k) & 0x3F);
-  }
-  if ((n == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-      (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-    return 0;
-  return n;
-}
-
-// A JSON string literal. Valid UTF-8 passes; any other byte becomes U+FFFD, so a frame is always a
-// valid WebSocket text message (a browser must drop a connection that sends invalid UTF-8; a host
-// name or failure reason from a rank may be in any encoding, or cut mid-character).
+// A JSON string literal (engine/core/json_text.h: invalid UTF-8 becomes U+FFFD, so a frame is
+// always a valid WebSocket text message).
 void put_string(std::string& out, const std::string& text) {
-  out += '"';
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x80) {
-      const size_t n = utf8_length(text, i);
-      if (n == 0) {
-        out += "\ufffd";
-      } else {
-        out.append(text, i, n);
-        i += n - 1;
-      }
-      continue;
-    }
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        // Control characters escaped; '<' too, so a string can never close a <script> of a page
-        // that embeds a frame.
-        if (u < 0x20 || c == '<')
-          fmt::format_to(Out(out), "\\u{:04x}", u);
-        else
-          out += c;
-    }
-  }
-  out += '"';
+  append_json_string(out, text);
 }
 
 struct Sizes {

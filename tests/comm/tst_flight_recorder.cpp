@@ -81,6 +81,24 @@ class TestFlightRecorder : public QObject {
     QVERIFY_THROWS_EXCEPTION(InvalidArgument, FlightRecorder(FlightRecorderOptions{.capacity = 0}));
   }
 
+  // A group name or error with bytes that are not UTF-8 (a rank's text in another encoding, or
+  // cut mid-character) still makes valid JSON: each bad byte becomes U+FFFD, valid UTF-8 stays.
+  void invalidUtf8StaysValidJson() {
+    FlightRecorder fr(FlightRecorderOptions{.capacity = 4, .rank = 0});
+    const std::string group = std::string("dp\xff[1]\xc3");  // a stray byte, a cut sequence
+    const uint64_t a = fr.issued(record_of(CommOp::AllReduce, 1, group));
+    fr.failed(a, State::Failed, "na\xefve \xc3\xa9t\xe9 <b>");
+    const QByteArray json = QByteArray::fromStdString(fr.to_json());
+    QJsonParseError err;
+    const QJsonDocument doc = QJsonDocument::fromJson(json, &err);
+    QVERIFY2(err.error == QJsonParseError::NoError, qPrintable(err.errorString()));
+    const QJsonObject e = doc.object()["entries"].toArray()[0].toObject();
+    QCOMPARE(e["group"].toString(), QString::fromUtf8("dp\uFFFD[1]\uFFFD"));
+    QCOMPARE(e["error"].toString(), QString::fromUtf8("na\uFFFDve \u00e9t\uFFFD <b>"));
+    // Strictly: the bytes are valid UTF-8 (QString's lenient decoding would hide a bad byte).
+    QVERIFY(QString::fromUtf8(json).toUtf8() == json);
+  }
+
   void statesTextAndJson() {
     FlightRecorder fr(FlightRecorderOptions{.capacity = 8, .rank = 3});
     const uint64_t a = fr.issued(record_of(CommOp::AllReduce, 57, "dp[1]"));
