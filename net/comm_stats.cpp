@@ -1,6 +1,6 @@
 #include "net/comm_stats.h"
 
-#include "net/display_text.h"
+#include "engine/core/display_text.h"
 
 #include <algorithm>
 #include <cmath>

@@ -8,7 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "net/display_text.h"
+#include "engine/core/display_text.h"
 #include "net/time_accounting.h"
 
 namespace shardlab::net {

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "net/display_text.h"
+#include "engine/core/display_text.h"
 #include "net/host_watch.h"
 
 #include <algorithm>

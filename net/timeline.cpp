@@ -1,6 +1,6 @@
 #include "net/timeline.h"
 
-#include "net/display_text.h"
+#include "engine/core/display_text.h"
 
 #include <algorithm>
 #include <cmath>

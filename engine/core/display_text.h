@@ -8,10 +8,16 @@
 // display_text() shows each C0 control character (0x00-0x1f) and DEL (0x7f) as \xNN (lower-case
 // hex: "a\x1b[2J", "no\x0asuch.json") and caps the length. Everything else is kept as it is,
 // UTF-8 included (a cut never splits a UTF-8 sequence); a backslash is not escaped, so the shown
-// text is for reading, not for parsing back. (net/display_text.h's net::printable() is the
-// counterpart for strings from the wire that the monitor keeps: it replaces them with '?'.)
+// text is for reading, not for parsing back.
+//
+// printable() is the counterpart for strings that come from the wire (a rank's host name, a
+// failure reason, a collective's group) and that the monitor keeps and shows on terminals, in the
+// app and on the web page: control characters (ESC and the rest of C0, and DEL) become '?', so a
+// peer cannot move the monitor's cursor, retitle a terminal or forge table lines, and the length
+// is capped, so it cannot bloat every view.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -51,6 +57,26 @@ inline std::string display_text(std::string_view text, size_t max_bytes = kMaxDi
     if (out.size() + 3 <= max_bytes) cut = out.size();
     i += n;
   }
+  return out;
+}
+
+// Group and operation names ("all_reduce", "dp[12]") are short: at most this many bytes are kept.
+inline constexpr size_t kMaxLabelBytes = 64;
+// Host names, job ids, failure reasons: at most this many bytes are kept.
+inline constexpr size_t kMaxTextBytes = 512;
+
+// `text` with its control characters as '?', cut to at most `max_bytes` bytes at a character (a
+// cut never splits a UTF-8 sequence) and then marked with "...".
+inline std::string printable(std::string_view text, size_t max_bytes = kMaxTextBytes) {
+  size_t keep = std::min(text.size(), max_bytes);
+  if (keep < text.size())  // back to the lead byte when the cut falls inside a sequence
+    while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xc0) == 0x80) --keep;
+  std::string out(text.substr(0, keep));
+  for (char& c : out) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) c = '?';
+  }
+  if (text.size() > max_bytes) out += "...";
   return out;
 }
 

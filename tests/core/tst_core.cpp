@@ -5,6 +5,7 @@
 #include <cmath>
 #include <set>
 
+#include "engine/core/display_text.h"
 #include "engine/core/error.h"
 #include "engine/core/param_layout.h"
 #include "engine/core/rng.h"
@@ -101,6 +102,19 @@ class TestCore : public QObject {
     QVERIFY_THROWS_EXCEPTION(FormatError, b.set_state(std::vector<uint64_t>{1, 2}));
     // Derived streams differ from each other and from the parent seed.
     QVERIFY(Rng::derive(5, 0).next_u64() != Rng::derive(5, 1).next_u64());
+  }
+
+  // Text from the wire (engine/core/display_text.h): controls and DEL as '?', the length capped
+  // at a character, so a cut never leaves half a UTF-8 sequence (which a terminal, the app and the
+  // page would each show differently, and a WebSocket frame could not carry).
+  void printableFromTheWire() {
+    QCOMPARE(shardlab::printable(std::string("h\x1b[2J\n\x7f", 7)), std::string("h?[2J??"));
+    QCOMPARE(shardlab::printable(std::string(kMaxTextBytes, 'r')), std::string(kMaxTextBytes, 'r'));
+    QCOMPARE(shardlab::printable("abcdef", 4), std::string("abcd..."));
+    // "ab\u00fc" is 4 bytes: a cap of 3 would split the \u00fc; the cut goes back before it.
+    QCOMPARE(shardlab::printable("ab\u00fcd", 3), std::string("ab..."));
+    QCOMPARE(shardlab::printable("\u2713\u2713", 4), std::string("\u2713..."));
+    QCOMPARE(shardlab::printable("gr\u00fc\u00dfe", 64), std::string("gr\u00fc\u00dfe"));
   }
 
   void enforceCarriesWhereAndMessage() {

@@ -653,7 +653,8 @@ class TestDashboardFrames : public QObject {
     const json j = parse(f.full);
     QVERIFY2(!j.is_discarded(), f.full->c_str());
     // What a peer sent is kept printable by the run model (control characters shown as '?', see
-    // net/display_text.h): the frame carries that, escaped. Job name: the server's own, as is.
+    // engine/core/display_text.h): the frame carries that, escaped. Job name: the server's own, as
+    // is.
     const auto shown = [](std::string t) {
       for (char& c : t)
         if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';

@@ -461,7 +461,7 @@ class TestMetrics : public QObject {
       QVERIFY2(x.errors.empty(), (all_errors(x) + text).c_str());
       QVERIFY(!x.samples.empty());
       // A name from the wire is kept printable by the run model (control characters as '?',
-      // net/display_text.h); one given to the server is exposed as it is.
+      // engine/core/display_text.h); one given to the server is exposed as it is.
       std::string shown = weird;
       if (from_hello)
         for (char& c : shown)
