@@ -13,9 +13,7 @@
 //       reads the page's own render times).
 #include <fmt/format.h>
 
-#include <atomic>
 #include <chrono>
-#include <csignal>
 #include <memory>
 #include <thread>
 
@@ -24,14 +22,15 @@
 #include "engine/cli/command_spec.h"
 #include "engine/cli/commands.h"
 #include "engine/cli/json_output.h"
+#include "engine/cli/stop_signal.h"
 #include "engine/cli/web_setup.h"
 #include "engine/telemetry/events.h"
 #include "net/auth.h"
+#include "net/bench/ingest_bench.h"
+#include "net/bench/viewer_bench.h"
 #include "net/collector.h"
 #include "net/consumers.h"
-#include "net/bench/ingest_bench.h"
 #include "net/protocol.h"
-#include "net/bench/viewer_bench.h"
 
 namespace shardlab::cli {
 namespace {
@@ -224,11 +223,6 @@ void bench_frames(int ranks, Json& report) {
   std::fflush(stdout);
 }
 
-std::atomic<bool> g_stop{false};
-extern "C" void on_bench_signal(int) {
-  g_stop = true;
-}
-
 int serve(const Args& args, int ranks) {
   const std::optional<HttpAddress> http = http_address(args);
   SL_ENFORCE_T(UsageError, http.has_value(), "bench web --serve needs --http ADDR:PORT");
@@ -244,12 +238,10 @@ int serve(const Args& args, int ranks) {
   info.job_name = fmt::format("bench-web ({} synthetic ranks)", ranks);
   collector.call([&] { populate(model.model(), ranks); });
   auto web = serve_live(*http, collector, model.model(), info, co.token);
-  g_stop = false;
-  std::signal(SIGINT, on_bench_signal);
-  std::signal(SIGTERM, on_bench_signal);
+  StopSignal stop;
   const auto start = Clock::now();
   int64_t step = 6;
-  while (!g_stop) {
+  while (!stop.requested()) {
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
     if (duration > 0 && elapsed >= duration) break;
     const double now = telemetry::now_seconds();
@@ -259,8 +251,7 @@ int serve(const Args& args, int ranks) {
     ++step;
     std::this_thread::sleep_for(std::chrono::duration<double>(step_seconds));
   }
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  stop.release();
   collector.stop();
   print_web_stats(*web);
   return 0;

@@ -13,9 +13,7 @@
 // `replay` and `export` are in replay_command.cpp.
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -25,6 +23,7 @@
 #include "engine/cli/args.h"
 #include "engine/cli/command_spec.h"
 #include "engine/cli/commands.h"
+#include "engine/cli/stop_signal.h"
 #include "engine/cli/telemetry_setup.h"
 #include "engine/cli/web_setup.h"
 #include "engine/telemetry/events.h"
@@ -36,14 +35,7 @@
 #include "net/recording.h"
 
 namespace shardlab::cli {
-namespace {
-
-std::atomic<bool> g_stop{false};
-extern "C" void on_signal(int) {
-  g_stop = true;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 int monitor_command(const std::vector<std::string>& argv) {
   Args args(argv, arg_spec("monitor"));
@@ -55,9 +47,7 @@ int monitor_command(const std::vector<std::string>& argv) {
   SL_ENFORCE_T(UsageError, http || !args.has("--job"),
                "--job only applies with --http (it gives the web page the planned memory)");
   // Ctrl-C from here on stops the monitor cleanly (and keeps the recording).
-  g_stop = false;
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+  StopSignal stop;
   net::CollectorOptions o;
   net::parse_host_port(args.get("--listen"), o.address, o.port, "--listen", true);
   if (o.address != "127.0.0.1" && o.address != "localhost" && o.address != "::1")
@@ -89,10 +79,10 @@ int monitor_command(const std::vector<std::string>& argv) {
   const bool tty = isatty(STDOUT_FILENO) != 0;
   const auto start = std::chrono::steady_clock::now();
   bool done = false;
-  while (!g_stop && !done) {
+  while (!stop.requested() && !done) {
     // In slices, so Ctrl-C is seen within 0.1 s whatever the interval.
     const auto wake = std::chrono::steady_clock::now() + std::chrono::duration<double>(interval);
-    while (!g_stop && std::chrono::steady_clock::now() < wake)
+    while (!stop.requested() && std::chrono::steady_clock::now() < wake)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     std::string table;
     collector.call([&] {
@@ -107,8 +97,7 @@ int monitor_command(const std::vector<std::string>& argv) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= duration)
       break;
   }
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends it at once
-  std::signal(SIGTERM, SIG_DFL);
+  stop.release();  // a second Ctrl-C ends it at once
   collector.stop();
   if (web) print_web_stats(*web);
   const net::CollectorStats st = collector.stats();

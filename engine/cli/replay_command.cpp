@@ -8,9 +8,7 @@
 //   export RUN.slrec [--chrome-trace OUT.json] [--csv OUT.csv] [--tensorboard DIR]
 //                             DIR/rank<N>/events.out.tfevents.* for `tensorboard --logdir DIR`
 //                             (net/tensorboard.h: the tags and the layout)
-#include <atomic>
 #include <chrono>
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -21,6 +19,7 @@
 #include "engine/cli/args.h"
 #include "engine/cli/command_spec.h"
 #include "engine/cli/commands.h"
+#include "engine/cli/stop_signal.h"
 #include "engine/cli/web_setup.h"
 #include "engine/telemetry/events.h"
 #include "net/exporters.h"
@@ -31,11 +30,6 @@
 
 namespace shardlab::cli {
 namespace {
-
-std::atomic<bool> g_stop{false};
-extern "C" void on_replay_signal(int) {
-  g_stop = true;
-}
 
 int replay_on_the_web(const Args& args, const HttpAddress& http,
                       const net::RecordingContents& rec) {
@@ -57,17 +51,14 @@ int replay_on_the_web(const Args& args, const HttpAddress& http,
   fmt::print("web: replaying {} ({} messages) at {}\n", args.positional()[0], rec.messages.size(),
              web.url());
   std::fflush(stdout);
-  g_stop = false;
-  std::signal(SIGINT, on_replay_signal);
-  std::signal(SIGTERM, on_replay_signal);
+  StopSignal stop;
   const auto start = std::chrono::steady_clock::now();
   while (
-      !g_stop &&
+      !stop.requested() &&
       (duration <= 0 ||
        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < duration))
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  stop.release();
   served.stop();
   print_web_stats(web);
   return 0;
