@@ -1,5 +1,7 @@
 #include "engine/bench/host_calibration.h"
 
+#include <nlohmann/json.hpp>
+
 #include <unistd.h>
 
 #include <algorithm>

@@ -1,5 +1,7 @@
 #include "engine/cli/json_output.h"
 
+#include <nlohmann/json.hpp>
+
 #include <fcntl.h>
 #include <unistd.h>
 

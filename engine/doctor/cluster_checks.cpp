@@ -1,5 +1,7 @@
 #include "engine/doctor/cluster_checks.h"
 
+#include <nlohmann/json.hpp>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <unistd.h>

@@ -34,7 +34,7 @@
 // the threads backend); judge_cluster is a pure function of the measurements.
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
 #include <string>

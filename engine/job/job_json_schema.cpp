@@ -1,5 +1,7 @@
 #include "engine/job/job_json_schema.h"
 
+#include <nlohmann/json.hpp>
+
 #include <fmt/format.h>
 
 #include <string>

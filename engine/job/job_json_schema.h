@@ -8,7 +8,7 @@
 // across fields (a batch divisible by the world size, ...) stay validate()'s (job_spec.h).
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 namespace shardlab {
 

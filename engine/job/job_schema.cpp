@@ -1,5 +1,7 @@
 #include "engine/job/job_schema.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

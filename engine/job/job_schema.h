@@ -3,7 +3,7 @@
 // job_validation.cpp share these; everything else goes through job_spec.h.
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include <string>
 #include <string_view>

@@ -12,7 +12,7 @@
 // non-default value (nothing in a job file is silently ignored).
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include <cstddef>
 #include <string>

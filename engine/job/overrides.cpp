@@ -1,5 +1,7 @@
 #include "engine/job/overrides.h"
 
+#include <nlohmann/json.hpp>
+
 #include <string>
 #include <vector>
 

@@ -1,7 +1,7 @@
 // Command-line overrides of a job document: `--set optimizer.lr=0.01`.
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include <string_view>
 

@@ -1,5 +1,7 @@
 #include "engine/plan/cpu_ops.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 

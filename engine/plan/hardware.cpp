@@ -1,5 +1,7 @@
 #include "engine/plan/hardware.h"
 
+#include <nlohmann/json.hpp>
+
 #include <fstream>
 #include <sstream>
 

@@ -1,5 +1,7 @@
 #include "engine/plan/plan_inputs.h"
 
+#include <nlohmann/json.hpp>
+
 #include "engine/plan/layout_as_job.h"
 
 #include <charconv>

@@ -4,6 +4,7 @@
 // named as a link; two hosts name nobody and say why; ranks sharing a host are said and left out
 // of the link rules. And measure_cluster itself over the threads backend (3 ranks, small sizes).
 #include <QtTest>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdint>

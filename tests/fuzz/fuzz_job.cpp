@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "engine/job/job_spec.h"
+
+#include <nlohmann/json.hpp>
 #include "tests/fuzz/fuzz_common.h"
 
 using namespace shardlab;

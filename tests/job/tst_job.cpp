@@ -1,6 +1,7 @@
 // Job files: every validation rule names its field, JSON round trips, command-line overrides,
 // malformed and missing files, and the example jobs in resources/jobs.
 #include <QtTest>
+#include <nlohmann/json.hpp>
 
 #include <QDir>
 #include <QTemporaryDir>

@@ -4,6 +4,7 @@
 
 #ifdef QT_CORE_LIB
 #include <QString>
+#include <nlohmann/json.hpp>
 #endif
 
 #include <algorithm>

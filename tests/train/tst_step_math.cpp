@@ -2,6 +2,7 @@
 // Trainer's gradient accumulation and clipping against independent references: accumulating A
 // micro-batches matches one full batch, and a clipped SGD step matches one computed by hand.
 #include <QtTest>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>

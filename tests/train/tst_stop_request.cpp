@@ -3,6 +3,7 @@
 // them all at 0; and TrainerCallbacks::should_stop ends a single-process run between steps with
 // its result, progress lines and evaluations as documented (no final evaluation).
 #include <QtTest>
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <chrono>

@@ -1,5 +1,7 @@
 #include "engine/plan/job/job_estimate.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 

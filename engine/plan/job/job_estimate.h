@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "engine/core/memory.h"
 #include "engine/job/job_spec.h"
