@@ -2,7 +2,10 @@
 // test suites, no app), `gui` the app and shardlab, `test` everything. Checked on the script itself
 // (--dry-run prints the build it would run) and on the build graph: what ninja would compile for
 // the shardlab target holds no Qt (no moc, no Qt include directory) and nothing of gui/ or tests/.
+// A new build folder for `demo` is configured without the app and the suites, and `demo` installs
+// no Qt package; `gui` and `test` turn the app and the suites back on in a folder `demo` made.
 #include <QDir>
+#include <QTemporaryDir>
 #include <QtTest>
 
 #include "tests/common/process.h"
@@ -15,16 +18,22 @@ namespace {
 
 const QString kBootstrap = QStringLiteral(SHARDLAB_SOURCE_DIR "/installer/bootstrap");
 
-ProcessOutcome bootstrap(const QStringList& args) {
+ProcessOutcome bootstrap(const QStringList& args, const QString& build_dir = {}) {
   ProcessOptions o;
   o.timeout_ms = 60000;
+  if (!build_dir.isEmpty()) o.env.insert("SHARDLAB_BUILD_DIR", build_dir);
   return run_process("bash", QStringList{kBootstrap} + args, o);
 }
 
-QString build_line(const ProcessOutcome& r) {
+// The dry run's line that starts with `key` ("build: "), or an empty string.
+QString line_of(const ProcessOutcome& r, const QString& key) {
   for (const QString& line : r.out.split('\n'))
-    if (line.startsWith("build: ")) return line;
+    if (line.startsWith(key)) return line;
   return {};
+}
+
+QString build_line(const ProcessOutcome& r) {
+  return line_of(r, "build: ");
 }
 
 }  // namespace
@@ -76,6 +85,43 @@ class TestBootstrap : public QObject {
     const qsizetype total = all.out.split('\n', Qt::SkipEmptyParts).size();
     QVERIFY2(commands.size() * 2 < total,
              qPrintable(QString("%1 of %2 commands").arg(commands.size()).arg(total)));
+  }
+
+  void demoConfiguresWithoutQt() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const QString fresh = dir.path() + "/build";
+    const ProcessOutcome demo = bootstrap({"--dry-run", "demo"}, fresh);
+    QVERIFY2(demo.finished && demo.exit_code == 0, qPrintable(demo.err));
+    const QString packages = line_of(demo, "packages: ");
+    QVERIFY2(packages.contains("libopenblas-dev") && !packages.contains("qt6"),
+             qPrintable(packages));
+    const QString configure = line_of(demo, "configure: ");
+    QVERIFY2(configure.contains("-B " + fresh) && configure.contains("-DSHARDLAB_WITH_GUI=OFF") &&
+                 configure.contains("-DSHARDLAB_BUILD_TESTS=OFF"),
+             qPrintable(configure));
+
+    // gui and test want Qt, and turn on in a demo folder what demo left off.
+    QVERIFY(QDir().mkpath(fresh));
+    QFile cache(fresh + "/CMakeCache.txt");
+    QVERIFY(cache.open(QIODevice::WriteOnly));
+    cache.write(
+        "SHARDLAB_WITH_GUI:BOOL=OFF\nSHARDLAB_BUILD_TESTS:BOOL=OFF\n"
+        "SHARDLAB_WITH_CUDA:STRING=OFF\n");
+    cache.close();
+    for (const QString command : {"gui", "test"}) {
+      const ProcessOutcome r = bootstrap({"--dry-run", command}, fresh);
+      QVERIFY2(r.finished && r.exit_code == 0, qPrintable(r.err));
+      QVERIFY2(line_of(r, "packages: ").contains("qt6-charts-dev"), qPrintable(r.out));
+      const QString again = line_of(r, "configure: ");
+      QVERIFY2(again.contains("-DSHARDLAB_WITH_GUI=ON") &&
+                   again.contains("-DSHARDLAB_BUILD_TESTS=ON") &&
+                   again.contains("-DSHARDLAB_WITH_CUDA=AUTO"),
+               qPrintable(again));
+    }
+    // demo keeps what is there.
+    const ProcessOutcome kept = bootstrap({"--dry-run", "demo"}, fresh);
+    QVERIFY2(line_of(kept, "configure: ").startsWith("configure: none"), qPrintable(kept.out));
   }
 
   void mistakesAreRefused() {

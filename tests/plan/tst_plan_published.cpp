@@ -11,14 +11,50 @@
 // data sheets. Predicted TFLOP/s per GPU (hardware FLOPs, eq. 3) must be within 15% of the
 // published figure on every row, and every row must fit in 80 GB (it ran).
 //
-// It prints the table the README's "Planning a large job" section shows.
+// The README's "Planning a large job" section and resources/docs/planning.md quote this table and
+// the 175B answer; each row computed here must appear in both, as printed, so the docs cannot
+// drift from the planner.
 #include <QtTest>
 
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
+#include "engine/plan/plan_inputs.h"
 #include "engine/plan/search.h"
+#include "tests/common/data.h"
 
 using namespace shardlab::plan;
+
+namespace {
+
+std::string read_doc(const std::string& relative) {
+  std::ifstream in(shardlab::test::source_path(relative));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+bool has_line(const std::string& text, const std::string& line) {
+  return text.find("\n" + line + "\n") != std::string::npos;
+}
+
+// The text with every run of white space (line breaks included) as one space.
+std::string one_line(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    const bool space = c == ' ' || c == '\n' || c == '\t';
+    if (space && !out.empty() && out.back() == ' ') continue;
+    out += space ? ' ' : c;
+  }
+  return out;
+}
+
+double gib(double bytes) {
+  return bytes / (1024.0 * 1024 * 1024);
+}
+
+}  // namespace
 
 class TestPlanPublished : public QObject {
   Q_OBJECT
@@ -72,15 +108,56 @@ class TestPlanPublished : public QObject {
     QVERIFY(!r.plans.empty());
     const Estimate& e = r.plans.front();
     const double err = e.hw_tflops_per_gpu / tflops - 1;
-    qInfo("| %.1fB | %d | %d | %d | %d | %lld | %d | %.0f | %.1f | %+.1f%% | %.1f of %.0f GiB |",
-          billions, tp, pp, gpus, batch, static_cast<long long>(e.layout.micro_batch),
-          e.layout.interleave, tflops, e.hw_tflops_per_gpu, 100 * err,
-          e.memory.total() / (1024.0 * 1024 * 1024), e.usable_bytes / (1024.0 * 1024 * 1024));
+    const std::string name = QTest::currentDataTag();
+    const std::string page_row =
+        QString::asprintf(
+            "| %s | %d | %d | %d | %d | %lld | %d | %.0f | %.1f | %+.1f%% | %.1f of %.0f GiB |",
+            name.c_str(), tp, pp, gpus, batch, static_cast<long long>(e.layout.micro_batch),
+            e.layout.interleave, tflops, e.hw_tflops_per_gpu, 100 * err, gib(e.memory.total()),
+            gib(e.usable_bytes))
+            .toStdString();
+    const std::string readme_row =
+        QString::asprintf("| %s | %d | %d × %d | %.0f | %.1f | %+.1f%% |", name.c_str(), gpus, tp,
+                          pp, tflops, e.hw_tflops_per_gpu, 100 * err)
+            .toStdString();
+    qInfo("%s", page_row.c_str());
+    QVERIFY2(has_line(read_doc("resources/docs/planning.md"), page_row),
+             qPrintable(QString("planning.md lacks the row: %1").arg(page_row.c_str())));
+    QVERIFY2(has_line(read_doc("README.md"), readme_row),
+             qPrintable(QString("README.md lacks the row: %1").arg(readme_row.c_str())));
     QVERIFY2(e.fits, r.why.front().c_str());
     QVERIFY2(
         std::abs(err) <= 0.15,
         qPrintable(
             QString("predicted %1 TFLOP/s, published %2").arg(e.hw_tflops_per_gpu).arg(tflops)));
+  }
+
+  // The README's answer to "GPT-3 175B on 1,024 A100s", read with the same fields as the command
+  // line (plan_inputs.h), so its defaults are the command's.
+  void readmeAnswer175B() {
+    const std::map<std::string, std::string> fields = {
+        {"model", "gpt3-175b"}, {"gpus", "1024"}, {"gpu", "a100-80gb"}, {"global-batch", "1536"}};
+    const PlanInputs in = read_plan_inputs(
+        [&](std::string_view f) -> std::optional<std::string> {
+          const auto it = fields.find(std::string(f));
+          if (it == fields.end()) return std::nullopt;
+          return it->second;
+        },
+        "");
+    const PlanResult r = search_plans(in.job, in.cluster, in.options);
+    QVERIFY(!r.plans.empty());
+    const Estimate& e = r.plans.front();
+    const std::string answer =
+        QString::asprintf(
+            "the best of %s layouts is pp %d, tp %d, dp %d with ZeRO-%d, interleaved ×%d: %.0f of "
+            "%.0f GiB, %.1f s per step, %.0f TFLOP/s per GPU (%.0f%% MFU).",
+            QLocale(QLocale::English).toString(static_cast<qlonglong>(r.searched)).toUtf8().data(),
+            e.layout.pp, e.layout.tp, e.layout.dp, e.layout.zero, e.layout.interleave,
+            gib(e.memory.total()), gib(in.cluster.gpu.hbm_bytes), e.step_seconds, e.tflops_per_gpu,
+            100 * e.mfu)
+            .toStdString();
+    QVERIFY2(one_line(read_doc("README.md")).find(answer) != std::string::npos,
+             qPrintable(QString("README.md does not say: %1").arg(answer.c_str())));
   }
 };
 
