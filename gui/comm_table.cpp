@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/human_format.h"
 #include "net/run_model.h"
 
 namespace shardlab::gui {
@@ -23,11 +24,7 @@ namespace {
 constexpr int kColumns = CommTable::ColumnCount;
 
 QString humanBytes(int64_t bytes) {
-  const double b = static_cast<double>(bytes);
-  if (bytes < 1024) return QStringLiteral("%1 B").arg(bytes);
-  if (b < 1024.0 * 1024) return QStringLiteral("%1 KiB").arg(b / 1024, 0, 'f', 1);
-  if (b < 1024.0 * 1024 * 1024) return QStringLiteral("%1 MiB").arg(b / (1024.0 * 1024), 0, 'f', 1);
-  return QStringLiteral("%1 GiB").arg(b / (1024.0 * 1024 * 1024), 0, 'f', 2);
+  return QString::fromStdString(shardlab::human_bytes(bytes, {.gib_decimals = 2}));
 }
 
 // "dp[10]" sorts after "dp[2]": the kind, then the index zero-padded.

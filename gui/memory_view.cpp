@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "engine/core/error.h"
+#include "engine/core/human_format.h"
 #include "engine/job/job_spec.h"
 #include "engine/parallel/planner.h"
 #include "net/run_model.h"
@@ -99,7 +100,7 @@ QString category_label(MemCategory c) {
 
 QString format_bytes(int64_t bytes) {
   return QStringLiteral("%1 (%2 bytes)")
-      .arg(QLocale::system().formattedDataSize(bytes, 2, QLocale::DataSizeTraditionalFormat))
+      .arg(QString::fromStdString(shardlab::human_bytes(bytes, {.decimals = 2, .gib_decimals = 2})))
       .arg(bytes);
 }
 

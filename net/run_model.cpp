@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "engine/core/display_text.h"
+#include "engine/core/human_format.h"
 #include "net/host_watch.h"
 
 #include <algorithm>
@@ -30,11 +31,7 @@ template <class... Ts>
 overloaded(Ts...) -> overloaded<Ts...>;
 
 std::string human_bytes(int64_t bytes) {
-  const double b = static_cast<double>(bytes);
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  if (b < 1024.0 * 1024) return fmt::format("{:.1f} KiB", b / 1024);
-  if (b < 1024.0 * 1024 * 1024) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024));
-  return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
+  return shardlab::human_bytes(bytes, {.gib_decimals = 2});
 }
 
 bool done(telemetry::JobState s) {

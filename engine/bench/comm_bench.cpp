@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "engine/bench/harness.h"
+#include "engine/core/human_format.h"
 #include "engine/core/timer.h"
 
 namespace shardlab {
@@ -33,9 +34,7 @@ double timed(Communicator& comm, int warmup, int iters, const std::function<void
 }
 
 std::string human(int64_t bytes) {
-  if (bytes >= (int64_t{1} << 20)) return fmt::format("{} MiB", bytes >> 20);
-  if (bytes >= (int64_t{1} << 10)) return fmt::format("{} KiB", bytes >> 10);
-  return fmt::format("{} B", bytes);
+  return human_bytes(bytes, {.whole = true});
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "engine/checkpoint/checkpoint_store.h"
 #include "engine/core/error.h"
+#include "engine/core/human_format.h"
 #include "engine/parallel/pipeline_schedule.h"
 
 namespace shardlab::cli {
@@ -25,11 +26,7 @@ std::string model_line(const ModelConfig& m) {
 
 // Bytes in the unit that keeps 3-4 significant digits.
 std::string human(int64_t b) {
-  const double v = static_cast<double>(b);
-  if (b < 10 * 1024) return fmt::format("{} B", b);
-  if (b < 10 * 1024 * 1024) return fmt::format("{:.1f} KiB", v / 1024);
-  if (b < int64_t{10} * 1024 * 1024 * 1024) return fmt::format("{:.1f} MiB", v / (1024 * 1024));
-  return fmt::format("{:.2f} GiB", v / (1024.0 * 1024 * 1024));
+  return human_bytes(b, {.step_up = 10, .gib_decimals = 2});
 }
 
 }  // namespace

@@ -9,18 +9,11 @@
 #include <thread>
 
 #include "engine/core/error.h"
+#include "engine/core/human_format.h"
 #include "engine/core/json_text.h"
 
 namespace shardlab {
 namespace {
-
-std::string human_bytes(int64_t b) {
-  const auto x = static_cast<double>(b);
-  if (b < 1024) return fmt::format("{} B", b);
-  if (b < 1024 * 1024) return fmt::format("{:.1f} KiB", x / 1024);
-  if (b < int64_t{1024} * 1024 * 1024) return fmt::format("{:.1f} MiB", x / (1024.0 * 1024));
-  return fmt::format("{:.1f} GiB", x / (1024.0 * 1024 * 1024));
-}
 
 // One line, for the text form.
 std::string one_line(std::string s) {

@@ -186,9 +186,14 @@ def build(s, quick):
     env["CCACHE_DISABLE"] = "1"
     tmp = tempfile.mkdtemp(prefix="shardlab-build-")
     try:
+        # The configuration bootstrap gives a new folder for `demo` (its --dry-run says which).
+        dry = subprocess.run(["bash", os.path.join(ROOT, "installer/bootstrap"), "--dry-run", "demo"],
+                             check=True, capture_output=True, text=True,
+                             env=dict(env, SHARDLAB_BUILD_DIR=tmp)).stdout
+        configure = next(line for line in dry.splitlines() if line.startswith("configure: cmake "))
         t0 = time.monotonic()
-        subprocess.run(["cmake", "-S", ROOT, "-B", tmp, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release"],
-                       check=True, capture_output=True, env=env)
+        subprocess.run(configure[len("configure: "):].split(), check=True, capture_output=True,
+                       env=env)
         t1 = time.monotonic()
         subprocess.run(["cmake", "--build", tmp, f"-j{os.cpu_count()}", "--target", "shardlab"],
                        check=True, capture_output=True, env=env)

@@ -7,6 +7,7 @@
 
 #include "engine/core/display_text.h"
 #include "engine/core/error.h"
+#include "engine/core/human_format.h"
 #include "engine/core/param_layout.h"
 #include "engine/core/rng.h"
 #include "engine/core/tensor.h"
@@ -102,6 +103,33 @@ class TestCore : public QObject {
     QVERIFY_THROWS_EXCEPTION(FormatError, b.set_state(std::vector<uint64_t>{1, 2}));
     // Derived streams differ from each other and from the parent seed.
     QVERIFY(Rng::derive(5, 0).next_u64() != Rng::derive(5, 1).next_u64());
+  }
+
+  // Byte counts and rank lists (engine/core/human_format.h), in each style a caller uses; the
+  // expected strings are written out by hand.
+  void humanFormat() {
+    using shardlab::human_bytes;
+    QCOMPARE(human_bytes(0), std::string("0 B"));
+    QCOMPARE(human_bytes(1023), std::string("1023 B"));
+    QCOMPARE(human_bytes(1024), std::string("1.0 KiB"));
+    QCOMPARE(human_bytes(1536), std::string("1.5 KiB"));
+    QCOMPARE(human_bytes(5 * 1024 * 1024 + 512 * 1024), std::string("5.5 MiB"));
+    QCOMPARE(human_bytes(int64_t{3} << 30), std::string("3.0 GiB"));
+    QCOMPARE(human_bytes(int64_t{3} << 30, {.gib_decimals = 2}), std::string("3.00 GiB"));
+    QCOMPARE(human_bytes(15 * 1024, {.step_up = 10}), std::string("15.0 KiB"));
+    QCOMPARE(human_bytes(9 * 1024, {.step_up = 10}), std::string("9216 B"));
+    QCOMPARE(human_bytes(9 * 1024 * 1024, {.step_up = 10}), std::string("9216.0 KiB"));
+    QCOMPARE(human_bytes(65536, {.whole = true}), std::string("64 KiB"));
+    QCOMPARE(human_bytes(3 * 1024 * 1024 + 1, {.whole = true}), std::string("3 MiB"));
+    QCOMPARE(human_bytes(1536, {.decimals = 2}), std::string("1.50 KiB"));
+
+    using shardlab::rank_list;
+    QCOMPARE(rank_list({3}), std::string("3"));
+    QCOMPARE(rank_list({1, 2, 5}), std::string("1, 2, 5"));
+    QCOMPARE(rank_list({1, 2, 5}, {.last = " and "}), std::string("1, 2 and 5"));
+    QCOMPARE(rank_list({1, 2}, {.last = " and "}), std::string("1 and 2"));
+    QCOMPARE(rank_list({3}, {.label = true}), std::string("rank 3"));
+    QCOMPARE(rank_list({2, 3}, {.label = true}), std::string("ranks 2, 3"));
   }
 
   // Text from the wire (engine/core/display_text.h): controls and DEL as '?', the length capped

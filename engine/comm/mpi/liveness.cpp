@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/comm/mpi/mpi_util.h"
+#include "engine/core/human_format.h"
 
 namespace shardlab::mpi_detail {
 namespace {
@@ -82,8 +83,6 @@ std::string seconds(milliseconds ms) {
   return fmt::format("{:.1f} s", static_cast<double>(ms.count()) / 1000.0);
 }
 
-std::string rank_list(const std::vector<int>& ranks);
-
 // state_mu held.
 std::string verdict(const std::vector<bool>& answered, milliseconds window) {
   std::vector<int> silent;
@@ -96,16 +95,8 @@ std::string verdict(const std::vector<bool>& answered, milliseconds window) {
         seconds(window));
   return fmt::format(
       "{} {} did not answer a liveness probe within {} (dead, or stuck outside communication)",
-      silent.size() == 1 ? "world rank" : "world ranks", rank_list(silent), seconds(window));
-}
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string s;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    if (i > 0) s += i + 1 == ranks.size() ? " and " : ", ";
-    s += std::to_string(ranks[i]);
-  }
-  return s;
+      silent.size() == 1 ? "world rank" : "world ranks",
+      shardlab::rank_list(silent, {.last = " and "}), seconds(window));
 }
 
 }  // namespace

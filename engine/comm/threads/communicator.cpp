@@ -609,7 +609,7 @@ namespace {
       SL_THROW(CommError,
                "{} on rank {}: {} left group {} (destroyed its communicator) and will not take "
                "part",
-               what, rank, threads_detail::rank_list(r.ranks), group);
+               what, rank, shardlab::rank_list(r.ranks, {.label = true}), group);
     default:
       SL_THROW(CommError, "{} on rank {}: cannot complete because {}", what, rank, r.reason);
   }
@@ -646,7 +646,7 @@ std::string describe_mismatch(const std::vector<CallDesc>& all) {
   for (size_t i = 0; i < fields.size(); ++i) s += (i ? " and " : "") + fields[i];
   s += " differ" + std::string(fields.size() == 1 ? "s" : "") + "): ";
   for (size_t i = 0; i < calls.size(); ++i)
-    s += fmt::format("{}{} called {}", i ? "; " : "", threads_detail::rank_list(who[i]),
+    s += fmt::format("{}{} called {}", i ? "; " : "", shardlab::rank_list(who[i], {.label = true}),
                      calls[i].str());
   return s;
 }

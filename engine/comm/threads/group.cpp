@@ -65,16 +65,11 @@ std::string CallDesc::str() const {
   return s + ")";
 }
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s;
-}
-
 std::string timeout_message(const std::string& what, std::chrono::milliseconds timeout, int rank,
                             const std::vector<int>& missing) {
   return fmt::format("{} timed out after {:g} s on rank {}: {} had not arrived", what,
-                     static_cast<double>(timeout.count()) / 1000.0, rank, rank_list(missing));
+                     static_cast<double>(timeout.count()) / 1000.0, rank,
+                     shardlab::rank_list(missing, {.label = true}));
 }
 
 Group::Group(std::string name, int size)
@@ -156,8 +151,8 @@ WaitResult Group::barrier(int rank, uint64_t k, bool entry, std::chrono::millise
       // The group can never meet again; failing it also stops us from publishing the next
       // operation while a slower peer may still read this one's records.
       failure_kind_ = FailKind::Departed;
-      failure_reason_ =
-          fmt::format("{} left group {} (destroyed its communicator)", rank_list(gone), name_);
+      failure_reason_ = fmt::format("{} left group {} (destroyed its communicator)",
+                                    shardlab::rank_list(gone, {.label = true}), name_);
       failed_.store(true, std::memory_order_release);
       lock.unlock();
       notify_all();

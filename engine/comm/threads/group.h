@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "engine/comm/comm_record.h"
+#include "engine/core/human_format.h"
 #include "engine/core/timer.h"
 
 namespace shardlab::threads_detail {
@@ -167,8 +168,6 @@ class Group : public std::enable_shared_from_this<Group> {
   std::map<std::tuple<int, int, int>, Channel> mail_;
 };
 
-// "rank 2", "ranks 2, 3"
-std::string rank_list(const std::vector<int>& ranks);
 // "all_reduce on group world (seq 4) timed out after 0.2 s on rank 0: ranks 2, 3 had not arrived"
 std::string timeout_message(const std::string& what, std::chrono::milliseconds timeout, int rank,
                             const std::vector<int>& missing);
