@@ -19,7 +19,7 @@
 #include "engine/core/error.h"
 #include "engine/core/human_format.h"
 #include "engine/job/job_spec.h"
-#include "engine/parallel/planner.h"
+#include "engine/plan/memory/planner.h"
 #include "net/run_model.h"
 
 namespace shardlab::gui {

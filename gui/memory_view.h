@@ -2,7 +2,7 @@
 // the ranks measured.
 //
 // MemoryViewModel (no widgets, testable) holds the figures:
-//   - predicted: the engine's planner (engine/parallel/planner.h), steady-state bytes per rank by
+//   - predicted: the engine's planner (engine/plan/memory/planner.h), steady-state bytes per rank by
 //     category, recomputed by setJob() as the user edits. Strategy "none" plans one rank
 //     (plan_memory with world 1); ddp/zero1/zero2/fsdp plan every rank alike (plan_memory over
 //     model_layout(job.model)); a job with tensor or pipeline parallelism plans each rank with

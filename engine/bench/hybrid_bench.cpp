@@ -14,9 +14,9 @@
 #include "engine/core/memory.h"
 #include "engine/core/timer.h"
 #include "engine/data/sampler.h"
-#include "engine/parallel/hybrid_optimizer.h"
-#include "engine/parallel/pipeline_schedule.h"
-#include "engine/parallel/strategies.h"  // gather_over_ranks (internal to engine/parallel)
+#include "engine/hybrid/hybrid_optimizer.h"
+#include "engine/hybrid/pipeline_schedule.h"
+#include "engine/strategies/strategies.h"  // gather_over_ranks
 
 namespace shardlab {
 namespace {

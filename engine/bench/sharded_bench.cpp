@@ -16,9 +16,9 @@
 #include "engine/core/memory.h"
 #include "engine/core/timer.h"
 #include "engine/data/sampler.h"
-#include "engine/parallel/planner.h"
-#include "engine/parallel/sharded_optimizer.h"
-#include "engine/parallel/strategies.h"  // sum_over_ranks (internal to engine/parallel)
+#include "engine/plan/memory/planner.h"
+#include "engine/strategies/sharded_optimizer.h"
+#include "engine/strategies/strategies.h"  // sum_over_ranks
 
 namespace shardlab {
 namespace {

@@ -25,8 +25,8 @@
 #include "engine/cli/commands.h"
 #include "engine/cli/json_output.h"
 #include "engine/job/build.h"
-#include "engine/parallel/pipeline_schedule.h"
-#include "engine/parallel/planner.h"
+#include "engine/hybrid/pipeline_schedule.h"
+#include "engine/plan/memory/planner.h"
 
 namespace shardlab::cli {
 namespace {

@@ -20,7 +20,7 @@
 #include "engine/comm/threads/world.h"
 #include "engine/job/build.h"
 #include "engine/launch/mpirun.h"
-#include "engine/parallel/planner.h"
+#include "engine/plan/memory/planner.h"
 
 #if SHARDLAB_HAVE_MPI
 #include "engine/comm/mpi/world.h"

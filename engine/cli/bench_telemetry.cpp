@@ -29,7 +29,7 @@
 #include "engine/cli/commands.h"
 #include "engine/cli/json_output.h"
 #include "engine/job/build.h"
-#include "engine/parallel/rank_runner.h"
+#include "engine/run/rank_runner.h"
 #include "net/auth.h"
 #include "net/collector.h"
 #include "net/consumers.h"

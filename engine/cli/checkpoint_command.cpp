@@ -17,7 +17,7 @@
 #include "engine/core/display_text.h"
 #include "engine/core/error.h"
 #include "engine/model/model_file.h"
-#include "engine/parallel/rank_checkpoint.h"
+#include "engine/checkpoint/rank_checkpoint.h"
 
 namespace shardlab::cli {
 

@@ -10,7 +10,7 @@
 #include "engine/checkpoint/checkpoint_store.h"
 #include "engine/core/error.h"
 #include "engine/core/human_format.h"
-#include "engine/parallel/pipeline_schedule.h"
+#include "engine/hybrid/pipeline_schedule.h"
 
 namespace shardlab::cli {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "engine/job/job_spec.h"
-#include "engine/parallel/rank_runner.h"
+#include "engine/run/rank_runner.h"
 #include "engine/train/trainer.h"
 
 namespace shardlab::cli {

@@ -10,7 +10,7 @@
 #include "engine/launch/hosts.h"
 #include "engine/launch/prepared_job.h"
 #include "engine/launch/run_collector.h"
-#include "engine/parallel/planner.h"
+#include "engine/plan/memory/planner.h"
 #include "net/auth.h"
 #include "net/collector.h"
 #include "net/consumers.h"

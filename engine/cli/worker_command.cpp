@@ -19,7 +19,7 @@
 #include "engine/job/job_spec.h"
 #include "engine/launch/compute_threads.h"
 #include "engine/launch/prepared_job.h"
-#include "engine/parallel/rank_runner.h"
+#include "engine/run/rank_runner.h"
 
 #if SHARDLAB_HAVE_MPI
 #include "engine/cli/stop_reporter.h"

@@ -4,7 +4,7 @@
 // communication goes through TrackedAllocator, which charges the ledger bound to the allocating
 // thread (LedgerScope) under the buffer's category and credits it back on release. Ranks run as
 // threads or processes, each with its own ledger, so the figures are per rank and measured: they
-// are what was really allocated, never a formula (the planner, engine/parallel/planner.h, gives
+// are what was really allocated, never a formula (the planner, engine/plan/memory/planner.h, gives
 // the formula and tests hold the two equal).
 //
 //   MemoryLedger ledger;

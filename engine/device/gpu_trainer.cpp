@@ -1,5 +1,5 @@
 // GpuTrainer: engine/train/trainer.cpp step for step on a GPU, and (with an nccl communicator) the
-// CPU DDP strategy's step (engine/parallel/ddp.cpp, sharded_optimizer.cpp) on one GPU per rank:
+// CPU DDP strategy's step (engine/strategies/ddp.cpp, sharded_optimizer.cpp) on one GPU per rank:
 //
 //   one GPU   sampler batch -> micro-batches (forward_loss, backward with 1/count) -> global norm
 //             -> clip -> optimizer update

@@ -13,7 +13,7 @@
 #include "engine/doctor/gpu_fixtures.h"
 #include "engine/job/build.h"
 #include "engine/job/equivalence.h"
-#include "engine/parallel/planner.h"
+#include "engine/plan/memory/planner.h"
 
 namespace shardlab::doctor {
 namespace {

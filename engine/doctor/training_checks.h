@@ -15,7 +15,7 @@
 //
 // memory: a GPU run of the MLP job with a ledger bound: the device bytes it charges under params,
 // grads and optimizer_state during training equal the planner's figures for the job (plan_memory,
-// engine/parallel/planner.h) exactly, activations are charged, and all of it is released at the
+// engine/plan/memory/planner.h) exactly, activations are charged, and all of it is released at the
 // end.
 #pragma once
 

@@ -1,7 +1,7 @@
 // A C++ user's own model and base optimizer, trained sharded: the blocks of custom_model.h (Linear,
 // GELU, ReLU from engine/model) and the HeavyBall optimizer (their own Optimizer subclass) are
 // wrapped in FSDPOptimizer (or ZeRO2Optimizer; the names of AiDotNet.DistributedTraining's API,
-// engine/parallel/seed_optimizers.h) on N ranks that run as threads of this process, and trained on
+// engine/run/seed_optimizers.h) on N ranks that run as threads of this process, and trained on
 // Fashion-MNIST.
 //
 //   custom_model_fsdp [--strategy fsdp|zero2] [--ranks N] [--steps S] [--batch B]
@@ -25,7 +25,7 @@
 #include "engine/core/memory.h"
 #include "engine/data/datasets.h"
 #include "engine/examples/custom_model.h"
-#include "engine/parallel/seed_optimizers.h"
+#include "engine/run/seed_optimizers.h"
 
 using namespace shardlab;
 

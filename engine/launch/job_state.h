@@ -1,12 +1,12 @@
 // The job state a single-process run publishes around its training (the ranks of a sharded run
-// publish their own, engine/parallel/rank_runner.h): running, then finished, or failed with the
+// publish their own, engine/run/rank_runner.h): running, then finished, or failed with the
 // reason when the body throws. One publisher of JOB_STATE events: publish_job_state.
 #pragma once
 
 #include <exception>
 #include <utility>
 
-#include "engine/parallel/rank_runner.h"
+#include "engine/run/rank_runner.h"
 
 namespace shardlab::launch {
 

@@ -4,7 +4,7 @@
 
 #include "engine/job/build.h"
 #include "engine/launch/job_topology.h"
-#include "engine/parallel/rank_runner.h"
+#include "engine/run/rank_runner.h"
 
 namespace shardlab::launch {
 

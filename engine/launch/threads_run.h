@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "engine/launch/prepared_job.h"
-#include "engine/parallel/rank_runner.h"
+#include "engine/run/rank_runner.h"
 #include "engine/train/stop_request.h"
 
 namespace shardlab::launch {

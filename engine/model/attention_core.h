@@ -1,5 +1,5 @@
 // The causal softmax attention at the heart of CausalSelfAttention, over a fused qkv buffer, shared
-// with the tensor-parallel attention (engine/parallel/tensor/tp_attention.h), which runs it on its
+// with the tensor-parallel attention (engine/tensor_parallel/tp_attention.h), which runs it on its
 // own heads only.
 //
 // qkv is [B, T, 3C]: queries in columns [0, C), keys in [C, 2C), values in [2C, 3C), and head h

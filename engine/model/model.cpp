@@ -84,7 +84,7 @@ void Model::backward(const Tensor& dlogits, BlockHooks* hooks) {
   // Nobody uses block 0's input gradient (with respect to the data): it runs
   // backward_params_only, which skips it where the block can (an MLP's first Linear skips its dx
   // GEMM: for 784-512-256-10, a quarter of a training step's FLOPs). A pipeline's first stage
-  // drives its blocks itself (engine/parallel/pipeline_stage.cpp).
+  // drives its blocks itself (engine/hybrid/pipeline_stage.cpp).
   for (size_t i = blocks_.size(); i-- > 0;) {
     const int b = static_cast<int>(i);
     if (hooks) hooks->before_backward(b);
@@ -127,6 +127,10 @@ std::unique_ptr<Model> build_model(const ModelConfig& config, ModelStorage stora
   auto model = std::make_unique<Model>(config, std::move(blocks), storage, pad_multiple);
   if (storage == ModelStorage::owned) model->init(config.seed);
   return model;
+}
+
+ParamLayout model_layout(const ModelConfig& config) {
+  return build_model(config, ModelStorage::external)->layout();
 }
 
 }  // namespace shardlab

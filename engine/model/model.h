@@ -121,4 +121,7 @@ std::unique_ptr<Model> build_model(const ModelConfig& config,
                                    ModelStorage storage = ModelStorage::owned,
                                    int64_t pad_multiple = 1);
 
+// The layout of the model a ModelConfig describes, built without allocating its parameters.
+ParamLayout model_layout(const ModelConfig& config);
+
 }  // namespace shardlab

@@ -11,7 +11,7 @@
 // per parameter (Adam: k = 2); 2, 2, 12 for the paper's mixed-precision Adam (its K = 12: fp32
 // master weights and two moments), and 2, 4, 12 for Megatron's distributed optimizer, which
 // accumulates gradients in fp32 (stage 1 with w_g = 4). The one source of these formulas: the
-// engine's memory planner (engine/parallel/planner.h), checked against the memory ledger of every
+// engine's memory planner (engine/plan/memory/planner.h), checked against the memory ledger of every
 // rank, and the large-job planner (engine/plan/estimate.h) call it.
 #pragma once
 

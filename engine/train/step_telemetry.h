@@ -1,7 +1,7 @@
 // Step telemetry: makes a run's TrainerCallbacks publish a StepEvent after every step (and the
 // memory ledger's figures, when there is a ledger) and an EvalEvent after every evaluation on a
 // TelemetrySink; and publish_phase(), how every strategy reports a span of its compute. Used by
-// single-process runs and by every rank of a sharded one (engine/parallel/rank_runner.cpp).
+// single-process runs and by every rank of a sharded one (engine/run/rank_runner.cpp).
 #pragma once
 
 #include "engine/core/memory.h"

@@ -27,7 +27,7 @@ namespace shardlab::net {
 struct DashboardInfo {
   std::string mode = "live";  // "live" or "replay"
   std::string job_name;       // shown when no HELLO has come yet ("" the HELLOs' job id)
-  // The planner's steady bytes per world rank by category (engine/parallel/planner.h
+  // The planner's steady bytes per world rank by category (engine/plan/memory/planner.h
   // plan_job_memory); empty when the job is unknown (a monitor given no job file).
   std::vector<std::array<int64_t, kMemCategories>> planned;
 };

@@ -29,7 +29,7 @@
 #include "engine/job/job_spec.h"
 #include "engine/model/model_file.h"
 #include "engine/model/safetensors.h"
-#include "engine/parallel/planner.h"
+#include "engine/plan/memory/planner.h"
 #include "tests/common/caught.h"
 #include "tests/common/data.h"
 #include "tests/common/process.h"

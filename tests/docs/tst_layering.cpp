@@ -84,7 +84,8 @@ class TestLayering : public QObject {
     QVERIFY2(r.size() >= 20, qPrintable(QString::number(r.size())));
     QVERIFY(r.at("engine/core").empty());
     QVERIFY(r.at("net").count("engine/telemetry"));
-    QVERIFY(!r.at("net").count("engine/parallel"));
+    QVERIFY(!r.at("net").count("engine/run"));
+    QVERIFY(!r.at("engine/strategies").count("engine/hybrid"));
   }
 
   void everyIncludeKeepsTheLayers() {
@@ -108,7 +109,7 @@ class TestLayering : public QObject {
   }
 
   // Planted bad includes fail: the engine's core reaching up into net/, the collector into the
-  // parallel engine, a kernel into the engine, Qt outside gui/.
+  // memory planner, the 1-D strategies into 3D, a kernel into the engine, Qt outside gui/.
   void plantedBadIncludesFail_data() {
     QTest::addColumn<QString>("path");
     QTest::addColumn<QString>("text");
@@ -116,9 +117,12 @@ class TestLayering : public QObject {
     QTest::newRow("core -> net") << "engine/core/tensor.h"
                                  << "#include \"net/collector.h\"\n"
                                  << "engine/core may not include net";
-    QTest::newRow("net -> parallel") << "net/collector.cpp"
-                                     << "#include \"engine/parallel/planner.h\"\n"
-                                     << "net may not include engine/parallel";
+    QTest::newRow("net -> memory planner") << "net/collector.cpp"
+                                           << "#include \"engine/plan/memory/planner.h\"\n"
+                                           << "net may not include engine/plan/memory";
+    QTest::newRow("1-D strategies -> 3D") << "engine/strategies/zero.cpp"
+                                          << "#include \"engine/hybrid/hybrid_optimizer.h\"\n"
+                                          << "engine/strategies may not include engine/hybrid";
     QTest::newRow("kernel -> engine") << "kernels/cpu/gemm.cpp"
                                       << "  #  include \"engine/core/error.h\"\n"
                                       << "kernels/cpu may not include engine/core";
@@ -165,8 +169,8 @@ class TestLayering : public QObject {
 
   void allowedIncludesPass() {
     const QStringList problems = check_file(
-        rules(), "engine/parallel/tensor/tp_group.cpp",
-        "#include \"engine/parallel/tensor/tp_group.h\"\n#include \"engine/comm/communicator.h\"\n"
+        rules(), "engine/tensor_parallel/tp_group.cpp",
+        "#include \"engine/tensor_parallel/tp_group.h\"\n#include \"engine/comm/communicator.h\"\n"
         "#include \"kernels/cpu/gemm.h\"\n#include <vector>\n");
     QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
   }

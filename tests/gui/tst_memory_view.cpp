@@ -8,7 +8,7 @@
 #include <QStackedBarSeries>
 
 #include "engine/job/job_spec.h"
-#include "engine/parallel/planner.h"
+#include "engine/plan/memory/planner.h"
 #include "engine/topology/topology.h"
 #include "gui/memory_view.h"
 #include "net/run_model.h"

@@ -30,7 +30,7 @@
 #include "engine/job/job_spec.h"
 #include "engine/model/cross_entropy.h"
 #include "engine/model/model.h"
-#include "engine/parallel/sharded_optimizer.h"
+#include "engine/strategies/sharded_optimizer.h"
 #include "engine/topology/parallel_config.h"
 #include "engine/train/trainer.h"
 #include "tests/common/data.h"

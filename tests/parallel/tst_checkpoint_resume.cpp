@@ -14,8 +14,8 @@
 
 #include "engine/checkpoint/checkpoint_store.h"
 #include "engine/job/build.h"
-#include "engine/parallel/planner.h"
-#include "engine/parallel/rank_runner.h"
+#include "engine/plan/memory/planner.h"
+#include "engine/run/rank_runner.h"
 #include "engine/train/stop_request.h"
 #include "tests/common/caught.h"
 #include "tests/parallel/parallel_test_util.h"

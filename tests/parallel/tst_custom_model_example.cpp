@@ -1,5 +1,5 @@
 // The example engine/examples/custom_model_fsdp (a user's own blocks and base optimizer wrapped in
-// FSDPOptimizer / ZeRO2Optimizer, engine/parallel/seed_optimizers.h, on threads ranks) is run as a
+// FSDPOptimizer / ZeRO2Optimizer, engine/run/seed_optimizers.h, on threads ranks) is run as a
 // program, and what it prints and writes is compared with an independent reference: the same blocks
 // and optimizer trained in this process by the engine's single-process Trainer, on the same data.
 #include <QElapsedTimer>

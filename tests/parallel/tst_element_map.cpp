@@ -1,4 +1,4 @@
-// Element maps (engine/parallel/element_map.h): identity, a rank's shard of bucket and block
+// Element maps (engine/sharding/element_map.h): identity, a rank's shard of bucket and block
 // layouts, tensor-parallel slices, composition, sorting and overlap walks. Expected values are
 // written out by hand or computed element by element from the documented rules (shard_layout.h,
 // tp_slicing.h) by brute-force references here, never by the code under test.
@@ -11,9 +11,9 @@
 
 #include "engine/core/error.h"
 #include "engine/core/param_layout.h"
-#include "engine/parallel/element_map.h"
-#include "engine/parallel/shard_layout.h"
-#include "engine/parallel/tensor/tp_slicing.h"
+#include "engine/sharding/element_map.h"
+#include "engine/sharding/shard_layout.h"
+#include "engine/tensor_parallel/tp_slicing.h"
 
 using namespace shardlab;
 

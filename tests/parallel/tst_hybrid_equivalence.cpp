@@ -13,8 +13,8 @@
 #include <QtTest>
 
 #include "engine/job/build.h"
-#include "engine/parallel/hybrid_optimizer.h"
-#include "engine/parallel/rank_runner.h"
+#include "engine/hybrid/hybrid_optimizer.h"
+#include "engine/run/rank_runner.h"
 #include "tests/common/caught.h"
 #include "tests/parallel/parallel_test_util.h"
 

@@ -20,7 +20,7 @@
 #include <string>
 
 #include "engine/comm/mpi/world.h"
-#include "engine/parallel/hybrid_optimizer.h"
+#include "engine/hybrid/hybrid_optimizer.h"
 #include "engine/train/lr_schedule.h"
 #include "kernels/cpu/gemm.h"
 #include "tests/parallel/mpi_checks.h"

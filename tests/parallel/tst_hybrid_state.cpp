@@ -2,7 +2,7 @@
 // deserialize round trips that resume a run exactly, refusal of bytes written by another layout,
 // strategy, rank, model or batch (with nothing changed), synchronize_optimizer_state, and early
 // stopping against the single-process Trainer; and the named types of the seed's API
-// (AiDotNet.DistributedTraining, engine/parallel/seed_optimizers.h: FsdpOptimizer,
+// (AiDotNet.DistributedTraining, engine/run/seed_optimizers.h: FsdpOptimizer,
 // TensorParallelOptimizer, HybridShardedOptimizer built from a base optimizer instance) against
 // the factories the jobs use. Ranks run as threads; every assertion runs on the test's thread
 // after the ranks have finished.
@@ -12,7 +12,7 @@
 #include "engine/comm/threads/world.h"
 #include "engine/job/build.h"
 #include "engine/optim/optimizer.h"
-#include "engine/parallel/seed_optimizers.h"
+#include "engine/run/seed_optimizers.h"
 #include "kernels/cpu/gemm.h"
 #include "tests/parallel/caught.h"
 #include "tests/parallel/parallel_test_util.h"

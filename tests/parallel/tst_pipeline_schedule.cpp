@@ -11,7 +11,7 @@
 #include <tuple>
 
 #include "engine/core/error.h"
-#include "engine/parallel/pipeline_schedule.h"
+#include "engine/hybrid/pipeline_schedule.h"
 #include "tests/common/caught.h"
 
 using namespace shardlab;

@@ -15,7 +15,7 @@
 #include <utility>
 
 #include "engine/job/build.h"
-#include "engine/parallel/rank_runner.h"
+#include "engine/run/rank_runner.h"
 #include "tests/parallel/parallel_test_util.h"
 #include "tests/parallel/recording_sink.h"
 

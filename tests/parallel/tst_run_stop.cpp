@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "engine/job/build.h"
-#include "engine/parallel/hybrid_optimizer.h"
-#include "engine/parallel/rank_runner.h"
+#include "engine/hybrid/hybrid_optimizer.h"
+#include "engine/run/rank_runner.h"
 #include "engine/train/stop_request.h"
 #include "tests/parallel/parallel_test_util.h"
 #include "tests/parallel/recording_sink.h"

@@ -13,7 +13,7 @@
 #include <QtTest>
 
 #include "engine/comm/threads/world.h"
-#include "engine/parallel/rank_runner.h"
+#include "engine/run/rank_runner.h"
 #include "kernels/cpu/gemm.h"
 #include "tests/parallel/parallel_test_util.h"
 

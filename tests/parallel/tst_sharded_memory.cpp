@@ -10,8 +10,8 @@
 
 #include "engine/core/memory.h"
 #include "engine/optim/optimizer.h"
-#include "engine/parallel/planner.h"
-#include "engine/parallel/rank_runner.h"
+#include "engine/plan/memory/planner.h"
+#include "engine/run/rank_runner.h"
 #include "kernels/cpu/gemm.h"
 #include "tests/parallel/parallel_test_util.h"
 

@@ -18,8 +18,8 @@
 #include <string>
 
 #include "engine/comm/mpi/world.h"
-#include "engine/parallel/planner.h"
-#include "engine/parallel/rank_runner.h"
+#include "engine/plan/memory/planner.h"
+#include "engine/run/rank_runner.h"
 #include "kernels/cpu/gemm.h"
 #include "tests/parallel/mpi_checks.h"
 

@@ -1,4 +1,4 @@
-// Tensor parallelism (engine/parallel/tensor) against the plain single-process GPT: for tp in
+// Tensor parallelism (engine/tensor_parallel) against the plain single-process GPT: for tp in
 // {1, 2, 4}, ranks as threads, each rank builds its blocks with build_tp_gpt_block, loads its
 // slice of the reference model's parameters, and the vocab-parallel loss, accuracy count, logit
 // columns and reassembled gradients must match the reference's (SoftmaxCrossEntropy, count_correct,
@@ -22,10 +22,10 @@
 #include "engine/core/memory.h"
 #include "engine/model/cross_entropy.h"
 #include "engine/model/model.h"
-#include "engine/parallel/tensor/tp_gpt.h"
-#include "engine/parallel/tensor/tp_group.h"
-#include "engine/parallel/tensor/tp_slicing.h"
-#include "engine/parallel/tensor/vocab_cross_entropy.h"
+#include "engine/tensor_parallel/tp_gpt.h"
+#include "engine/tensor_parallel/tp_group.h"
+#include "engine/tensor_parallel/tp_slicing.h"
+#include "engine/tensor_parallel/vocab_cross_entropy.h"
 #include "kernels/cpu/gemm.h"
 #include "tests/common/caught.h"
 

@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 
 #include "engine/core/error.h"
-#include "engine/parallel/pipeline_stage.h"
-#include "engine/parallel/planner.h"
+#include "engine/hybrid/pipeline_stage.h"
+#include "engine/plan/memory/planner.h"
 #include "engine/plan/job/job_work.h"
 
 namespace shardlab::plan {

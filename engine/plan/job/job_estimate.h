@@ -1,6 +1,6 @@
 // A ShardLab job (a job file, as `shardlab run` trains it) predicted on a machine measured by
 // `shardlab plan --calibrate`: every rank's memory by the engine's own memory planner
-// (engine/parallel/planner.h, which the run's ledger equals), and the step time composed from the
+// (engine/plan/memory/planner.h, which the run's ledger equals), and the step time composed from the
 // measured costs of the kernels each rank runs (job_work.h), its collectives on the measured
 // link, the pipeline's bubble, and the sharing of cores:
 //

@@ -3,7 +3,7 @@
 // the embeddings and the softmax cross-entropy of engine/model call in a forward and a backward
 // (the first Linear of an MLP skips its input gradient, as Model::backward does; Linear keeps a
 // copy of its input, GeLU of its input and ReLU of its output), and the optimizer's update.
-// Shapes follow the engine's tensor parallelism (engine/parallel/tensor: qkv and fc1 split by
+// Shapes follow the engine's tensor parallelism (engine/tensor_parallel: qkv and fc1 split by
 // columns, proj and fc2 by rows, the head by vocabulary).
 #pragma once
 

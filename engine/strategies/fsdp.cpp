@@ -1,0 +1,216 @@
+// FSDP / ZeRO-3: parameters sharded at rest, one unit per model block (each padded to a multiple
+// of the world size; rank r holds chunk r of every block: Psi''/N elements).
+//
+// Forward:  before block b, all-gather its parameters into a temporary buffer (prefetching block
+//           b+1's with overlap on); after it, free them (unless parallel.fsdp_keep_params).
+// Backward: before block b, all-gather again (or reuse the kept copy) and allocate its gradient
+//           buffer (prefetching block b-1); after it, free the parameters and reduce-scatter the
+//           gradients into this rank's gradient shard, freeing the buffer once that completes
+//           (at once with overlap off; with overlap on while the next block computes, so at most
+//           two blocks of gradients are ever live).
+// The update runs on the shards only; nothing is gathered afterwards.
+#include <algorithm>
+
+#include "engine/core/error.h"
+#include "engine/strategies/strategies.h"
+#include "engine/train/step_math.h"
+
+namespace shardlab::parallel_detail {
+
+namespace {
+
+class Fsdp final : public ShardedOptimizer {
+ public:
+  Fsdp(Communicator& comm, const ShardedOptions& options) : ShardedOptimizer(comm, options) {}
+  // Collectives still in flight (a step that failed) finish before their buffers are freed.
+  ~Fsdp() override {
+    pending_.clear();
+    for (auto& w : gather_work_) w.reset();
+  }
+
+ protected:
+  void setup() override {
+    build_model_and_optimizer(ModelStorage::external);
+    layout_ = ShardLayout::blocks(model_->layout(), world_size());
+    const int blocks = model_->num_blocks();
+    gathered_.resize(static_cast<size_t>(blocks));
+    gather_work_.resize(static_cast<size_t>(blocks));
+    grad_bufs_.resize(static_cast<size_t>(blocks));
+    param_shard_ = make_buffer(MemCategory::params, layout_.shard_size());
+    grad_shard_ = make_buffer(MemCategory::grads, layout_.shard_size());
+    // Initialise block by block: materialise one block, run its initialiser exactly as a full
+    // model would (Rng::derive(seed, block)), keep this rank's chunk.
+    for (int b = 0; b < blocks; ++b) {
+      const int u = layout_.unit_of_block(b);
+      if (u < 0) continue;
+      const ShardUnit& unit = layout_.units()[static_cast<size_t>(u)];
+      Buffer full = make_buffer(MemCategory::params, unit.padded);
+      model_->bind_block(b, full.data(), nullptr);
+      model_->init_block(b, options_.model.seed);
+      const IndexRange c = layout_.chunk(u, rank());
+      std::copy_n(full.begin() + c.begin, unit.chunk, param_shard_.begin() + unit.shard_offset);
+      model_->bind_block(b, nullptr, nullptr);
+    }
+    optimizer_->attach({0, layout_.shard_size()});
+  }
+
+  // --- gathering ---
+  void start_gather(int block) {
+    const int u = layout_.unit_of_block(block);
+    if (u < 0 || !gathered_[static_cast<size_t>(block)].empty()) return;
+    const ShardUnit& unit = layout_.units()[static_cast<size_t>(u)];
+    auto& buf = gathered_[static_cast<size_t>(block)];
+    buf = make_buffer(MemCategory::params, unit.padded);
+    gather_work_[static_cast<size_t>(block)] = comm_.all_gather_async(
+        std::span<const float>(param_shard_).subspan(unit.shard_offset, unit.chunk), buf);
+  }
+
+  float* gathered(int block) {
+    start_gather(block);
+    auto& work = gather_work_[static_cast<size_t>(block)];
+    if (work) {
+      work->wait();
+      work.reset();
+    }
+    return gathered_[static_cast<size_t>(block)].data();
+  }
+
+  void free_gathered(int block) {
+    auto& work = gather_work_[static_cast<size_t>(block)];
+    if (work) {
+      work->wait();
+      work.reset();
+    }
+    free_buffer(gathered_[static_cast<size_t>(block)]);
+  }
+
+  // The next (step +1) or previous (-1) block that has parameters, or -1.
+  int neighbour(int block, int step) const {
+    for (int b = block + step; b >= 0 && b < model_->num_blocks(); b += step)
+      if (layout_.unit_of_block(b) >= 0) return b;
+    return -1;
+  }
+
+  // --- hooks ---
+  void before_forward(int block) override {
+    if (layout_.unit_of_block(block) < 0) return;
+    model_->bind_block(block, gathered(block), nullptr);
+    if (options_.sharding.overlap) {
+      const int next = neighbour(block, +1);
+      if (next >= 0) start_gather(next);
+    }
+  }
+
+  void after_forward(int block) override {
+    if (layout_.unit_of_block(block) < 0) return;
+    if (in_eval_ || !options_.sharding.fsdp_keep_params) free_gathered(block);
+  }
+
+  void before_backward(int block) override {
+    const int u = layout_.unit_of_block(block);
+    if (u < 0) return;
+    float* params = gathered(block);
+    auto& g = grad_bufs_[static_cast<size_t>(block)];
+    g = make_buffer(MemCategory::grads, layout_.units()[static_cast<size_t>(u)].padded);
+    model_->bind_block(block, params, g.data());
+    if (options_.sharding.overlap) {
+      const int prev = neighbour(block, -1);
+      if (prev >= 0) start_gather(prev);
+    }
+  }
+
+  void after_backward(int block) override {
+    const int u = layout_.unit_of_block(block);
+    if (u < 0) return;
+    free_gathered(block);
+    // At most one reduction in flight: the previous block's finishes (and frees its gradient
+    // buffer) before this one starts, so FSDP never holds more than two blocks of gradients.
+    finish_reductions();
+    const ShardUnit& unit = layout_.units()[static_cast<size_t>(u)];
+    Pending p;
+    p.block = block;
+    p.unit = u;
+    std::span<float> out = std::span<float>(grad_shard_).subspan(unit.shard_offset, unit.chunk);
+    if (micro_ > 0) {  // accumulate: reduce into a temporary, add after
+      p.partial = make_buffer(MemCategory::comm, unit.chunk);
+      out = p.partial;
+    }
+    p.work = comm_.reduce_scatter_async(grad_bufs_[static_cast<size_t>(block)], out, ReduceOp::Avg);
+    pending_.push_back(std::move(p));
+    if (!options_.sharding.overlap) finish_reductions();
+  }
+
+  void finish_reductions() {
+    for (Pending& p : pending_) {
+      p.work->wait();
+      free_buffer(grad_bufs_[static_cast<size_t>(p.block)]);
+      if (!p.partial.empty()) {
+        const ShardUnit& unit = layout_.units()[static_cast<size_t>(p.unit)];
+        float* dst = grad_shard_.data() + unit.shard_offset;
+        for (int64_t i = 0; i < unit.chunk; ++i) dst[i] += p.partial[static_cast<size_t>(i)];
+      }
+    }
+    pending_.clear();
+  }
+
+  void end_micro_step(bool last) override {
+    (void)last;
+    finish_reductions();
+    // Nothing gathered survives a micro-step (a prefetch past block 0 cannot happen, but a kept
+    // forward copy of a block without backward could).
+    for (int b = 0; b < model_->num_blocks(); ++b)
+      if (!gathered_[static_cast<size_t>(b)].empty()) free_gathered(b);
+  }
+
+  // --- update and state ---
+  double owned_grad_square_sum() override { return squared_norm(grad_shard_); }
+  void scale_grads(float factor) override {
+    for (float& g : grad_shard_) g *= factor;
+  }
+  void update(double lr) override { optimizer_->step(param_shard_, grad_shard_, lr); }
+  std::span<float> held_params() override { return param_shard_; }
+
+  void load_full_params(std::span<const float> full) override {
+    for (int i = 0; i < static_cast<int>(layout_.units().size()); ++i) {
+      const ShardUnit& u = layout_.units()[static_cast<size_t>(i)];
+      const IndexRange c = layout_.chunk(i, rank());
+      for (int64_t k = 0; k < u.chunk; ++k) {
+        const int64_t at = c.begin + k;  // within the padded unit
+        param_shard_[static_cast<size_t>(u.shard_offset + k)] =
+            at < u.size ? full[static_cast<size_t>(u.begin + at)] : 0.0f;
+      }
+    }
+  }
+
+  void gather_full_params(std::span<float> full) override {
+    for (const ShardUnit& u : layout_.units()) {
+      Buffer unit = make_buffer(MemCategory::comm, u.padded);
+      comm_.all_gather(std::span<const float>(param_shard_).subspan(u.shard_offset, u.chunk), unit);
+      std::copy_n(unit.begin(), u.size, full.begin() + u.begin);
+    }
+  }
+
+ private:
+  // `work` is declared after `partial` so it is destroyed first: a dropped handle waits for (or
+  // fails) its operation before the buffer it writes goes away.
+  struct Pending {
+    int block = 0;
+    int unit = 0;
+    Buffer partial;
+    WorkHandle work;
+  };
+
+  Buffer param_shard_, grad_shard_;
+  std::vector<Buffer> gathered_;         // per block: gathered parameters while live
+  std::vector<WorkHandle> gather_work_;  // per block: the gather in flight
+  std::vector<Buffer> grad_bufs_;        // per block: full gradients until reduce-scattered
+  std::vector<Pending> pending_;
+};
+
+}  // namespace
+
+std::unique_ptr<ShardedOptimizer> make_fsdp(Communicator& comm, const ShardedOptions& options) {
+  return std::unique_ptr<ShardedOptimizer>(new Fsdp(comm, options));
+}
+
+}  // namespace shardlab::parallel_detail

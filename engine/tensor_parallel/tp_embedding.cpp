@@ -1,0 +1,77 @@
+#include "engine/tensor_parallel/tp_embedding.h"
+
+#include <algorithm>
+
+#include "engine/core/error.h"
+#include "engine/model/embedding.h"
+#include "engine/model/shape_util.h"
+#include "kernels/cpu/elementwise.h"
+
+namespace shardlab {
+
+VocabParallelEmbedding::VocabParallelEmbedding(int64_t vocab, int64_t context, int64_t dim,
+                                               TpGroup tp)
+    : vocab_(vocab), context_(context), dim_(dim), tp_(tp), rows_(tp.part(vocab)) {
+  SL_ENFORCE(vocab > 0 && context > 0 && dim > 0,
+             "VocabParallelEmbedding: sizes must be > 0, got vocab={} context={} dim={}", vocab,
+             context, dim);
+}
+
+void VocabParallelEmbedding::declare(ParamLayout& layout, const std::string& prefix, int block) {
+  tok_index_ = layout.add(prefix + "tok.weight", {rows_.size(), dim_}, block);
+  pos_index_ = layout.add(prefix + "pos.weight", {context_, dim_}, block);
+}
+
+void VocabParallelEmbedding::bind(const ParamBinding& binding) {
+  tok_ = binding.param(tok_index_);
+  dtok_ = binding.grad(tok_index_);
+  pos_ = binding.param(pos_index_);
+  dpos_ = binding.grad(pos_index_);
+}
+
+void VocabParallelEmbedding::forward(const Tensor& x, Tensor& y) {
+  SL_ENFORCE(pos_ != nullptr, "VocabParallelEmbedding: forward before bind");
+  SL_ENFORCE(x.rank() == 2, "VocabParallelEmbedding: expected token ids [B, T], got shape {}",
+             to_string(x.shape()));
+  const int64_t T = x.dim(1), n = x.numel();
+  SL_ENFORCE(T <= context_, "VocabParallelEmbedding: sequence length {} exceeds context {}", T,
+             context_);
+  // Every rank sees the same ids, so a bad one fails on all of them before the all-reduce.
+  ids_.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    ids_[static_cast<size_t>(i)] = checked_token_id(x[i], vocab_, "VocabParallelEmbedding");
+  x_shape_ = x.shape();
+  y.resize({x.dim(0), T, dim_});
+  y.zero();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t id = ids_[static_cast<size_t>(i)];
+    if (id < rows_.begin || id >= rows_.end) continue;
+    const float* row = tok_ + (id - rows_.begin) * dim_;
+    std::copy(row, row + dim_, y.data() + i * dim_);
+  }
+  tp_.all_reduce_sum(y.span());  // one rank wrote each row, the others zeros: an exact sum
+  for (int64_t b = 0; b < x.dim(0); ++b) {  // y[b, t] += pos[t]
+    float* yb = y.data() + b * T * dim_;
+    kernels::add(yb, pos_, yb, T * dim_);
+  }
+}
+
+void VocabParallelEmbedding::backward(const Tensor& dy, Tensor& dx) {
+  const auto n = static_cast<int64_t>(ids_.size());
+  detail::check_grad(dy, n * dim_, dim_, "VocabParallelEmbedding");
+  const int64_t T = n > 0 ? x_shape_[1] : 1;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* g = dy.data() + i * dim_;
+    const int64_t id = ids_[static_cast<size_t>(i)];
+    if (id >= rows_.begin && id < rows_.end) {
+      float* dst = dtok_ + (id - rows_.begin) * dim_;
+      for (int64_t j = 0; j < dim_; ++j) dst[j] += g[j];
+    }
+    float* dp = dpos_ + (i % T) * dim_;
+    for (int64_t j = 0; j < dim_; ++j) dp[j] += g[j];
+  }
+  dx.resize(x_shape_);
+  dx.zero();
+}
+
+}  // namespace shardlab
