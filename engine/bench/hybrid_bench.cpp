@@ -16,6 +16,7 @@
 #include "engine/data/sampler.h"
 #include "engine/hybrid/hybrid_optimizer.h"
 #include "engine/hybrid/pipeline_schedule.h"
+#include "engine/sharding/sharded_options_from_job.h"
 #include "engine/strategies/strategies.h"  // gather_over_ranks
 
 namespace shardlab {

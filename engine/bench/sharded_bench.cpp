@@ -17,6 +17,7 @@
 #include "engine/core/timer.h"
 #include "engine/data/sampler.h"
 #include "engine/plan/memory/planner.h"
+#include "engine/sharding/sharded_options_from_job.h"
 #include "engine/strategies/sharded_optimizer.h"
 #include "engine/strategies/strategies.h"  // sum_over_ranks
 

@@ -9,12 +9,13 @@
 
 #include <fmt/format.h>
 
+#include "engine/checkpoint/rank_checkpoint.h"
 #include "engine/comm/threads/world.h"
 #include "engine/core/device.h"
 #include "engine/core/error.h"
 #include "engine/run/comm_telemetry.h"
-#include "engine/checkpoint/rank_checkpoint.h"
 #include "engine/run/seed_optimizers.h"
+#include "engine/sharding/sharded_options_from_job.h"
 #include "engine/strategies/strategies.h"
 #include "engine/train/slowdown.h"
 #include "engine/train/step_telemetry.h"

@@ -29,10 +29,10 @@
 #include <memory>
 
 #include "engine/comm/communicator.h"
-#include "engine/optim/optimizer.h"
 #include "engine/hybrid/hybrid_optimizer.h"
-#include "engine/strategies/sharded_optimizer.h"
+#include "engine/optim/optimizer.h"
 #include "engine/sharding/sharded_optimizer_interface.h"
+#include "engine/strategies/sharded_optimizer.h"
 
 namespace shardlab {
 
@@ -105,14 +105,11 @@ class Named1DOptimizer final : public StrategyOptimizer {
       : StrategyOptimizer(comm, std::move(wrapped), options, strategy_name(S)) {}
 };
 
-// DDP: gradients averaged across ranks; every rank holds and updates everything.
-using DdpOptimizer = Named1DOptimizer<Strategy1D::ddp>;
-// ZeRO stage 1: optimizer state sharded across ranks.
-using Zero1Optimizer = Named1DOptimizer<Strategy1D::zero1>;
-// The seed's ZeRO2Optimizer: optimizer state and gradients sharded across ranks.
-using Zero2Optimizer = Named1DOptimizer<Strategy1D::zero2>;
+// The seed's ZeRO2Optimizer: optimizer state and gradients sharded across ranks. (DDP and ZeRO-1
+// have no seed name: make_sharded_optimizer or ShardedOptimizer::create build them by strategy.)
+using ZeRO2Optimizer = Named1DOptimizer<Strategy1D::zero2>;
 // The seed's FSDPOptimizer: parameters, gradients and optimizer state sharded (ZeRO-3).
-using FsdpOptimizer = Named1DOptimizer<Strategy1D::fsdp>;
+using FSDPOptimizer = Named1DOptimizer<Strategy1D::fsdp>;
 
 // The seed's TensorParallelOptimizer: every rank of `comm` in one tensor-parallel group
 // (pp 1 x tp world x dp 1) of the GPT model (options.model.kind "gpt"; Megatron-style layers,
@@ -123,9 +120,5 @@ class TensorParallelOptimizer final : public HybridShardedOptimizer {
   TensorParallelOptimizer(Communicator& comm, std::unique_ptr<Optimizer> wrapped,
                           const ShardedOptions& options);
 };
-
-// The seed's spellings.
-using FSDPOptimizer = FsdpOptimizer;
-using ZeRO2Optimizer = Zero2Optimizer;
 
 }  // namespace shardlab

@@ -4,9 +4,10 @@
 // zero2, fsdp) and the 3D one (HybridShardedOptimizer: pp x tp x dp). Callers that run, checkpoint
 // or report on a rank (rank_runner.h, rank_checkpoint.h) are written once against this interface.
 //
-// The seed's named types (FsdpOptimizer, Zero2Optimizer, TensorParallelOptimizer,
+// The seed's named types (FSDPOptimizer, ZeRO2Optimizer, TensorParallelOptimizer,
 // HybridShardedOptimizer, each built from a base optimizer instance plus a configuration) are in
-// seed_optimizers.h, with make_sharded_optimizer(), which picks the implementation for a job.
+// engine/run/seed_optimizers.h, with make_sharded_optimizer(), which picks the implementation for
+// a job (sharded_options_from_job.h turns a job file into ShardedOptions).
 //
 // Every member that communicates is collective: every rank of the communicator makes the same
 // calls in the same order, with the same configuration. Memory is counted by the ledger bound to
@@ -24,7 +25,6 @@
 #include "engine/core/memory.h"
 #include "engine/core/param_layout.h"
 #include "engine/data/dataset.h"
-#include "engine/job/job_spec.h"
 #include "engine/model/layer.h"
 #include "engine/model/model_config.h"
 #include "engine/optim/optimizer.h"
@@ -57,9 +57,6 @@ struct ShardedOptions {
   OptimizerConfig optimizer;
   TrainConfig train;  // steps, global batch, accumulation, clipping, schedule, early stopping
 };
-
-// A job's parallel, model, optimizer and train sections as ShardedOptions.
-ShardedOptions sharded_options(const JobSpec& job);
 
 // `options` with the launch fields (parallel.world_size, backend, timeout_s) describing `comm`:
 // for callers who build an optimizer on a communicator they made themselves (seed_optimizers.h).

@@ -52,15 +52,6 @@ int64_t bucket_elements(const ParallelConfig& config) {
 
 using parallel_detail::sum_over_ranks;
 
-ShardedOptions sharded_options(const JobSpec& job) {
-  ShardedOptions o;
-  o.sharding = job.parallel;
-  o.model = job.model;
-  o.optimizer = job.optimizer;
-  o.train = job.train;
-  return o;
-}
-
 ShardedOptions launched_on(const Communicator& comm, ShardedOptions options) {
   options.sharding.world_size = comm.size();
   options.sharding.backend = comm.backend();

@@ -12,9 +12,10 @@
 // activations on the first stage than 1F1B. Bad layouts fail naming the field.
 #include <QtTest>
 
-#include "engine/job/build.h"
 #include "engine/hybrid/hybrid_optimizer.h"
+#include "engine/job/build.h"
 #include "engine/run/rank_runner.h"
+#include "engine/sharding/sharded_options_from_job.h"
 #include "tests/common/caught.h"
 #include "tests/parallel/parallel_test_util.h"
 

@@ -21,6 +21,7 @@
 
 #include "engine/comm/mpi/world.h"
 #include "engine/hybrid/hybrid_optimizer.h"
+#include "engine/sharding/sharded_options_from_job.h"
 #include "engine/train/lr_schedule.h"
 #include "kernels/cpu/gemm.h"
 #include "tests/parallel/mpi_checks.h"

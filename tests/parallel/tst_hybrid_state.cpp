@@ -13,6 +13,7 @@
 #include "engine/job/build.h"
 #include "engine/optim/optimizer.h"
 #include "engine/run/seed_optimizers.h"
+#include "engine/sharding/sharded_options_from_job.h"
 #include "kernels/cpu/gemm.h"
 #include "tests/parallel/caught.h"
 #include "tests/parallel/parallel_test_util.h"

@@ -27,15 +27,16 @@
 #include <filesystem>
 #include <mutex>
 
+#include "engine/checkpoint/checkpoint_shards.h"
 #include "engine/checkpoint/checkpoint_store.h"
+#include "engine/checkpoint/rank_checkpoint.h"
 #include "engine/comm/threads/world.h"
 #include "engine/core/memory.h"
-#include "engine/job/build.h"
-#include "engine/checkpoint/checkpoint_shards.h"
 #include "engine/hybrid/hybrid_optimizer.h"
+#include "engine/job/build.h"
 #include "engine/plan/memory/planner.h"
-#include "engine/checkpoint/rank_checkpoint.h"
 #include "engine/run/rank_runner.h"
+#include "engine/sharding/sharded_options_from_job.h"
 #include "engine/strategies/sharded_optimizer.h"
 #include "tests/common/caught.h"
 #include "tests/parallel/parallel_test_util.h"

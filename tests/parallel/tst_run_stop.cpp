@@ -10,9 +10,10 @@
 #include <chrono>
 #include <thread>
 
-#include "engine/job/build.h"
 #include "engine/hybrid/hybrid_optimizer.h"
+#include "engine/job/build.h"
 #include "engine/run/rank_runner.h"
+#include "engine/sharding/sharded_options_from_job.h"
 #include "engine/train/stop_request.h"
 #include "tests/parallel/parallel_test_util.h"
 #include "tests/parallel/recording_sink.h"

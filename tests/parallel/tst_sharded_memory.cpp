@@ -12,6 +12,7 @@
 #include "engine/optim/optimizer.h"
 #include "engine/plan/memory/planner.h"
 #include "engine/run/rank_runner.h"
+#include "engine/sharding/sharded_options_from_job.h"
 #include "kernels/cpu/gemm.h"
 #include "tests/parallel/parallel_test_util.h"
 

@@ -11,6 +11,7 @@
 
 #include "engine/comm/threads/world.h"
 #include "engine/run/rank_runner.h"
+#include "engine/sharding/sharded_options_from_job.h"
 #include "kernels/cpu/gemm.h"
 #include "tests/parallel/caught.h"
 #include "tests/parallel/parallel_test_util.h"
