@@ -19,6 +19,7 @@
 #include "engine/job/job_spec.h"
 #include "engine/launch/compute_threads.h"
 #include "engine/launch/prepared_job.h"
+#include "engine/launch/slow_ranks.h"
 #include "engine/run/rank_runner.h"
 
 #if SHARDLAB_HAVE_MPI
@@ -94,6 +95,7 @@ int worker_command(const std::vector<std::string>& argv) {
   opts.save_model_path = args.get("--save-model");
   opts.telemetry = tel.sink_of();
   opts.resume_from = args.get("--resume");
+  opts.slow_ranks = launch::slow_ranks_from_environment();
   if (root) opts.on_checkpoint = checkpoint_printer(args.has("--quiet"));
   if (!opts.resume_from.empty()) {
     // Every rank checks, so a missing checkpoint fails them all alike before any collective.

@@ -15,8 +15,8 @@
 #include "engine/hybrid/hybrid_optimizer.h"
 #include "engine/hybrid/pipeline_schedule.h"
 #include "engine/hybrid/pipeline_stage.h"
-#include "engine/tensor_parallel/vocab_cross_entropy.h"
 #include "engine/hybrid/tensor_parallel_grad_sync.h"
+#include "engine/tensor_parallel/vocab_cross_entropy.h"
 #include "engine/train/training_loop.h"
 
 namespace shardlab {
@@ -54,7 +54,7 @@ struct HybridShardedOptimizer::Impl {
   Tensor grad_in, dlogits;
   // Phase events: the optimizer's telemetry_ during the step (may be null).
   telemetry::TelemetrySink* telemetry = nullptr;
-  std::chrono::microseconds extra_forward_work{0};  // OptimizeInput's (test-only slowdown)
+  std::chrono::microseconds slowdown{0};  // OptimizeInput's (a rank slowed on purpose)
   int world_rank = 0;
   Batch batch;
 

@@ -142,7 +142,7 @@ StepOutcome HybridShardedOptimizer::run_step(const Dataset& data,
   Impl& im = *impl_;
   im.check_usable();
   im.telemetry = telemetry_;
-  im.extra_forward_work = extra_forward_work_.at_step(step + 1);  // steps count from 1
+  im.slowdown = slowdown_.at_step(step + 1);  // steps count from 1
   im.world_rank = rank();
   PipelineStage& stage = *im.stage;
   stage.zero_grad();

@@ -88,7 +88,7 @@ HybridShardedOptimizer::Impl::PipelineOutcome HybridShardedOptimizer::Impl::run_
       const auto t0 = Clock::now();
       const double phase_start = telemetry ? telemetry::now_seconds() : 0.0;
       const Tensor& y = stage->forward(c, slot, *x);
-      slow_down(extra_forward_work);
+      slow_down(slowdown);
       out_shapes[at(c, slot)] = y.shape();
       if (stage->last(c)) {
         out.loss += losses[at(c, slot)].forward(y, batch.targets, vocab.begin, vocab_size);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "engine/launch/compute_threads.h"
+#include "engine/launch/slow_ranks.h"
 
 namespace shardlab::launch {
 
@@ -10,6 +11,7 @@ ParallelRunResult run_threads(const PreparedJob& prepared, const RankRunOptions&
   use_compute_threads(prepared.job);
   RankRunOptions opts = options;
   opts.comm_topology = prepared.comm_topology();
+  if (opts.slow_ranks.empty()) opts.slow_ranks = slow_ranks_from_environment();
   return run_threads_job(prepared.job, prepared.data, prepared.comm, opts);
 }
 

@@ -177,7 +177,7 @@ TrainResult train_rank(IShardedOptimizer& opt, Communicator& comm, const Dataset
       return stop->should_stop(done);
     };
   in.telemetry = sink;
-  in.extra_forward_work = test_slowdown(opt.rank());
+  in.slowdown = slowdown_for_rank(options.slow_ranks, opt.rank());
   add_step_telemetry(in.callbacks, sink, opt.rank(), opt.options().model.kind == "gpt", &ledger);
   TrainResult result = opt.optimize(in);
   if (!options.save_model_path.empty()) opt.save_model(options.save_model_path);

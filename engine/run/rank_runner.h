@@ -120,6 +120,9 @@ struct RankRunOptions {
   // (launch::PreparedJob::comm_topology()), to map the communicators' records to world ranks;
   // unset: made from the job.
   std::optional<Topology> comm_topology;
+  // Ranks slowed on purpose (engine/train/slowdown.h's format, e.g. "5:3000"; "" none). The
+  // launch layer fills it from SHARDLAB_SLOW_RANKS (engine/launch/slow_ranks.h).
+  std::string slow_ranks;
 };
 
 // One rank: binds a fresh MemoryLedger to this thread, builds the sharded optimizer from `job`

@@ -80,10 +80,10 @@ struct OptimizeInput {
   // of any phase (its collectives publish their own events). Step, memory, evaluation and
   // collective events are published by the caller (rank_runner.h, step_telemetry.h).
   telemetry::TelemetrySink* telemetry = nullptr;
-  // Test-only: time added to every micro-batch's forward on this rank, inside its forward phase, to
-  // slow one rank or stage for real, from a given step on (engine/train/slowdown.h). Zero in any
-  // real run.
-  TestSlowdown extra_forward_work;
+  // A rank slowed on purpose: time added to every micro-batch's forward on this rank, inside its
+  // forward phase, from a given step on (engine/train/slowdown.h, RankRunOptions::slow_ranks).
+  // Zero unless asked for.
+  Slowdown slowdown;
   // Called on every rank after each step (LoopSpec::after_step: done, last), at the same point on
   // every rank, so it may be collective: rank_runner.h saves checkpoints there. May be null.
   std::function<void(int64_t done, bool last)> after_step;

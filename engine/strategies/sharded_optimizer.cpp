@@ -188,7 +188,7 @@ StepOutcome ShardedOptimizer::run_step(const Dataset& data, const std::vector<in
   hooks.begin = [this](int64_t m) { micro_ = static_cast<int>(m); };
   hooks.end = [this](int64_t m) { end_micro_step(m + 1 == micro_steps_); };
   hooks.check_finite = false;  // checked below on every rank at once, so no rank waits alone
-  hooks.extra_forward_work = extra_forward_work_.at_step(step + 1);  // steps count from 1
+  hooks.slowdown = slowdown_.at_step(step + 1);  // steps count from 1
   if (telemetry_)
     hooks.phase = [this](telemetry::Phase phase, int64_t m, double start, double end) {
       publish_phase(telemetry_, rank(), 0, static_cast<int>(m), phase, start, end);

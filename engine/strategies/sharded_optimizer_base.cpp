@@ -30,14 +30,14 @@ TrainResult ShardedOptimizerBase::optimize(const OptimizeInput& input) {
   // The sink is the caller's for this run only: step() outside optimize() publishes nothing.
   struct ResetSink {
     telemetry::TelemetrySink*& sink;
-    TestSlowdown& work;
+    Slowdown& work;
     ~ResetSink() {
       sink = nullptr;
       work = {};
     }
-  } reset{telemetry_, extra_forward_work_};
+  } reset{telemetry_, slowdown_};
   telemetry_ = input.telemetry;
-  extra_forward_work_ = input.extra_forward_work;
+  slowdown_ = input.slowdown;
   // Every rank of a data-parallel replica reads the same slice of each global batch.
   const Topology& topo = topology();
   TrainResult result = position_.run(

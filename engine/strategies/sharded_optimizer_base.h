@@ -82,7 +82,7 @@ class ShardedOptimizerBase : public IShardedOptimizer {
   std::unique_ptr<Optimizer> optimizer_;
   parallel_detail::TrainingPosition position_;
   telemetry::TelemetrySink* telemetry_ = nullptr;  // OptimizeInput::telemetry, during optimize()
-  TestSlowdown extra_forward_work_;  // OptimizeInput's, during optimize() (at_step(step + 1))
+  Slowdown slowdown_;  // OptimizeInput's, during optimize() (at_step(step + 1))
 
  private:
   const char* name_;

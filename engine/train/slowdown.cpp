@@ -1,7 +1,6 @@
 #include "engine/train/slowdown.h"
 
 #include <charconv>
-#include <cstdlib>
 #include <string_view>
 #include <thread>
 
@@ -18,8 +17,8 @@ bool parse_int(std::string_view s, long long& out) {
 
 }  // namespace
 
-TestSlowdown slowdown_for_rank(const std::string& spec, int rank) {
-  TestSlowdown mine;
+Slowdown slowdown_for_rank(const std::string& spec, int rank) {
+  Slowdown mine;
   std::string_view rest = spec;
   while (!rest.empty()) {
     const size_t comma = rest.find(',');
@@ -42,11 +41,6 @@ TestSlowdown slowdown_for_rank(const std::string& spec, int rank) {
     if (r == rank) mine = {std::chrono::microseconds(us), from};
   }
   return mine;
-}
-
-TestSlowdown test_slowdown(int rank) {
-  const char* env = std::getenv(kSlowRanksEnv);
-  return env == nullptr ? TestSlowdown{} : slowdown_for_rank(env, rank);
 }
 
 void slow_down(std::chrono::microseconds d) {

@@ -168,7 +168,7 @@ MicroBatchOutcome run_micro_batches(Model& model, const Dataset& data,
     double start = timed ? telemetry::now_seconds() : 0.0;
     const Tensor& logits = model.forward(batch.input, hooks.blocks);
     const double loss = loss_fn.forward(logits, batch.targets);
-    slow_down(hooks.extra_forward_work);
+    slow_down(hooks.slowdown);
     if (timed) {
       hooks.phase(telemetry::Phase::forward, m, start, telemetry::now_seconds());
       start = telemetry::now_seconds();

@@ -106,8 +106,9 @@ struct MicroBatchHooks {
   // Throw at once when a loss is not finite; a sharded step turns it off and checks the combined
   // loss instead, so that every rank stops together.
   bool check_finite = true;
-  // Test-only time added to each forward, inside its phase (OptimizeInput::extra_forward_work).
-  std::chrono::microseconds extra_forward_work{0};
+  // Time added to each forward, inside its phase: a rank slowed on purpose
+  // (OptimizeInput::slowdown).
+  std::chrono::microseconds slowdown{0};
 };
 
 // Forward and backward over `indices` cut into `count` micro-batches (micro_batch()), each

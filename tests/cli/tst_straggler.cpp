@@ -1,6 +1,6 @@
 // The straggler diagnosis as a user meets it: `shardlab monitor` on loopback while a real
 // `shardlab run` streams to it, then `shardlab replay` of the monitor's recording. Ranks are slowed
-// for real, never by editing telemetry: SHARDLAB_TEST_SLOW_RANKS makes a rank's forward take longer
+// for real, never by editing telemetry: SHARDLAB_SLOW_RANKS makes a rank's forward take longer
 // (engine/train/slowdown.h), and one test pauses a worker process with SIGSTOP/SIGCONT half of the
 // time. The slowed rank (or stage) must be named and no other; without a slowdown nobody is. A
 // pipeline stage costlier by construction (the output head and the loss on the last stage cost
@@ -44,8 +44,8 @@ QProcessEnvironment run_env(const QString& runs_dir, const QString& slow) {
   env.insert("OMPI_ALLOW_RUN_AS_ROOT", "1");
   env.insert("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
   env.insert("SHARDLAB_RUNS_DIR", runs_dir);
-  env.remove("SHARDLAB_TEST_SLOW_RANKS");
-  if (!slow.isEmpty()) env.insert("SHARDLAB_TEST_SLOW_RANKS", slow);
+  env.remove("SHARDLAB_SLOW_RANKS");
+  if (!slow.isEmpty()) env.insert("SHARDLAB_SLOW_RANKS", slow);
   return env;
 }
 

@@ -45,9 +45,9 @@ class TestBrowser : public QObject {
     QTemporaryDir dir;
     QVERIFY(dir.isValid());
     // Long enough to outlast the checks on a busy 2-core machine; ended by the test. Rank 5's
-    // forward takes 3 ms longer, for real (SHARDLAB_TEST_SLOW_RANKS): the page must name it.
+    // forward takes 3 ms longer, for real (SHARDLAB_SLOW_RANKS): the page must name it.
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.insert(QStringLiteral("SHARDLAB_TEST_SLOW_RANKS"), QStringLiteral("5:3000"));
+    env.insert(QStringLiteral("SHARDLAB_SLOW_RANKS"), QStringLiteral("5:3000"));
     ServingChild run(
         {QStringLiteral("run"), kJob, QStringLiteral("--http"), QStringLiteral("127.0.0.1:0"),
          QStringLiteral("--no-record"), QStringLiteral("--quiet"), QStringLiteral("--set"),
