@@ -133,6 +133,18 @@ class TestDocs : public QObject {
     }
   }
 
+  // tests/CMakeLists.txt's comment lists every shared test helper in tests/common, so a newcomer
+  // finds them there: a helper added without its line fails here.
+  void everyTestHelperIsListed() {
+    const QString cmake = read("tests/CMakeLists.txt");
+    const QStringList helpers =
+        QDir(QStringLiteral(SHARDLAB_SOURCE_DIR "/tests/common")).entryList({"*.h"}, QDir::Files);
+    QVERIFY2(helpers.size() >= 9, qPrintable(helpers.join(' ')));
+    for (const QString& h : helpers)
+      QVERIFY2(cmake.contains(QRegularExpression("\\n#   " + QRegularExpression::escape(h) + " ")),
+               qPrintable(h + " is not listed in tests/CMakeLists.txt"));
+  }
+
   // The checker fails where it must: the real README with an option renamed and a file removed
   // from what it names, and each kind of mistake on its own.
   void renamedOptionFails() {
