@@ -1,0 +1,43 @@
+#include "engine/sharding/holdings.h"
+
+namespace shardlab {
+
+std::vector<TensorExtent> tensor_extents(const ParamLayout& full) {
+  std::vector<TensorExtent> out;
+  out.reserve(full.params().size());
+  for (const ParamInfo& p : full.params()) out.push_back({p.name, p.offset, p.numel});
+  return out;
+}
+
+std::vector<IndexRange> global_ranges(const IndexMap& map) {
+  std::vector<IndexRange> out;
+  for (const IndexRun& r : sorted_by_global(map)) {
+    if (r.count <= 0) continue;
+    if (!out.empty() && out.back().end == r.global)
+      out.back().end += r.count;
+    else
+      out.push_back({r.global, r.global + r.count});
+  }
+  return out;
+}
+
+RankHoldings holdings_of(IShardedOptimizer& optimizer) {
+  const CheckpointView view = optimizer.checkpoint_view();
+  RankHoldings h;
+  h.rank = optimizer.rank();
+  h.params = global_ranges(view.held_map);
+  h.optimizer_state = global_ranges(view.owned_map);
+  const std::string& strategy = optimizer.options().sharding.strategy;
+  h.grads = strategy == "zero2" || strategy == "fsdp" ? h.optimizer_state : h.params;
+  if (view.optimizer != nullptr)
+    for (const auto& [name, array] : view.optimizer->state()) h.state_arrays.push_back(name);
+  return h;
+}
+
+int64_t elements_in(const std::vector<IndexRange>& ranges) {
+  int64_t n = 0;
+  for (const IndexRange& r : ranges) n += r.size();
+  return n;
+}
+
+}  // namespace shardlab
