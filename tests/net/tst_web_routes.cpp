@@ -31,18 +31,7 @@ using namespace shardlab::net;
 namespace tl = shardlab::telemetry;
 using boost::system::error_code;
 using nlohmann::json;
-using shardlab::test::Clock;
-using shardlab::test::describe;
-using shardlab::test::get;
-using shardlab::test::HttpConn;
-using shardlab::test::LogLines;
-using shardlab::test::make_event;
-using shardlab::test::Reply;
-using shardlab::test::request;
-using shardlab::test::seconds_since;
-using shardlab::test::wait_for;
-using shardlab::test::WebHost;
-using shardlab::test::WsClient;
+using namespace shardlab::test;
 using namespace std::chrono_literals;
 
 namespace {
