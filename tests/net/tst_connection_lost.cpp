@@ -27,6 +27,7 @@
 #include "net/recording.h"
 #include "net/run_model.h"
 #include "tests/common/log_lines.h"
+#include "tests/common/telemetry_events.h"
 #include "tests/common/wait.h"
 #include "tests/net/loopback.h"
 
@@ -40,12 +41,7 @@ namespace {
 const std::string kToken = "lost-token";
 
 Hello hello_of(int rank, int64_t pid = 4242) {
-  Hello h;
-  h.job_id = "lost-job";
-  h.rank = rank;
-  h.world = 4;
-  h.dp = 4;
-  h.dp_i = rank;
+  Hello h = grid_hello("lost-job", rank, 4, 1, 1, 4);
   h.host = "node-" + std::to_string(rank);
   h.pid = pid;
   return h;

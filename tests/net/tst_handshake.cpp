@@ -26,6 +26,7 @@
 #include "net/protocol.h"
 #include "net/publisher.h"
 #include "tests/common/log_lines.h"
+#include "tests/common/telemetry_events.h"
 #include "tests/common/wait.h"
 #include "tests/net/loopback.h"
 
@@ -65,11 +66,7 @@ PublisherOptions publisher_options(uint16_t port, int rank) {
   PublisherOptions o;
   o.port = port;
   o.token = kToken;
-  o.hello.job_id = "hs-job";
-  o.hello.rank = rank;
-  o.hello.world = 4;
-  o.hello.dp = 4;
-  o.hello.dp_i = rank;
+  o.hello = grid_hello("hs-job", rank, 4, 1, 1, 4);
   o.heartbeat = 100000ms;  // no heartbeats in the way of the counts
   o.backoff_min = 20ms;
   o.backoff_max = 200ms;
@@ -326,12 +323,7 @@ class TestHandshake : public QObject {
     asio::io_context io;
     tcp::socket s(io);
     s.connect(loopback(collector.port()));
-    Hello mine;
-    mine.job_id = "neg";
-    mine.rank = 1;
-    mine.world = 2;
-    mine.dp = 2;
-    mine.dp_i = 1;
+    Hello mine = grid_hello("neg", 1, 2, 1, 1, 2);
     mine.min_version = 3;
     mine.version = 9;
     mine.nonce = random_nonce();
@@ -368,10 +360,7 @@ class TestHandshake : public QObject {
     asio::io_context io;
     tcp::socket s(io);
     s.connect(loopback(collector.port()));
-    Hello h;
-    h.job_id = "reflect";
-    h.rank = 0;
-    h.world = 1;
+    Hello h = grid_hello("reflect", 0, 1, 1, 1, 1);
     h.nonce = random_nonce();
     asio::write(s, asio::buffer(encode(Message(h))));
     const auto c = std::get<Challenge>(decoded(read_frame(s)));

@@ -215,12 +215,7 @@ class TestRecording : public QObject {
       const auto length = static_cast<uint32_t>(f.size() - 12);
       std::memcpy(f.data() + 8, &length, 4);
     };
-    Hello h;
-    h.job_id = "old-job";
-    h.rank = 1;
-    h.world = 2;
-    h.dp = 2;
-    h.dp_i = 1;
+    Hello h = test::grid_hello("old-job", 1, 2, 1, 1, 2);
     h.version = 2;
     auto hello = encode(Message(h));
     cut(hello, 2 + 32);  // the lowest version and the nonce came with version 3
