@@ -50,12 +50,7 @@ std::string lower(std::string s) {
 void feed_small_run(RunModel& m) {
   const double t = tl::now_seconds();
   for (int r = 0; r < 4; ++r) {
-    Hello h;
-    h.job_id = "web-test";
-    h.rank = r;
-    h.world = 4;
-    h.dp = 4;
-    h.dp_i = r;
+    Hello h = grid_hello("web-test", r, 4, 1, 1, 4);
     h.host = "node";
     m.add(Message(h));
     tl::StepEvent s;
