@@ -218,6 +218,28 @@ FrameInput input(const RunModel& m, const DashboardInfo& info, double now,
   return FrameInput{m, info, now, replay};
 }
 
+// The heat map's tests' start: a data-parallel run of 4 ranks after step 1 (rank `slow` the last
+// in its all-reduce), one builder (the timeline in every delta) at kT0 + 100, and a viewer that
+// took the first frame in full.
+struct HeatRun {
+  explicit HeatRun(int slow = -1) {
+    sc.hellos(4, 1, 1, 4);
+    sc.step(1, slow);
+    v.take_full(b.build(input(sc.model, info, now), true));
+  }
+  Scenario sc;
+  DashboardInfo info;
+  FrameBuilder b{kEveryTick};
+  double now = kT0 + 100;
+  Viewer v;
+};
+
+// Where a viewer's merged `state` differs from a full frame of `m` at `now` ("" when nowhere).
+std::string diff_from_full(const json& state, const RunModel& m, const DashboardInfo& info,
+                           double now) {
+  return compare_state(state, json::parse(full_state(input(m, info, now))));
+}
+
 }  // namespace
 
 class TestDashboardFrames : public QObject {
@@ -495,22 +517,15 @@ class TestDashboardFrames : public QObject {
     QCOMPARE(d["evals"]["points"].size(), size_t{1});
     QCOMPARE(apply_frame(v.state, d), std::string());
 
-    const json full = json::parse(full_state(input(sc.model, info, now)));
-    const std::string diff = compare_state(v.state, full);
+    const std::string diff = diff_from_full(v.state, sc.model, info, now);
     QVERIFY2(diff.empty(), diff.c_str());
   }
 
   // The heat map: a step's collectives make a new column; a column still filling (some ranks
   // reported) is sent again as it fills; past 64 steps the window slides and old columns drop.
   void heatColumns() {
-    Scenario sc;
-    sc.hellos(4, 1, 1, 4);
-    DashboardInfo info;
-    FrameBuilder b(kEveryTick);
-    const double now = kT0 + 100;
-    Viewer v;
-    sc.step(1, 2);
-    v.take_full(b.build(input(sc.model, info, now), true));
+    HeatRun run(2);
+    auto& [sc, info, b, now, v] = run;
     QCOMPARE(v.state["heat"]["cols"].size(), size_t{1});
 
     // Step 2's collectives, rank by rank: column 2 appears, then fills.
@@ -562,8 +577,7 @@ class TestDashboardFrames : public QObject {
         QVERIFY(near(col[3][r].get<double>(), want.compute, 1e-3));
       }
     }
-    const json full = json::parse(full_state(input(sc.model, info, now)));
-    const std::string diff = compare_state(v.state, full);
+    const std::string diff = diff_from_full(v.state, sc.model, info, now);
     QVERIFY2(diff.empty(), diff.c_str());
   }
 
@@ -571,14 +585,8 @@ class TestDashboardFrames : public QObject {
   // (steps faster than a frame): the column must still show that rank's seconds (in a straggler's
   // step it is the rank that matters).
   void heatColumnCompletedBetweenBuilds() {
-    Scenario sc;
-    sc.hellos(4, 1, 1, 4);
-    DashboardInfo info;
-    FrameBuilder b(kEveryTick);
-    const double now = kT0 + 100;
-    Viewer v;
-    sc.step(1);
-    v.take_full(b.build(input(sc.model, info, now), true));
+    HeatRun run;
+    auto& [sc, info, b, now, v] = run;
     const double t = kT0 + 2;
     // Ranks 0..2: step 2's all-reduce (waiting for rank 3) and STEP 2; a frame.
     for (int r = 0; r < 3; ++r) {
@@ -600,8 +608,7 @@ class TestDashboardFrames : public QObject {
         qPrintable(QString("rank 3's comm seconds in step 2: %1 (the frame's heat: %2)")
                        .arg(cols[1][1][3].get<double>())
                        .arg(QString::fromStdString(parse(f.delta).value("heat", json()).dump()))));
-    const std::string diff =
-        compare_state(v.state, json::parse(full_state(input(sc.model, info, now))));
+    const std::string diff = diff_from_full(v.state, sc.model, info, now);
     QVERIFY2(diff.empty(), diff.c_str());
   }
 
@@ -792,8 +799,7 @@ class TestDashboardFrames : public QObject {
     QCOMPARE(d["ranks"].size(), size_t{kWorld});
     v.take(g);
     QVERIFY2(v.error.empty(), v.error.c_str());
-    const std::string diff =
-        compare_state(v.state, json::parse(full_state(input(m, info, kT0 + 4))));
+    const std::string diff = diff_from_full(v.state, m, info, kT0 + 4);
     QVERIFY2(diff.empty(), diff.c_str());
   }
 
