@@ -91,9 +91,7 @@ class TestWebRoutes : public QObject {
   void routes() {
     RunModel model;
     feed_small_run(model);
-    WebContent content;
-    content.live = &model;
-    WebHost host(WebOptions{}, content);
+    WebHost host(WebOptions{}, live(model));
     const uint16_t port = host.port();
     QVERIFY(port != 0);
     QCOMPARE(host.web().url(), "http://127.0.0.1:" + std::to_string(port) + "/");
@@ -175,13 +173,11 @@ class TestWebRoutes : public QObject {
   void badRequests() {
     RunModel model;
     feed_small_run(model);
-    WebContent content;
-    content.live = &model;
     WebOptions o;
     o.request_timeout = 500ms;
     LogLines log;
     o.log = log.sink();
-    WebHost host(o, content);
+    WebHost host(o, live(model));
     const uint16_t port = host.port();
 
     {
@@ -252,12 +248,10 @@ class TestWebRoutes : public QObject {
   void refusedRequestsAreReadNotReset() {
     RunModel model;
     feed_small_run(model);
-    WebContent content;
-    content.live = &model;
     WebOptions o;
     LogLines log;
     o.log = log.sink();
-    WebHost host(o, content);
+    WebHost host(o, live(model));
     const uint16_t port = host.port();
     constexpr size_t kSent = size_t{1} << 20;
     const auto small_send_buffer = [](HttpConn& c) {
@@ -322,14 +316,12 @@ class TestWebRoutes : public QObject {
   void tokenRequired() {
     RunModel model;
     feed_small_run(model);
-    WebContent content;
-    content.live = &model;
     WebOptions o;
     // '+', '/', '%', '&', '=' and a space: the form must encode them all.
     const std::string token = "tok+en/with space&and=eq%2B;";
     o.token = token;
     o.require_token = true;
-    WebHost host(o, content);
+    WebHost host(o, live(model));
     const uint16_t port = host.port();
     const std::pair<http::field, std::string> bearer{http::field::authorization, "Bearer " + token};
     const std::pair<http::field, std::string> wrong{http::field::authorization,
@@ -454,9 +446,7 @@ class TestWebRoutes : public QObject {
   // Without the token, the login page has nothing to do: it sends the browser to the dashboard.
   void loginWithoutToken() {
     RunModel model;
-    WebContent content;
-    content.live = &model;
-    WebHost host(WebOptions{}, content);
+    WebHost host(WebOptions{}, live(model));
     for (const http::verb v : {http::verb::get, http::verb::post}) {
       const Reply r = request(host.port(), v, "/login", {}, "token=x");
       QVERIFY2(r.status() == 303, qPrintable(describe(r)));
@@ -473,13 +463,11 @@ class TestWebRoutes : public QObject {
   void idleClientsCannotKeepOthersOut() {
     RunModel model;
     feed_small_run(model);
-    WebContent content;
-    content.live = &model;
     WebOptions o;
     o.max_connections = 16;
     o.max_pending = 3;
     o.pending_grace = std::chrono::milliseconds(0);
-    WebHost host(o, content);
+    WebHost host(o, live(model));
     const uint16_t port = host.port();
     WsClient viewer(port);
     QCOMPARE(viewer.connect(), error_code());
@@ -501,13 +489,11 @@ class TestWebRoutes : public QObject {
   void connectionCap() {
     RunModel model;
     feed_small_run(model);
-    WebContent content;
-    content.live = &model;
     WebOptions o;
     o.max_connections = 4;
     LogLines log;
     o.log = log.sink();
-    WebHost host(o, content);
+    WebHost host(o, live(model));
     const uint16_t port = host.port();
     std::vector<std::unique_ptr<HttpConn>> idle;
     for (int i = 0; i < 4; ++i) {

@@ -195,8 +195,7 @@ class TestWebViewers : public QObject {
   // /api/run's document.
   void liveFrames() {
     RunModel model;
-    WebContent content;
-    content.live = &model;
+    WebContent content = live(model);
     content.info.job_name = "live-8";
     WebHost host(WebOptions{}, content);
     const uint16_t port = host.port();
@@ -517,13 +516,11 @@ class TestWebViewers : public QObject {
   void stalledViewerIsDropped() {
     constexpr int kWorld = 1024;
     RunModel model;
-    WebContent content;
-    content.live = &model;
     WebOptions o;
     o.viewer_stall = 1s;
     LogLines log;
     o.log = log.sink();
-    WebHost host(o, content);
+    WebHost host(o, live(model));
     const uint16_t port = host.port();
     QVERIFY(host.call([&] {
       for (int r = 0; r < kWorld; ++r) model.add(Message(hello_of(r, kWorld, 4, 4, 64)));
