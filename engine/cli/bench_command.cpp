@@ -32,6 +32,30 @@
 namespace shardlab::cli {
 namespace {
 
+// `bench optimizer --json`: a row per optimizer with its rates, each measured against the
+// device's yardstick (the triad on the CPU, a device copy on CUDA): the yardstick's bandwidth
+// (`yardstick`_gb_per_second, from the row's member `yardstick_gb_per_s`) and the optimizer's
+// share of it (`yardstick`_ratio, from `ratio`).
+template <class Row>
+void print_optimizer_json(const std::string& device, int64_t n, int reps,
+                          const std::vector<Row>& rows, const std::string& yardstick,
+                          double Row::*yardstick_gb_per_s, double Row::*ratio) {
+  Json out{{"bench", "optimizer"}, {"device", device}, {"parameters", n}, {"reps", reps}};
+  out["rows"] = Json::array();
+  for (const Row& r : rows)
+    out["rows"].push_back(Json{{"optimizer", r.optimizer},
+                               {"setting", r.setting},
+                               {"parameters", r.n},
+                               {"bytes_per_param", r.bytes_per_param},
+                               {"best_seconds", r.best_seconds},
+                               {"median_seconds", r.median_seconds},
+                               {"params_per_second", r.params_per_s},
+                               {"gb_per_second", r.gb_per_s},
+                               {yardstick + "_gb_per_second", r.*yardstick_gb_per_s},
+                               {yardstick + "_ratio", r.*ratio}});
+  print_json(out);
+}
+
 // `bench optimizer --device cuda`: the GPU's fused update kernels against its copy bandwidth.
 // Without the CUDA kernels in this build, or without a usable GPU, one line and exit status 1.
 int bench_optimizer_cuda(const Args& args, const std::vector<std::string>& optimizers) {
@@ -50,20 +74,8 @@ int bench_optimizer_cuda(const Args& args, const std::vector<std::string>& optim
   const auto rows = run_optimizer_bench_cuda(opt, std::cout);
   if (!args.has("--json")) return 0;
   text_to_stderr.restore();
-  Json out{{"bench", "optimizer"}, {"device", "cuda"}, {"parameters", n}, {"reps", reps}};
-  out["rows"] = Json::array();
-  for (const auto& r : rows)
-    out["rows"].push_back(Json{{"optimizer", r.optimizer},
-                               {"setting", r.setting},
-                               {"parameters", r.n},
-                               {"bytes_per_param", r.bytes_per_param},
-                               {"best_seconds", r.best_seconds},
-                               {"median_seconds", r.median_seconds},
-                               {"params_per_second", r.params_per_s},
-                               {"gb_per_second", r.gb_per_s},
-                               {"copy_gb_per_second", r.copy_gb_per_s},
-                               {"copy_ratio", r.copy_ratio}});
-  print_json(out);
+  print_optimizer_json("cuda", n, reps, rows, "copy", &OptimizerBenchCudaRow::copy_gb_per_s,
+                       &OptimizerBenchCudaRow::copy_ratio);
   return 0;
 #else
   (void)n;
@@ -97,20 +109,8 @@ int bench_optimizer(const std::vector<std::string>& argv) {
   const std::vector<OptimizerBenchRow> rows = run_optimizer_bench(opt, std::cout);
   if (!args.has("--json")) return 0;
   text_to_stderr.restore();
-  Json out{{"bench", "optimizer"}, {"device", "cpu"}, {"parameters", opt.n}, {"reps", opt.reps}};
-  out["rows"] = Json::array();
-  for (const OptimizerBenchRow& r : rows)
-    out["rows"].push_back(Json{{"optimizer", r.optimizer},
-                               {"setting", r.setting},
-                               {"parameters", r.n},
-                               {"bytes_per_param", r.bytes_per_param},
-                               {"best_seconds", r.best_seconds},
-                               {"median_seconds", r.median_seconds},
-                               {"params_per_second", r.params_per_s},
-                               {"gb_per_second", r.gb_per_s},
-                               {"triad_gb_per_second", r.triad_gb_per_s},
-                               {"triad_ratio", r.triad_ratio}});
-  print_json(out);
+  print_optimizer_json("cpu", opt.n, opt.reps, rows, "triad", &OptimizerBenchRow::triad_gb_per_s,
+                       &OptimizerBenchRow::triad_ratio);
   return 0;
 }
 

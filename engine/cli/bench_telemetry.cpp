@@ -31,9 +31,9 @@
 #include "engine/job/build.h"
 #include "engine/run/rank_runner.h"
 #include "net/auth.h"
+#include "net/bench/ingest_bench.h"
 #include "net/collector.h"
 #include "net/consumers.h"
-#include "net/bench/ingest_bench.h"
 #include "net/local_sinks.h"
 #include "net/protocol.h"
 #include "net/publisher.h"
@@ -54,30 +54,14 @@ constexpr int32_t kIngestRank = 3;
 // Each ingest row is the median of this many runs (a fresh collector and connection each).
 constexpr int kIngestReps = 3;
 
-// N STEP events of rank kIngestRank, seq 0..N-1, encoded back to back.
+// N STEP events of rank kIngestRank (steps 1..N), seq 0..N-1, encoded back to back.
 std::vector<uint8_t> encode_steps(int64_t n) {
-  std::vector<uint8_t> out;
-  const double t0 = telemetry::now_seconds();
-  telemetry::Event e;
-  e.rank = kIngestRank;
   telemetry::StepEvent s;
   s.lr = 1e-3;
   s.grad_norm = 0.5;
   s.throughput = 20000;
   s.step_seconds = 0.003;
-  for (int64_t i = 0; i < n; ++i) {
-    e.seq = static_cast<uint64_t>(i);
-    e.time = t0 + 1e-3 * static_cast<double>(i);
-    s.step = i + 1;
-    s.loss = 2.3 / (1.0 + 1e-4 * static_cast<double>(i));
-    e.payload = s;
-    if (i == 0) {  // every frame has the same size: reserve once
-      const size_t frame = net::encode(net::Message(e)).size();
-      out.reserve(frame * static_cast<size_t>(n));
-    }
-    net::encode_into(net::Message(e), out);
-  }
-  return out;
+  return net::encode_steps(kIngestRank, n, 1, s);
 }
 
 void print_ingest_row(const char* label, int64_t events, size_t bytes, double seconds,

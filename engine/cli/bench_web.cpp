@@ -116,23 +116,12 @@ void populate(net::RunModel& model, int ranks) {
       add_step(model, r, ranks, step, now - 1.0 + 0.2 * static_cast<double>(step), 0.2);
 }
 
-// N STEP events of kIngestRank, seq 0..N-1, encoded back to back.
+// N STEP events of kIngestRank, seq 0..N-1, encoded back to back; their steps follow the 5
+// populate() gave every rank.
 std::vector<uint8_t> encode_steps(int64_t n) {
-  std::vector<uint8_t> out;
-  const double t0 = telemetry::now_seconds();
-  telemetry::Event e;
-  e.rank = kIngestRank;
   telemetry::StepEvent s;
   s.step_seconds = 0.003;
-  for (int64_t i = 0; i < n; ++i) {
-    e.seq = static_cast<uint64_t>(i);
-    e.time = t0 + 1e-3 * static_cast<double>(i);
-    s.step = i + 6;
-    s.loss = 2.3 / (1.0 + 1e-4 * static_cast<double>(i));
-    e.payload = s;
-    net::encode_into(net::Message(e), out);
-  }
-  return out;
+  return net::encode_steps(kIngestRank, n, 6, s);
 }
 
 void bench_ingest(int64_t events, int viewers, int ranks, Json& report) {

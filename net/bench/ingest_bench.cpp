@@ -63,6 +63,27 @@ Message read_frame(tcp::socket& socket) {
 
 }  // namespace
 
+std::vector<uint8_t> encode_steps(int32_t rank, int64_t n, int64_t first_step,
+                                  telemetry::StepEvent step) {
+  std::vector<uint8_t> out;
+  const double t0 = telemetry::now_seconds();
+  telemetry::Event e;
+  e.rank = rank;
+  for (int64_t i = 0; i < n; ++i) {
+    e.seq = static_cast<uint64_t>(i);
+    e.time = t0 + 1e-3 * static_cast<double>(i);
+    step.step = first_step + i;
+    step.loss = 2.3 / (1.0 + 1e-4 * static_cast<double>(i));
+    e.payload = step;
+    if (i == 0) {  // every frame has the same size: reserve once
+      const size_t frame = encode(Message(e)).size();
+      out.reserve(frame * static_cast<size_t>(n));
+    }
+    encode_into(Message(e), out);
+  }
+  return out;
+}
+
 double measure_ingest(const std::vector<uint8_t>& frames, int64_t events, int32_t rank,
                       std::vector<MessageConsumer*> consumers,
                       const std::function<void(Collector&)>& ready) {

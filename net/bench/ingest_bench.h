@@ -7,9 +7,16 @@
 #include <functional>
 #include <vector>
 
+#include "engine/telemetry/events.h"
 #include "net/collector.h"
 
 namespace shardlab::net {
+
+// `n` STEP events of world rank `rank`, seq 0..n-1 a millisecond apart from now, encoded back to
+// back (the `frames` of measure_ingest): copies of `step`, numbered from `first_step`, the loss
+// falling slowly.
+std::vector<uint8_t> encode_steps(int32_t rank, int64_t n, int64_t first_step,
+                                  telemetry::StepEvent step = {});
 
 // Seconds from the first event byte written until the collector has handed all `events` frames
 // of `frames` (event frames of world rank `rank`, seq 0, 1, ...) to its consumers. Throws IoError

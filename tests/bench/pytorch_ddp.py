@@ -9,16 +9,15 @@ training images, one process per rank on loopback. Prints the global samples/s o
 import argparse
 import os
 import sys
-import time
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pytorch_shapes  # noqa: E402  (the same data loader)
+import torch_peers  # noqa: E402
 
 
 def worker(rank, world, steps, warmup, port, out):
@@ -37,19 +36,9 @@ def worker(rank, world, steps, warmup, port, out):
 
     def step():
         idx = torch.randint(0, x.shape[0], (per_rank,), generator=gen)
-        loss = F.cross_entropy(model(x[idx]), y[idx])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        torch_peers.classifier_step(model, opt, x, y, idx)
 
-    for _ in range(warmup):
-        step()
-    dist.barrier()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    dist.barrier()
-    seconds = time.perf_counter() - t0
+    seconds = torch_peers.timed(step, warmup, steps, dist.barrier)
     if rank == 0:
         out.put(256 * steps / seconds)
     dist.destroy_process_group()

@@ -13,19 +13,19 @@ same GPU in the same run:
 Eager PyTorch, fp32 (TF32 off, as ShardLab's cuBLAS calls use pedantic FP32), the default
 optimizer implementation (foreach on CUDA) for the models; data resident on the GPU, each step
 gathers a random batch, forward, cross-entropy, backward, step. --warmup untimed steps, then
---steps timed with torch.cuda.synchronize() at both ends.
+--steps timed with torch.cuda.synchronize() at both ends. The GPT, the training steps and
+the timing are tests/bench/torch_peers.py's, shared with pytorch_shapes.py.
 
   python3 tests/bench/pytorch_gpu.py --corpus resources/corpus --json OUT.json
 """
 import argparse
 import json
-import math
 import os
-import time
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
+
+from torch_peers import Gpt, classifier_step, next_token_step, timed
 
 
 def read_corpus(path):
@@ -36,57 +36,6 @@ def read_corpus(path):
     vocab = sorted(set(text))
     index = {c: i for i, c in enumerate(vocab)}
     return torch.tensor([index[c] for c in text], dtype=torch.int64), len(vocab)
-
-
-class Block(nn.Module):
-    def __init__(self, width, heads, ratio):
-        super().__init__()
-        self.heads = heads
-        self.ln1 = nn.LayerNorm(width)
-        self.qkv = nn.Linear(width, 3 * width)
-        self.proj = nn.Linear(width, width)
-        self.ln2 = nn.LayerNorm(width)
-        self.fc = nn.Linear(width, ratio * width)
-        self.out = nn.Linear(ratio * width, width)
-
-    def forward(self, x, mask):
-        b, t, c = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
-        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(c // self.heads)
-        att = att.masked_fill(~mask[:t, :t], float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(b, t, c)
-        x = x + self.proj(y)
-        return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
-
-
-class Gpt(nn.Module):
-    def __init__(self, vocab, context, width, layers, heads, ratio):
-        super().__init__()
-        self.tok = nn.Embedding(vocab, width)
-        self.pos = nn.Embedding(context, width)
-        self.blocks = nn.ModuleList(Block(width, heads, ratio) for _ in range(layers))
-        self.ln = nn.LayerNorm(width)
-        self.head = nn.Linear(width, vocab)
-        self.register_buffer("mask", torch.ones(context, context, dtype=torch.bool).tril())
-        self.register_buffer("positions", torch.arange(context))
-
-    def forward(self, idx):
-        x = self.tok(idx) + self.pos(self.positions[:idx.shape[1]])
-        for b in self.blocks:
-            x = b(x, self.mask)
-        return self.head(self.ln(x))
-
-
-def timed(step, warmup, steps):
-    for _ in range(warmup):
-        step()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    torch.cuda.synchronize()
-    return time.perf_counter() - t0
 
 
 def bench_adam(n, reps):
@@ -134,13 +83,9 @@ def bench_mlp(hidden, batch, warmup, steps):
     opt = torch.optim.Adam(mlp.parameters(), lr=1e-3)
 
     def step():
-        idx = torch.randint(0, x.shape[0], (batch,), device=dev)
-        loss = F.cross_entropy(mlp(x[idx]), y[idx])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        classifier_step(mlp, opt, x, y, torch.randint(0, x.shape[0], (batch,), device=dev))
 
-    s = timed(step, warmup, steps)
+    s = timed(step, warmup, steps, torch.cuda.synchronize)
     shape = "-".join(str(v) for v in [784, *hidden, 10])
     return {"job": "fashion_mlp", "shape": f"mlp {shape} batch {batch}", "unit": "samples",
             "per_second": batch * steps / s}
@@ -155,14 +100,9 @@ def bench_gpt(text, vocab, context, width, layers, heads, batch, warmup, steps):
 
     def step():
         start = torch.randint(0, text.shape[0] - context - 1, (batch, 1), device=dev)
-        rows = text[start + offsets]
-        logits = gpt(rows[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, vocab), rows[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        next_token_step(gpt, opt, text[start + offsets], vocab)
 
-    s = timed(step, warmup, steps)
+    s = timed(step, warmup, steps, torch.cuda.synchronize)
     return {"job": "chars_gpt", "shape": f"gpt context {context} width {width} {layers} layers "
             f"{heads} heads batch {batch} vocab {vocab}", "unit": "tokens",
             "per_second": batch * context * steps / s}

@@ -8,20 +8,20 @@ the same machine: one process, one thread, the same shapes, data and optimizers.
 
 Each step: gather a random batch (the data are tensors in memory, as ShardLab holds them),
 forward, cross-entropy, backward, optimizer step; after --warmup steps, --steps are timed with
-time.perf_counter. Needs python3-torch (Debian 12: 1.13.1) and python3-numpy.
+time.perf_counter. The GPT, the training steps and the timing are tests/bench/torch_peers.py's,
+shared with pytorch_gpu.py. Needs python3-torch (Debian 12: 1.13.1) and python3-numpy.
 
   /usr/bin/python3 tests/bench/pytorch_shapes.py [--steps 200] [--warmup 20]
 """
 import argparse
 import gzip
-import math
 import os
-import time
 
 import numpy as np
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
+
+from torch_peers import Gpt, classifier_step, next_token_step, timed
 
 FASHION = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
 FASHION_LABELS = "/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz"
@@ -49,52 +49,6 @@ def corpus():
     return torch.tensor([index[c] for c in text], dtype=torch.int64), len(vocab)
 
 
-class Block(nn.Module):
-    def __init__(self, width, heads, ratio):
-        super().__init__()
-        self.heads = heads
-        self.ln1 = nn.LayerNorm(width)
-        self.qkv = nn.Linear(width, 3 * width)
-        self.proj = nn.Linear(width, width)
-        self.ln2 = nn.LayerNorm(width)
-        self.fc = nn.Linear(width, ratio * width)
-        self.out = nn.Linear(ratio * width, width)
-
-    def forward(self, x):
-        b, t, c = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
-        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(c // self.heads)
-        mask = torch.ones(t, t, dtype=torch.bool).tril()
-        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(b, t, c)
-        x = x + self.proj(y)
-        return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
-
-
-class Gpt(nn.Module):
-    def __init__(self, vocab, context, width, layers, heads, ratio):
-        super().__init__()
-        self.tok = nn.Embedding(vocab, width)
-        self.pos = nn.Embedding(context, width)
-        self.blocks = nn.Sequential(*[Block(width, heads, ratio) for _ in range(layers)])
-        self.ln = nn.LayerNorm(width)
-        self.head = nn.Linear(width, vocab)
-
-    def forward(self, idx):
-        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
-        return self.head(self.ln(self.blocks(x)))
-
-
-def timed(step, warmup, steps):
-    for _ in range(warmup):
-        step()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return time.perf_counter() - t0
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=200)
@@ -111,11 +65,7 @@ def main():
     opt = torch.optim.Adam(mlp.parameters(), lr=1e-3)
 
     def mlp_step():
-        idx = torch.randint(0, x.shape[0], (256,))
-        loss = F.cross_entropy(mlp(x[idx]), y[idx])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        classifier_step(mlp, opt, x, y, torch.randint(0, x.shape[0], (256,)))
 
     s = timed(mlp_step, a.warmup, a.steps)
     print(f"mlp 784-512-256-10 adam batch 256: {256 * a.steps / s:.0f} samples/s")
@@ -126,12 +76,7 @@ def main():
 
     def gpt_step():
         start = torch.randint(0, text.shape[0] - 65, (32,))
-        rows = torch.stack([text[i:i + 65] for i in start.tolist()])
-        logits = gpt(rows[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, vocab), rows[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        next_token_step(gpt, opt, torch.stack([text[i:i + 65] for i in start.tolist()]), vocab)
 
     s = timed(gpt_step, a.warmup, a.steps)
     print(f"gpt context 64 width 64 2 layers 4 heads vocab {vocab} adamw batch 32: "

@@ -16,39 +16,16 @@
 #include <QStandardPaths>
 #include <QTemporaryDir>
 
+#include "tests/cli/shardlab_cli.h"
+#include "tests/common/scratch_dir.h"
+
 namespace {
 
-struct Outcome {
-  int exit_code = -1;
-  QProcess::ExitStatus status = QProcess::CrashExit;
-  QString out, err;
-};
-
-// Where `shardlab run` records runs during the tests (never the source tree).
-QString runs_dir() {
-  static QTemporaryDir dir;
-  return dir.path();
-}
+using Outcome = shardlab::test::CliOutcome;
+using shardlab::test::cli_runs_dir;
 
 Outcome run_cli(const QStringList& args, int timeout_ms = 120000) {
-  QProcess p;
-  p.setWorkingDirectory(SHARDLAB_SOURCE_DIR);
-  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-  env.insert("SHARDLAB_RUNS_DIR", runs_dir());
-  p.setProcessEnvironment(env);
-  p.start(SHARDLAB_CLI, args);
-  Outcome o;
-  if (!p.waitForFinished(timeout_ms)) {
-    p.kill();
-    p.waitForFinished(5000);
-    o.err = "timed out";
-    return o;
-  }
-  o.exit_code = p.exitCode();
-  o.status = p.exitStatus();
-  o.out = QString::fromUtf8(p.readAllStandardOutput());
-  o.err = QString::fromUtf8(p.readAllStandardError());
-  return o;
+  return shardlab::test::run_shardlab(args, timeout_ms);
 }
 
 const QString kMlpJob = "resources/jobs/fashion_mlp.json";
@@ -65,14 +42,7 @@ QStringList mlp_job_args(const QStringList& assignments) {
 class TestCli : public QObject {
   Q_OBJECT
  private:
-  QTemporaryDir tmp_;
-
-  QString write(const QString& name, const QByteArray& bytes) {
-    QFile f(tmp_.filePath(name));
-    if (!f.open(QIODevice::WriteOnly)) qFatal("cannot write %s", qPrintable(f.fileName()));
-    f.write(bytes);
-    return f.fileName();
-  }
+  shardlab::test::ScratchDir tmp_;
 
  private slots:
   void badInputGivesOneClearLine_data() {
@@ -149,14 +119,15 @@ class TestCli : public QObject {
     // cannot be allocated or overflow the layout math each give one line naming the field, never
     // an internal error or a crash.
     QTest::newRow("job number out of range")
-        << QStringList{"run", write("huge_lr.json", R"({"name": "x", "optimizer": {"lr": 1e400}})")}
+        << QStringList{"run",
+                       tmp_.write("huge_lr.json", R"({"name": "x", "optimizer": {"lr": 1e400}})")}
         << 1 << "huge_lr.json: optimizer.lr: 1e400 is out of range (not a finite number)";
     QTest::newRow("override number out of range")
         << QStringList{"run", kMlpJob, "--set", "optimizer.lr=-1e400"} << 1
         << "optimizer.lr: -1e400 is out of range (not a finite number)";
     const QByteArray deep = QByteArray(100000, '[') + QByteArray(100000, ']');
     QTest::newRow("job nested deeply")
-        << QStringList{"run", write("deep.json", "{\"name\": " + deep + "}")} << 1
+        << QStringList{"run", tmp_.write("deep.json", "{\"name\": " + deep + "}")} << 1
         << "deep.json: nested deeper than 64 levels";
     QTest::newRow("override nested deeply")
         << QStringList{"run", kMlpJob, "--set",
@@ -172,12 +143,12 @@ class TestCli : public QObject {
         R"({"format_version": 2, "step": %1, "strategy": "ddp", "world_size": 1, "pp": 1,
             "tp": 1, "dp": 1, "layout": %2, "checksum": "crc32", "shards": []})";
     QDir(tmp_.path()).mkpath("deep_ckpt");
-    write("deep_ckpt/manifest.json", manifest.arg("0", QString::fromLatin1(deep)).toUtf8());
+    tmp_.write("deep_ckpt/manifest.json", manifest.arg("0", QString::fromLatin1(deep)).toUtf8());
     QTest::newRow("manifest nested deeply")
         << QStringList{"checkpoint", "inspect", tmp_.filePath("deep_ckpt")} << 1
         << "deep_ckpt/manifest.json: nested deeper than 64 levels";
     QDir(tmp_.path()).mkpath("huge_ckpt");
-    write("huge_ckpt/manifest.json", manifest.arg("1e400", "{}").toUtf8());
+    tmp_.write("huge_ckpt/manifest.json", manifest.arg("1e400", "{}").toUtf8());
     QTest::newRow("manifest number out of range")
         << QStringList{"checkpoint", "inspect", tmp_.filePath("huge_ckpt")} << 1
         << "huge_ckpt/manifest.json: step: 1e400 is out of range (not a finite number)";
@@ -210,7 +181,7 @@ class TestCli : public QObject {
       env.remove("OPENBLAS_NUM_THREADS");
       env.insert("OMPI_ALLOW_RUN_AS_ROOT", "1");
       env.insert("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
-      env.insert("SHARDLAB_RUNS_DIR", runs_dir());
+      env.insert("SHARDLAB_RUNS_DIR", cli_runs_dir());
       p.setProcessEnvironment(env);
       p.start("sh", {"-c", "ulimit -v 1000000 && exec " + command});
       Outcome o;
@@ -237,7 +208,7 @@ class TestCli : public QObject {
   }
 
   void recordRefusesToOverwrite() {
-    const QString existing = write("precious.slrec", "not to be lost");
+    const QString existing = tmp_.write("precious.slrec", "not to be lost");
     Outcome o = run_cli({"run", kMlpJob, "--record", existing, "--set", "train.steps=2"});
     QCOMPARE(o.exit_code, 2);
     QVERIFY2(o.err.contains("--record: " + existing + " already exists (give --force"),
@@ -261,18 +232,18 @@ class TestCli : public QObject {
 
   void malformedJobFilesNameFileAndPlace() {
     const QString trailing =
-        write("trailing.json", "{\"name\": \"x\",\n  \"train\": {\"steps\": 10,}\n}");
+        tmp_.write("trailing.json", "{\"name\": \"x\",\n  \"train\": {\"steps\": 10,}\n}");
     Outcome o = run_cli({"run", trailing});
     QCOMPARE(o.exit_code, 1);
     QVERIFY2(o.err.startsWith("shardlab: error: " + trailing + ":2:"), qPrintable(o.err));
     QCOMPARE(o.err.count('\n'), 1);  // one line
 
-    const QString garbage = write("garbage.json", QByteArray("\x00\x01\xff garbage", 11));
+    const QString garbage = tmp_.write("garbage.json", QByteArray("\x00\x01\xff garbage", 11));
     o = run_cli({"run", garbage});
     QCOMPARE(o.exit_code, 1);
     QVERIFY2(o.err.contains("invalid JSON"), qPrintable(o.err));
 
-    const QString dup = write("dup.json", R"({"name": "a", "name": "b"})");
+    const QString dup = tmp_.write("dup.json", R"({"name": "a", "name": "b"})");
     o = run_cli({"run", dup});
     QCOMPARE(o.exit_code, 1);
     QVERIFY2(o.err.contains("more than once"), qPrintable(o.err));
@@ -358,7 +329,7 @@ class TestCli : public QObject {
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
     env.insert("OMPI_ALLOW_RUN_AS_ROOT", "1");
     env.insert("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
-    env.insert("SHARDLAB_RUNS_DIR", runs_dir());
+    env.insert("SHARDLAB_RUNS_DIR", cli_runs_dir());
     run.setProcessEnvironment(env);
     run.start(SHARDLAB_CLI,
               {"run", kMlpJob, "--set", "parallel.backend=mpi", "--set", "parallel.world_size=4",

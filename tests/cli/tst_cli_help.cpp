@@ -22,33 +22,15 @@
 #include <QStandardPaths>
 #include <QTemporaryDir>
 
-#include "tests/common/process.h"
+#include "tests/cli/shardlab_cli.h"
+#include "tests/common/scratch_dir.h"
 
 namespace {
 
-struct Outcome {
-  int exit_code = -1;
-  QProcess::ExitStatus status = QProcess::CrashExit;
-  QString out, err;
-};
-
-QString runs_dir() {
-  static QTemporaryDir dir;
-  return dir.path();
-}
+using Outcome = shardlab::test::CliOutcome;
 
 Outcome run_cli(const QStringList& args, int timeout_ms = 240000) {
-  shardlab::test::ProcessOptions po;
-  po.cwd = SHARDLAB_SOURCE_DIR;
-  po.env.insert("SHARDLAB_RUNS_DIR", runs_dir());
-  po.timeout_ms = timeout_ms;
-  const shardlab::test::ProcessOutcome r = shardlab::test::run_process(SHARDLAB_CLI, args, po);
-  Outcome o;
-  o.exit_code = r.exit_code;
-  o.status = r.finished && r.exit_code >= 0 ? QProcess::NormalExit : QProcess::CrashExit;
-  o.out = r.out;
-  o.err = r.err;
-  return o;
+  return shardlab::test::run_shardlab(args, timeout_ms);
 }
 
 // Every command of `shardlab help`'s list, written out here (not read from the table).
@@ -234,14 +216,7 @@ QSet<QString> options_read(const QMultiMap<QString, Definition>& defs, const QSt
 class TestCliHelp : public QObject {
   Q_OBJECT
  private:
-  QTemporaryDir tmp_;
-
-  QString write(const QString& name, const QByteArray& bytes) {
-    QFile f(tmp_.filePath(name));
-    if (!f.open(QIODevice::WriteOnly)) qFatal("cannot write %s", qPrintable(f.fileName()));
-    f.write(bytes);
-    return f.fileName();
-  }
+  shardlab::test::ScratchDir tmp_;
 
  private slots:
   void helpForEveryCommand_data() {
@@ -613,16 +588,17 @@ class TestCliHelp : public QObject {
     }
     const Outcome o = run_cli({"job-schema"});
     QVERIFY2(o.exit_code == 0, qPrintable(o.err));
-    const QString schema = write("job.schema.json", o.out.toUtf8());
+    const QString schema = tmp_.write("job.schema.json", o.out.toUtf8());
     // Wrong jobs, each with the one mistake the schema must catch.
     QMap<QString, QString> wrong;  // file -> what is wrong
-    wrong[write("wrong_type.json", R"({"train": {"steps": "many"}})")] = "a wrong type";
-    wrong[write("wrong_choice.json", R"({"optimizer": {"name": "adamm"}})")] = "an unknown choice";
-    wrong[write("wrong_field.json", R"({"optimizer": {"lrr": 0.1}})")] = "an unknown field";
-    wrong[write("wrong_section.json", R"({"trainer": {}})")] = "an unknown section";
-    wrong[write("wrong_range.json", R"({"parallel": {"world_size": 0}})")] = "out of range";
+    wrong[tmp_.write("wrong_type.json", R"({"train": {"steps": "many"}})")] = "a wrong type";
+    wrong[tmp_.write("wrong_choice.json", R"({"optimizer": {"name": "adamm"}})")] =
+        "an unknown choice";
+    wrong[tmp_.write("wrong_field.json", R"({"optimizer": {"lrr": 0.1}})")] = "an unknown field";
+    wrong[tmp_.write("wrong_section.json", R"({"trainer": {}})")] = "an unknown section";
+    wrong[tmp_.write("wrong_range.json", R"({"parallel": {"world_size": 0}})")] = "out of range";
     // The checker: every file given, one line each, "ok" or "invalid: <first error>".
-    const QString checker = write("check.py", R"(
+    const QString checker = tmp_.write("check.py", R"(
 import json, sys, jsonschema
 schema = json.load(open(sys.argv[1]))
 jsonschema.Draft202012Validator.check_schema(schema)

@@ -19,6 +19,7 @@
 
 #include "tests/common/data.h"
 #include "tests/common/process.h"
+#include "tests/common/scratch_dir.h"
 
 using shardlab::test::ProcessOptions;
 using shardlab::test::ProcessOutcome;
@@ -50,13 +51,6 @@ using Series = QMap<QString, QList<Point>>;  // tag -> points in file order
 QByteArray read_all(const QString& path) {
   QFile f(path);
   return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
-}
-
-void write_all(const QString& path, const QByteArray& bytes) {
-  QFile f(path);
-  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate))
-    qFatal("cannot write %s", qPrintable(path));
-  f.write(bytes);
 }
 
 // Copies the event folder (rank<N>/events.out.tfevents.*) to `to`.
@@ -273,7 +267,7 @@ class TestExportFiles : public QObject {
       if (QByteArrayView(c.what) == "data") bytes[first + 12 + 10] = bytes[first + 12 + 10] ^ 0x01;
       if (QByteArrayView(c.what) == "length") bytes[first] = bytes[first] ^ 0x04;
       if (QByteArrayView(c.what) == "cut") bytes.truncate(bytes.size() - 3);
-      write_all(file, bytes);
+      shardlab::test::write_file(file, bytes);
       const ProcessOutcome r = read_events(copy);
       QVERIFY2(r.exit_code == 1,
                qPrintable(QString("%1: exit %2\n%3").arg(c.what).arg(r.exit_code).arg(r.err)));
@@ -287,8 +281,8 @@ class TestExportFiles : public QObject {
     if (!skip_.isEmpty()) QSKIP(qPrintable(skip_));
     const QString again = tmp_.filePath("again");
     QVERIFY(QDir().mkpath(again + "/rank0"));
-    write_all(again + "/rank0/events.out.tfevents.1.old", "an earlier export");
-    write_all(again + "/rank0/notes.txt", "kept");
+    shardlab::test::write_file(again + "/rank0/events.out.tfevents.1.old", "an earlier export");
+    shardlab::test::write_file(again + "/rank0/notes.txt", "kept");
     const ProcessOutcome ex = cli({"export", rec_, "--tensorboard", again}, tmp_.path());
     QVERIFY2(ex.exit_code == 0, qPrintable(ex.out + ex.err));
     QVERIFY(!QFile::exists(again + "/rank0/events.out.tfevents.1.old"));

@@ -4,10 +4,11 @@
 # builds the CLI for this GPU's architecture, runs `shardlab doctor --device cuda` (every CUDA
 # kernel against its CPU reference, the GPU model against the CPU model, GPU training against CPU
 # training under the --verify rule, the device-memory ledger against the planner, NCCL on the
-# local GPUs), the GPU benches and their PyTorch peers on the same GPU (tests/bench/pytorch_gpu.py),
-# and reads a TensorBoard export and a safetensors model file back with the official packages
-# (tests/gpu/ecosystem_check.py). Everything goes to OUTDIR: device_check.json (one document with
-# every stage's status and figures) and device_check.log (all output).
+# local GPUs), the GPU benches and their PyTorch peers on the same GPU (tests/bench/pytorch_gpu.py,
+# which imports its GPT from tests/bench/torch_peers.py beside it: run from the tree, never copied
+# alone), and reads a TensorBoard export and a safetensors model file back with the official
+# packages (tests/gpu/ecosystem_check.py). Everything goes to OUTDIR: device_check.json (one
+# document with every stage's status and figures) and device_check.log (all output).
 #
 #   tests/gpu/device_check.sh OUTDIR        (exit 0 when every stage passed)
 #

@@ -75,6 +75,18 @@ std::pair<QString, QString> caught_error(F&& f) {
   return {};
 }
 
+// Fails the test unless load_job(path, sets) throws InvalidArgument with a message starting with
+// `expected`.
+void rejects(const std::string& path, const std::vector<std::string>& sets,
+             const QString& expected) {
+  try {
+    load_job(path, sets);
+    QFAIL("no exception");
+  } catch (const InvalidArgument& e) {
+    QVERIFY2(QString(e.what()).startsWith(expected), e.what());
+  }
+}
+
 void write_file(const QString& path, const std::string& text) {
   std::ofstream out(path.toStdString(), std::ios::binary);
   out << text;
@@ -1084,13 +1096,7 @@ class TestJob : public QObject {
   void loadWithOverrides() {
     QFETCH(QString, assignment);
     QFETCH(QString, field);
-    const std::string path = (kJobs + "fashion_mlp.json").toStdString();
-    try {
-      load_job(path, {assignment.toStdString()});
-      QFAIL("no exception");
-    } catch (const InvalidArgument& e) {
-      QVERIFY2(QString(e.what()).startsWith(field + ": "), e.what());
-    }
+    rejects((kJobs + "fashion_mlp.json").toStdString(), {assignment.toStdString()}, field + ": ");
   }
 
   void loadAppliesOverridesInOrder() {
@@ -1138,19 +1144,11 @@ class TestJob : public QObject {
     QVERIFY(fsdp.parallel.fsdp_keep_params);
 
     // Overridden values go through the same rules as the file's.
-    const auto rejects = [&](std::vector<std::string> sets, const QString& expected) {
-      try {
-        load_job(path, sets);
-        QFAIL("no exception");
-      } catch (const InvalidArgument& e) {
-        QVERIFY2(QString(e.what()).startsWith(expected), e.what());
-      }
-    };
-    rejects({"parallel.world_size=4"}, "parallel.world_size: 4 ranks need a strategy");
-    rejects({"parallel.strategy=ddp", "parallel.world_size=3"},
+    rejects(path, {"parallel.world_size=4"}, "parallel.world_size: 4 ranks need a strategy");
+    rejects(path, {"parallel.strategy=ddp", "parallel.world_size=3"},
             "train.batch_size: must be divisible by parallel.world_size x "
             "train.accumulation_steps = 3, got 8");
-    rejects({"parallel.strategy=fsdp", "parallel.bucket_mb=2"},
+    rejects(path, {"parallel.strategy=fsdp", "parallel.bucket_mb=2"},
             "parallel.bucket_mb: not used by strategy fsdp");
   }
 
@@ -1179,21 +1177,13 @@ class TestJob : public QObject {
     rest.parallel = base.parallel;
     QVERIFY(rest == base);
 
-    const auto rejects = [&](std::vector<std::string> sets, const QString& expected) {
-      try {
-        load_job(path, sets);
-        QFAIL("no exception");
-      } catch (const InvalidArgument& e) {
-        QVERIFY2(QString(e.what()).startsWith(expected), e.what());
-      }
-    };
-    rejects({"parallel.strategy=ddp", "parallel.world_size=3", "parallel.tp=3"},
+    rejects(path, {"parallel.strategy=ddp", "parallel.world_size=3", "parallel.tp=3"},
             "parallel.tp: 3 does not divide model.gpt.heads = 4");
-    rejects({"parallel.strategy=ddp", "parallel.world_size=2", "parallel.tp=two"},
+    rejects(path, {"parallel.strategy=ddp", "parallel.world_size=2", "parallel.tp=two"},
             "parallel.tp: expected an integer");
-    rejects({"parallel.micro_batch=2"},
+    rejects(path, {"parallel.micro_batch=2"},
             "parallel.micro_batch: unknown field (did you mean \"micro_batches\"?)");
-    rejects({"parallel.schedule=gpipe"}, "parallel.schedule: not used without pipeline");
+    rejects(path, {"parallel.schedule=gpipe"}, "parallel.schedule: not used without pipeline");
   }
 
   // ---- files ----

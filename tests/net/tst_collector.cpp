@@ -17,47 +17,20 @@
 #include <thread>
 #include <vector>
 
-// Boost 1.74's awaitable.hpp uses std::exchange without including <utility> (GCC 12, C++20).
-#include <utility>
-
-#include <boost/asio.hpp>
-
 #include "engine/core/error.h"
 #include "net/collector.h"
 #include "net/protocol.h"
 #include "net/publisher.h"
 #include "tests/common/log_lines.h"
 #include "tests/common/wait.h"
+#include "tests/net/loopback.h"
 
 using namespace shardlab;
 using namespace shardlab::net;
-using shardlab::test::LogLines;
-using shardlab::test::wait_for;
-namespace asio = boost::asio;
-using tcp = asio::ip::tcp;
+using namespace shardlab::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-// Stores every message; read through Collector::call (the collector thread owns it).
-class Store : public MessageConsumer {
- public:
-  void on_message(const Message& message) override { messages.push_back(message); }
-  std::vector<Message> messages;
-};
-
-std::vector<Message> snapshot(Collector& c, Store& s) {
-  std::vector<Message> copy;
-  c.call([&] { copy = s.messages; });
-  return copy;
-}
-
-std::vector<telemetry::Event> events_of(const std::vector<Message>& messages) {
-  std::vector<telemetry::Event> out;
-  for (const auto& m : messages)
-    if (auto* e = std::get_if<telemetry::Event>(&m)) out.push_back(*e);
-  return out;
-}
 
 size_t count_steps(const std::vector<Message>& messages) {
   size_t n = 0;
@@ -101,9 +74,7 @@ PublisherOptions publisher_options(uint16_t port, int rank, std::string token = 
 // A raw TCP client for sending hand-made bytes; every operation is bounded.
 class RawClient {
  public:
-  explicit RawClient(uint16_t port) {
-    socket_.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
-  }
+  explicit RawClient(uint16_t port) { socket_.connect(loopback(port)); }
   void send(const std::vector<uint8_t>& bytes) { asio::write(socket_, asio::buffer(bytes)); }
   // Reads until the collector closes the connection (EOF or reset); false when it is still open
   // after `timeout`. `received` counts the bytes that came first.
@@ -202,7 +173,7 @@ class TestCollector : public QObject {
 
   void everyKindArrivesInOrder() {
     LogLines log;
-    Store store;
+    MessageStore store;
     Collector collector(collector_options(log), {&store});
     collector.start();
     Publisher pub(publisher_options(collector.port(), 3));
@@ -282,7 +253,7 @@ class TestCollector : public QObject {
 
   void heartbeatsWhenIdle() {
     LogLines log;
-    Store store;
+    MessageStore store;
     Collector collector(collector_options(log), {&store});
     collector.start();
     auto opts = publisher_options(collector.port(), 1);
@@ -304,7 +275,7 @@ class TestCollector : public QObject {
 
   void wrongTokenIsRejected() {
     LogLines log;
-    Store store;
+    MessageStore store;
     Collector collector(collector_options(log), {&store});
     collector.start();
     auto bad_opts = publisher_options(collector.port(), 5, "a-wrong-token");
@@ -343,7 +314,7 @@ class TestCollector : public QObject {
 
   void wrongVersionIsClosed() {
     LogLines log;
-    Store store;
+    MessageStore store;
     Collector collector(collector_options(log), {&store});
     collector.start();
     {
@@ -365,7 +336,7 @@ class TestCollector : public QObject {
 
   void garbageIsClosedAndTheCollectorCarriesOn() {
     LogLines log;
-    Store store;
+    MessageStore store;
     Collector collector(collector_options(log), {&store});
     collector.start();
     {
@@ -429,7 +400,7 @@ class TestCollector : public QObject {
 
   void reconnectLosesAndRepeatsNothing() {
     LogLines log1, log2;
-    Store first, second;
+    MessageStore first, second;
     auto collector =
         std::make_unique<Collector>(collector_options(log1), std::vector<MessageConsumer*>{&first});
     collector->start();

@@ -15,23 +15,16 @@
 #include <thread>
 #include <vector>
 
-// Boost 1.74's awaitable.hpp uses std::exchange without including <utility> (GCC 12, C++20).
-#include <utility>
-
-#include <boost/asio.hpp>
-
 #include "net/collector.h"
 #include "net/protocol.h"
 #include "net/publisher.h"
 #include "tests/common/log_lines.h"
 #include "tests/common/wait.h"
+#include "tests/net/loopback.h"
 
 using namespace shardlab;
 using namespace shardlab::net;
-using shardlab::test::LogLines;
-using shardlab::test::wait_for;
-namespace asio = boost::asio;
-using tcp = asio::ip::tcp;
+using namespace shardlab::test;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
@@ -87,7 +80,7 @@ class Flood {
   void one(int i) {
     auto s = std::make_unique<tcp::socket>(io_);
     boost::system::error_code ec;
-    s->connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port_), ec);
+    s->connect(loopback(port_), ec);
     if (ec) return;
     // Half claim a frame as large as a HELLO could be before this fix (128 KiB), half one just
     // under today's handshake limit: both kinds keep their bytes waiting for the rest.
@@ -230,7 +223,7 @@ class TestCollectorLimits : public QObject {
     h.tp_i = tpIndex;
     asio::io_context io;
     tcp::socket s(io);
-    s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), collector.port()));
+    s.connect(loopback(collector.port()));
     asio::write(s, asio::buffer(encode(Message(h))));
     // Whatever comes back before the close: a CHALLENGE would mean the HELLO was taken.
     size_t received = 0;

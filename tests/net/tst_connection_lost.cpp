@@ -18,11 +18,6 @@
 #include <thread>
 #include <vector>
 
-// Boost 1.74's awaitable.hpp uses std::exchange without including <utility> (GCC 12, C++20).
-#include <utility>
-
-#include <boost/asio.hpp>
-
 #include "net/auth.h"
 #include "net/collector.h"
 #include "net/consumers.h"
@@ -32,28 +27,21 @@
 #include "net/recording.h"
 #include "net/run_model.h"
 #include "tests/common/log_lines.h"
+#include "tests/common/telemetry_events.h"
 #include "tests/common/wait.h"
+#include "tests/net/loopback.h"
 
 using namespace shardlab;
 using namespace shardlab::net;
-using shardlab::test::LogLines;
-using shardlab::test::wait_for;
-namespace asio = boost::asio;
-using tcp = asio::ip::tcp;
+using namespace shardlab::test;
 using namespace std::chrono_literals;
-namespace tl = shardlab::telemetry;
 
 namespace {
 
 const std::string kToken = "lost-token";
 
 Hello hello_of(int rank, int64_t pid = 4242) {
-  Hello h;
-  h.job_id = "lost-job";
-  h.rank = rank;
-  h.world = 4;
-  h.dp = 4;
-  h.dp_i = rank;
+  Hello h = grid_hello("lost-job", rank, 4, 1, 1, 4);
   h.host = "node-" + std::to_string(rank);
   h.pid = pid;
   return h;
@@ -83,14 +71,14 @@ tl::StepEvent step_of(int64_t n) {
 class RawWorker {
  public:
   RawWorker(uint16_t port, const Hello& hello) : rank_(hello.rank) {
-    socket_.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+    socket_.connect(loopback(port));
     WorkerHandshake handshake(kToken, hello);
     asio::write(socket_, asio::buffer(handshake.hello_frame()));
-    const Message challenge = read_message();
+    const Message challenge = decoded(read_frame(socket_));
     const auto* c = std::get_if<Challenge>(&challenge);
     if (!c) throw std::runtime_error("no CHALLENGE after the HELLO");
     asio::write(socket_, asio::buffer(handshake.answer(*c)));
-    if (!std::holds_alternative<AuthOk>(read_message()))
+    if (!std::holds_alternative<AuthOk>(decoded(read_frame(socket_))))
       throw std::runtime_error("no AUTH_OK after the AUTH");
     sealer_.emplace(handshake.session_key());
   }
@@ -115,17 +103,6 @@ class RawWorker {
     std::vector<uint8_t> bytes = encode(m);
     sealer_->seal(bytes, 0);
     asio::write(socket_, asio::buffer(bytes));
-  }
-  Message read_message() {
-    std::vector<uint8_t> bytes(kHeaderSize);
-    asio::read(socket_, asio::buffer(bytes));
-    FrameHeader header;
-    std::memcpy(&header, bytes.data(), sizeof header);
-    bytes.resize(kHeaderSize + header.length);
-    asio::read(socket_, asio::buffer(bytes.data() + kHeaderSize, header.length));
-    DecodeResult r = decode_frame(bytes);
-    if (r.status != DecodeResult::Status::ok) throw std::runtime_error("bad frame: " + r.error);
-    return std::move(r.message);
   }
 
   int rank_;

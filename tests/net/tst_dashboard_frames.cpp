@@ -27,6 +27,8 @@ namespace tl = shardlab::telemetry;
 using nlohmann::json;
 using test::apply_frame;
 using test::EventFeeder;
+using test::grid_hello;
+using test::make_step;
 
 namespace {
 
@@ -42,29 +44,10 @@ const std::vector<std::string> kSections = {"job",   "ranks", "diagnosis", "loss
                                             "evals", "heat",  "comm",      "timeline"};
 
 Hello hello(int rank, int world, int pp, int tp, int dp, const std::string& host = "") {
-  Hello h;
-  h.job_id = "job-frames";
-  h.rank = rank;
-  h.world = world;
-  h.pp = pp;
-  h.tp = tp;
-  h.dp = dp;
-  h.dp_i = rank % dp;
-  h.tp_i = (rank / dp) % tp;
-  h.pp_i = rank / (dp * tp);
+  Hello h = grid_hello("job-frames", rank, world, pp, tp, dp);
   h.host = host.empty() ? "node" + std::to_string(rank / 4) : host;
   h.pid = 100 + rank;
   return h;
-}
-
-tl::StepEvent step_of(int64_t n, double loss, double seconds) {
-  tl::StepEvent s;
-  s.step = n;
-  s.loss = loss;
-  s.lr = 0.01;
-  s.throughput = 100;
-  s.step_seconds = seconds;
-  return s;
 }
 
 tl::CollectiveEvent collective(const std::string& op, const std::string& group, double start,
@@ -185,7 +168,7 @@ struct Scenario {
       const double d = 0.05 + w;
       add(r, t + fwd + bwd + d,
           collective("all_reduce", "dp[0]", t + fwd + bwd, d, w, slow < 0 ? r : slow));
-      add(r, t + 0.9, step_of(n, 5.0 / static_cast<double>(n + r), 0.9));
+      add(r, t + 0.9, make_step(n, 5.0 / static_cast<double>(n + r), 0.9));
     }
   }
   int64_t heat_last() const {
@@ -233,6 +216,28 @@ bool valid_utf8(const std::string& s) {
 FrameInput input(const RunModel& m, const DashboardInfo& info, double now,
                  const ReplayPosition* replay = nullptr) {
   return FrameInput{m, info, now, replay};
+}
+
+// The heat map's tests' start: a data-parallel run of 4 ranks after step 1 (rank `slow` the last
+// in its all-reduce), one builder (the timeline in every delta) at kT0 + 100, and a viewer that
+// took the first frame in full.
+struct HeatRun {
+  explicit HeatRun(int slow = -1) {
+    sc.hellos(4, 1, 1, 4);
+    sc.step(1, slow);
+    v.take_full(b.build(input(sc.model, info, now), true));
+  }
+  Scenario sc;
+  DashboardInfo info;
+  FrameBuilder b{kEveryTick};
+  double now = kT0 + 100;
+  Viewer v;
+};
+
+// Where a viewer's merged `state` differs from a full frame of `m` at `now` ("" when nowhere).
+std::string diff_from_full(const json& state, const RunModel& m, const DashboardInfo& info,
+                           double now) {
+  return compare_state(state, json::parse(full_state(input(m, info, now))));
 }
 
 }  // namespace
@@ -463,7 +468,7 @@ class TestDashboardFrames : public QObject {
     const size_t before = v.state["loss"]["points"].size();
     QCOMPARE(before, size_t{3});
 
-    sc.add(0, kT0 + 3.95, step_of(4, 0.125, 0.9));
+    sc.add(0, kT0 + 3.95, make_step(4, 0.125, 0.9));
     FrameBuilder::Frame f = b.build(input(sc.model, info, now), false);
     QVERIFY(f.delta);
     json d = parse(f.delta);
@@ -482,7 +487,7 @@ class TestDashboardFrames : public QObject {
     QCOMPARE(apply_frame(v.state, d), std::string());
 
     // Another rank's STEP: its row only, no loss (the chart is rank 0's).
-    sc.add(5, kT0 + 3.96, step_of(4, 0.25, 0.9));
+    sc.add(5, kT0 + 3.96, make_step(4, 0.25, 0.9));
     f = b.build(input(sc.model, info, now), false);
     d = parse(f.delta);
     QCOMPARE(d["frame"], json(3));
@@ -512,22 +517,15 @@ class TestDashboardFrames : public QObject {
     QCOMPARE(d["evals"]["points"].size(), size_t{1});
     QCOMPARE(apply_frame(v.state, d), std::string());
 
-    const json full = json::parse(full_state(input(sc.model, info, now)));
-    const std::string diff = compare_state(v.state, full);
+    const std::string diff = diff_from_full(v.state, sc.model, info, now);
     QVERIFY2(diff.empty(), diff.c_str());
   }
 
   // The heat map: a step's collectives make a new column; a column still filling (some ranks
   // reported) is sent again as it fills; past 64 steps the window slides and old columns drop.
   void heatColumns() {
-    Scenario sc;
-    sc.hellos(4, 1, 1, 4);
-    DashboardInfo info;
-    FrameBuilder b(kEveryTick);
-    const double now = kT0 + 100;
-    Viewer v;
-    sc.step(1, 2);
-    v.take_full(b.build(input(sc.model, info, now), true));
+    HeatRun run(2);
+    auto& [sc, info, b, now, v] = run;
     QCOMPARE(v.state["heat"]["cols"].size(), size_t{1});
 
     // Step 2's collectives, rank by rank: column 2 appears, then fills.
@@ -551,7 +549,7 @@ class TestDashboardFrames : public QObject {
       }
       v.take(f);
     }
-    for (int r = 0; r < 4; ++r) sc.add(r, kT0 + 2.9, step_of(2, 1, 0.9));
+    for (int r = 0; r < 4; ++r) sc.add(r, kT0 + 2.9, make_step(2, 1, 0.9));
     v.take(b.build(input(sc.model, info, now), false));
 
     // 70 more steps: one new column each; the window keeps the newest 64.
@@ -579,8 +577,7 @@ class TestDashboardFrames : public QObject {
         QVERIFY(near(col[3][r].get<double>(), want.compute, 1e-3));
       }
     }
-    const json full = json::parse(full_state(input(sc.model, info, now)));
-    const std::string diff = compare_state(v.state, full);
+    const std::string diff = diff_from_full(v.state, sc.model, info, now);
     QVERIFY2(diff.empty(), diff.c_str());
   }
 
@@ -588,24 +585,18 @@ class TestDashboardFrames : public QObject {
   // (steps faster than a frame): the column must still show that rank's seconds (in a straggler's
   // step it is the rank that matters).
   void heatColumnCompletedBetweenBuilds() {
-    Scenario sc;
-    sc.hellos(4, 1, 1, 4);
-    DashboardInfo info;
-    FrameBuilder b(kEveryTick);
-    const double now = kT0 + 100;
-    Viewer v;
-    sc.step(1);
-    v.take_full(b.build(input(sc.model, info, now), true));
+    HeatRun run;
+    auto& [sc, info, b, now, v] = run;
     const double t = kT0 + 2;
     // Ranks 0..2: step 2's all-reduce (waiting for rank 3) and STEP 2; a frame.
     for (int r = 0; r < 3; ++r) {
       sc.add(r, t + 0.5, collective("all_reduce", "dp[0]", t + 0.1, 0.4, 0.35, 3));
-      sc.add(r, t + 0.6, step_of(2, 1, 0.6));
+      sc.add(r, t + 0.6, make_step(2, 1, 0.6));
     }
     v.take(b.build(input(sc.model, info, now), false));
     // Rank 3, late: its all-reduce and its STEP 2 before the next frame.
     sc.add(3, t + 0.5, collective("all_reduce", "dp[0]", t + 0.45, 0.05, 0.0, 3));
-    sc.add(3, t + 0.6, step_of(2, 1, 0.6));
+    sc.add(3, t + 0.6, make_step(2, 1, 0.6));
     const FrameBuilder::Frame f = b.build(input(sc.model, info, now), false);
     v.take(f);
     QVERIFY2(v.error.empty(), v.error.c_str());
@@ -617,8 +608,7 @@ class TestDashboardFrames : public QObject {
         qPrintable(QString("rank 3's comm seconds in step 2: %1 (the frame's heat: %2)")
                        .arg(cols[1][1][3].get<double>())
                        .arg(QString::fromStdString(parse(f.delta).value("heat", json()).dump()))));
-    const std::string diff =
-        compare_state(v.state, json::parse(full_state(input(sc.model, info, now))));
+    const std::string diff = diff_from_full(v.state, sc.model, info, now);
     QVERIFY2(diff.empty(), diff.c_str());
   }
 
@@ -636,7 +626,7 @@ class TestDashboardFrames : public QObject {
       h.job_id = nasty;
       m.add(Message(h));
     }
-    feed.add(0, kT0, step_of(1, 1, 1));
+    feed.add(0, kT0, make_step(1, 1, 1));
     feed.add(0, kT0 + 0.1, collective(nasty, "dp[0]" + nasty, kT0, 0.05, 0, 0));
     feed.add(1, kT0 + 0.2, tl::JobStateEvent{tl::JobState::failed, nasty + "reason"});
     DashboardInfo info;
@@ -722,14 +712,14 @@ class TestDashboardFrames : public QObject {
     m.add(Message(hello(1, 2, 1, 1, 2)));
     DashboardInfo info;
     FrameBuilder b;  // default: kTimelineSeconds
-    feed.add(0, kT0 + 0.5, step_of(1, 1.0, 0.5));
+    feed.add(0, kT0 + 0.5, make_step(1, 1.0, 0.5));
     b.build(input(m, info, kT0 + 1), false);
     tl::PhaseEvent forward;
     forward.phase = tl::Phase::forward;
     forward.start = kT0 + 0.6;
     forward.end = kT0 + 0.9;
     feed.add(0, kT0 + 1.0, forward);
-    feed.add(0, kT0 + 1.0, step_of(2, 0.9, 0.5));
+    feed.add(0, kT0 + 1.0, make_step(2, 0.9, 0.5));
     const FrameBuilder::Frame f = b.build(input(m, info, kT0 + 1.1), true);
     QVERIFY(f.delta && f.full);
     const json d = json::parse(*f.delta);
@@ -746,11 +736,11 @@ class TestDashboardFrames : public QObject {
     RunModel m;
     EventFeeder feed(m);
     m.add(Message(hello(0, 1, 1, 1, 1)));
-    for (int64_t n = 1; n <= 10; ++n) feed.add(0, kT0 + 0.01 * n, step_of(n, 1.0 / n, 0.01));
+    for (int64_t n = 1; n <= 10; ++n) feed.add(0, kT0 + 0.01 * n, make_step(n, 1.0 / n, 0.01));
     DashboardInfo info;
     FrameBuilder b(kEveryTick);
     b.build(input(m, info, kT0 + 1), false);
-    for (int64_t n = 11; n <= kSteps; ++n) feed.add(0, kT0 + 0.01 * n, step_of(n, 1.0 / n, 0.01));
+    for (int64_t n = 11; n <= kSteps; ++n) feed.add(0, kT0 + 0.01 * n, make_step(n, 1.0 / n, 0.01));
     const FrameBuilder::Frame f = b.build(input(m, info, kT0 + 200), true);
     for (const auto& text : {f.full, f.delta}) {
       QVERIFY(text);
@@ -778,7 +768,7 @@ class TestDashboardFrames : public QObject {
         feed.add(r, kT0 + n - 0.5,
                  collective("all_reduce", "dp[" + std::to_string(r / 64) + "]", kT0 + n - 0.6, 0.1,
                             0.05, (r / 64) * 64));
-        feed.add(r, kT0 + n, step_of(n, 1.0 / (n + r), 0.5));
+        feed.add(r, kT0 + n, make_step(n, 1.0 / (n + r), 0.5));
       }
     DashboardInfo info;
     FrameBuilder b(kEveryTick);
@@ -803,14 +793,13 @@ class TestDashboardFrames : public QObject {
     // Every row changes: the delta carries all 1,024, and merges to the full state.
     Viewer v;
     v.take_full(f);
-    for (int r = 0; r < kWorld; ++r) feed.add(r, kT0 + 4, step_of(4, 0.5, 0.5));
+    for (int r = 0; r < kWorld; ++r) feed.add(r, kT0 + 4, make_step(4, 0.5, 0.5));
     const FrameBuilder::Frame g = b.build(input(m, info, kT0 + 4), false);
     const json d = parse(g.delta);
     QCOMPARE(d["ranks"].size(), size_t{kWorld});
     v.take(g);
     QVERIFY2(v.error.empty(), v.error.c_str());
-    const std::string diff =
-        compare_state(v.state, json::parse(full_state(input(m, info, kT0 + 4))));
+    const std::string diff = diff_from_full(v.state, m, info, kT0 + 4);
     QVERIFY2(diff.empty(), diff.c_str());
   }
 
@@ -842,7 +831,7 @@ class TestDashboardFrames : public QObject {
         }
         const double k = u(rng);
         if (k < 0.35) {
-          feed.add(r, t, step_of(++steps[r], 3.0 * u(rng), 0.1 + u(rng)));
+          feed.add(r, t, make_step(++steps[r], 3.0 * u(rng), 0.1 + u(rng)));
         } else if (k < 0.55) {
           const std::string g = u(rng) < 0.5 ? "dp[0]" : "tp[" + std::to_string(r % 2) + "]";
           feed.add(r, t,

@@ -19,11 +19,6 @@
 #include <thread>
 #include <vector>
 
-// Boost 1.74's awaitable.hpp uses std::exchange without including <utility> (GCC 12, C++20).
-#include <utility>
-
-#include <boost/asio.hpp>
-
 #include "engine/core/error.h"
 #include "net/auth.h"
 #include "net/collector.h"
@@ -31,16 +26,14 @@
 #include "net/protocol.h"
 #include "net/publisher.h"
 #include "tests/common/log_lines.h"
+#include "tests/common/telemetry_events.h"
 #include "tests/common/wait.h"
+#include "tests/net/loopback.h"
 
 using namespace shardlab;
 using namespace shardlab::net;
-using shardlab::test::LogLines;
-using shardlab::test::wait_for;
-namespace asio = boost::asio;
-using tcp = asio::ip::tcp;
+using namespace shardlab::test;
 using namespace std::chrono_literals;
-namespace tl = shardlab::telemetry;
 
 namespace {
 
@@ -62,21 +55,6 @@ std::string hex(std::span<const uint8_t> b) {
   return out;
 }
 
-class Store : public MessageConsumer {
- public:
-  void on_message(const Message& message) override { messages.push_back(message); }
-  std::vector<Message> messages;
-};
-
-std::vector<tl::Event> events_in(Collector& c, Store& s) {
-  std::vector<tl::Event> out;
-  c.call([&] {
-    for (const auto& m : s.messages)
-      if (const auto* e = std::get_if<tl::Event>(&m)) out.push_back(*e);
-  });
-  return out;
-}
-
 CollectorOptions collector_options(LogLines& log) {
   CollectorOptions o;
   o.token = kToken;
@@ -88,11 +66,7 @@ PublisherOptions publisher_options(uint16_t port, int rank) {
   PublisherOptions o;
   o.port = port;
   o.token = kToken;
-  o.hello.job_id = "hs-job";
-  o.hello.rank = rank;
-  o.hello.world = 4;
-  o.hello.dp = 4;
-  o.hello.dp_i = rank;
+  o.hello = grid_hello("hs-job", rank, 4, 1, 1, 4);
   o.heartbeat = 100000ms;  // no heartbeats in the way of the counts
   o.backoff_min = 20ms;
   o.backoff_max = 200ms;
@@ -110,24 +84,6 @@ tl::Event step_event(int64_t step, double loss) {
   return e;
 }
 
-// Reads one whole frame (blocking; the sockets are closed by the test to end it). Throws on EOF.
-Bytes read_frame(tcp::socket& s) {
-  Bytes frame(kHeaderSize);
-  asio::read(s, asio::buffer(frame));
-  uint32_t length = 0;
-  std::memcpy(&length, frame.data() + 8, 4);
-  if (length > (1u << 20)) throw std::runtime_error("frame too large");
-  frame.resize(kHeaderSize + length);
-  asio::read(s, asio::buffer(frame.data() + kHeaderSize, length));
-  return frame;
-}
-
-Message decoded(const Bytes& frame) {
-  DecodeResult r = decode_frame(frame);
-  if (r.status != DecodeResult::Status::ok) throw std::runtime_error("bad frame: " + r.error);
-  return std::move(r.message);
-}
-
 uint16_t type_of(const Bytes& frame) {
   return static_cast<uint16_t>(frame[6] | (frame[7] << 8));
 }
@@ -137,8 +93,7 @@ uint16_t type_of(const Bytes& frame) {
 class Server {
  public:
   explicit Server(std::function<void(tcp::socket&)> serve)
-      : serve_(std::move(serve)),
-        acceptor_(io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
+      : serve_(std::move(serve)), acceptor_(io_, loopback(0)) {
     port_ = acceptor_.local_endpoint().port();
     thread_ = std::thread([this] {
       for (;;) {
@@ -166,7 +121,7 @@ class Server {
       // Wake a blocked accept() by connecting once.
       asio::io_context io;
       tcp::socket s(io);
-      s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port_), ignored);
+      s.connect(loopback(port_), ignored);
     }
     thread_.join();
     std::lock_guard g(m_);
@@ -198,7 +153,7 @@ using Edit = std::function<std::vector<Bytes>(int connection, int index, Bytes f
 void relay(tcp::socket& worker, uint16_t upstream, int connection, const Edit& edit) {
   asio::io_context io;
   tcp::socket collector(io);
-  collector.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), upstream));
+  collector.connect(loopback(upstream));
   std::thread back([&] {
     std::array<uint8_t, 4096> buf{};
     boost::system::error_code ec;
@@ -362,18 +317,13 @@ class TestHandshake : public QObject {
     // A live collector and a hand-made worker offering 3 to 9: the collector chooses 3, and the
     // handshake completes on it.
     LogLines log;
-    Store store;
+    MessageStore store;
     Collector collector(collector_options(log), {&store});
     collector.start();
     asio::io_context io;
     tcp::socket s(io);
-    s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), collector.port()));
-    Hello mine;
-    mine.job_id = "neg";
-    mine.rank = 1;
-    mine.world = 2;
-    mine.dp = 2;
-    mine.dp_i = 1;
+    s.connect(loopback(collector.port()));
+    Hello mine = grid_hello("neg", 1, 2, 1, 1, 2);
     mine.min_version = 3;
     mine.version = 9;
     mine.nonce = random_nonce();
@@ -409,11 +359,8 @@ class TestHandshake : public QObject {
     collector.start();
     asio::io_context io;
     tcp::socket s(io);
-    s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), collector.port()));
-    Hello h;
-    h.job_id = "reflect";
-    h.rank = 0;
-    h.world = 1;
+    s.connect(loopback(collector.port()));
+    Hello h = grid_hello("reflect", 0, 1, 1, 1, 1);
     h.nonce = random_nonce();
     asio::write(s, asio::buffer(encode(Message(h))));
     const auto c = std::get<Challenge>(decoded(read_frame(s)));
@@ -461,7 +408,7 @@ class TestHandshake : public QObject {
   // of the collector's nonce alone, was valid for any HELLO, and the forged rank got in).
   void relayedAnswerCannotForgeARank() {
     LogLines log;
-    Store store;
+    MessageStore store;
     Collector collector(collector_options(log), {&store});
     collector.start();
     std::atomic<int> connection{0};
@@ -500,7 +447,7 @@ class TestHandshake : public QObject {
     QFETCH(QString, attack);
     constexpr double kTampered = 1e9;
     LogLines log;
-    Store store;
+    MessageStore store;
     Collector collector(collector_options(log), {&store});
     collector.start();
     std::atomic<int> connection{0}, altered{0};

@@ -10,6 +10,7 @@
 #include "net/host_watch.h"
 #include "net/run_model.h"
 #include "net/transfer_watch.h"
+#include "tests/common/telemetry_events.h"
 
 using namespace shardlab;
 using namespace shardlab::net;
@@ -38,12 +39,7 @@ telemetry::Event collective(int rank, double time, double duration, double wait,
 
 // Rank `rank` of a pure data-parallel world of 4 on `host`.
 Hello hello(int rank, const std::string& host) {
-  Hello h;
-  h.job_id = "job";
-  h.rank = rank;
-  h.world = 4;
-  h.dp = 4;
-  h.dp_i = rank;
+  Hello h = test::grid_hello("job", rank, 4, 1, 1, 4);
   h.host = host;
   h.pid = 100 + rank;
   return h;

@@ -24,6 +24,8 @@ using namespace shardlab;
 using namespace shardlab::net;
 namespace tl = shardlab::telemetry;
 using test::EventFeeder;
+using test::grid_hello;
+using test::make_step;
 
 namespace {
 
@@ -272,30 +274,10 @@ std::string all_errors(const Exposition& x) {
 // ---- Runs built by hand ----
 
 Hello hello(int rank, int world, int pp, int tp, int dp, const std::string& job = "job-m") {
-  Hello h;
-  h.job_id = job;
-  h.rank = rank;
-  h.world = world;
-  h.pp = pp;
-  h.tp = tp;
-  h.dp = dp;
-  // rank = (pp_i * tp + tp_i) * dp + dp_i
-  h.dp_i = rank % dp;
-  h.tp_i = (rank / dp) % tp;
-  h.pp_i = rank / (dp * tp);
+  Hello h = grid_hello(job, rank, world, pp, tp, dp);
   h.host = "node" + std::to_string(rank / 4);
   h.pid = 1000 + rank;
   return h;
-}
-
-tl::StepEvent step_of(int64_t n, double loss, double seconds) {
-  tl::StepEvent s;
-  s.step = n;
-  s.loss = loss;
-  s.lr = 0.01;
-  s.throughput = 100;
-  s.step_seconds = seconds;
-  return s;
 }
 
 tl::CollectiveEvent collective(const std::string& op, const std::string& group, double start,
@@ -375,12 +357,12 @@ class TestMetrics : public QObject {
     std::map<int, tl::StepEvent> last_step;
     for (int n = 1; n <= 5; ++n)
       for (int r = 0; r < kWorld; ++r) {
-        const tl::StepEvent s = step_of(n, 4.0 / (n + r), 0.25 + 0.01 * r);
+        const tl::StepEvent s = make_step(n, 4.0 / (n + r), 0.25 + 0.01 * r);
         feed.add(r, kT0 + n, s);
         last_step[r] = s;
         ++events;
       }
-    feed.add(11, kT0 + 1, step_of(3, 1, 1));  // no HELLO: no coordinates, not exported
+    feed.add(11, kT0 + 1, make_step(3, 1, 1));  // no HELLO: no coordinates, not exported
     ++events;
     const std::string text = prometheus_metrics(MetricsInput{m, "", kT0 + 6, 42});
     const Exposition x = parse_exposition(text);
@@ -453,7 +435,7 @@ class TestMetrics : public QObject {
       RunModel m;
       EventFeeder feed(m);
       m.add(Message(hello(0, 1, 1, 1, 1, from_hello ? weird : "plain")));
-      feed.add(0, kT0, step_of(1, 1, 1));
+      feed.add(0, kT0, make_step(1, 1, 1));
       const std::string text =
           prometheus_metrics(MetricsInput{m, from_hello ? "" : weird, kT0 + 1, 0});
       // No raw newline inside a line: every line parses as a whole.
@@ -530,7 +512,7 @@ class TestMetrics : public QObject {
         feed.add(r, t + 0.5 + d, collective("all_reduce", "dp[0]", t + 0.5, d, w, kSlow));
         feed.add(r, t + 0.55 + d,
                  tl::PhaseEvent{0, -1, tl::Phase::optimizer, t + 0.5 + d, t + 0.55 + d});
-        feed.add(r, t + 1.0, step_of(n, 1.0 / n, 1.0));
+        feed.add(r, t + 1.0, make_step(n, 1.0 / n, 1.0));
         last_time = t + 1.0;
       }
     // The scenario does what it is meant to.
@@ -556,7 +538,7 @@ class TestMetrics : public QObject {
       for (int r = 0; r < kWorld; ++r) {
         const double t = kT0 + 10.0 * n;
         efeed.add(r, t + 0.1, collective("all_reduce", "dp[0]", t, 0.1, 0.0, (n + r) % kWorld));
-        efeed.add(r, t + 1.0, step_of(n, 1.0 / n, 1.0));
+        efeed.add(r, t + 1.0, make_step(n, 1.0 / n, 1.0));
       }
     const Exposition y =
         parse_exposition(prometheus_metrics(MetricsInput{even, "", kT0 + 10.0 * kSteps + 1, 0}));
@@ -573,10 +555,10 @@ class TestMetrics : public QObject {
     constexpr int kWorld = 5;
     for (int r = 0; r < kWorld; ++r) m.add(Message(hello(r, kWorld, 1, 1, kWorld)));
     const double now = kT0 + 100;
-    feed.add(0, now - 1, step_of(7, 1, 1));                                  // running
-    feed.add(1, now - 1, step_of(7, 1, 1));                                  // failed
+    feed.add(0, now - 1, make_step(7, 1, 1));                                // running
+    feed.add(1, now - 1, make_step(7, 1, 1));                                // failed
     feed.add(1, now - 0.5, tl::JobStateEvent{tl::JobState::failed, "oom"});  //
-    feed.add(2, now - 10, step_of(7, 1, 1));                                 // silent: 10 s
+    feed.add(2, now - 10, make_step(7, 1, 1));                               // silent: 10 s
     feed.add(3, now - 1, tl::JobStateEvent{tl::JobState::finished, ""});     // finished
     // rank 4: HELLO only
     const Exposition x = parse_exposition(prometheus_metrics(MetricsInput{m, "", now, 0}));
@@ -629,8 +611,8 @@ class TestMetrics : public QObject {
     RunModel m;
     EventFeeder feed(m);
     for (int r = 0; r < 2; ++r) m.add(Message(hello(r, 2, 1, 1, 2)));
-    feed.add(0, kT0, step_of(1, std::nan(""), 1));
-    feed.add(1, kT0, step_of(1, INFINITY, 1));
+    feed.add(0, kT0, make_step(1, std::nan(""), 1));
+    feed.add(1, kT0, make_step(1, INFINITY, 1));
     const std::string text = prometheus_metrics(MetricsInput{m, "", kT0 + 1, 0});
     const Exposition x = parse_exposition(text);
     QVERIFY2(x.errors.empty(), (all_errors(x) + text).c_str());

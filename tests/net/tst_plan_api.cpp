@@ -22,10 +22,7 @@
 using namespace shardlab;
 using namespace shardlab::net;
 using nlohmann::json;
-using shardlab::test::describe;
-using shardlab::test::get;
-using shardlab::test::Reply;
-using shardlab::test::WebHost;
+using namespace shardlab::test;
 
 namespace {
 
@@ -57,12 +54,6 @@ json plan_command(const Fields& fields, QString& why) {
   if (o.exit_code != 0) return nullptr;
   json j = json::parse(o.out.toStdString(), nullptr, false);
   return j.is_discarded() ? json(nullptr) : j;
-}
-
-WebContent live(const RunModel& model) {
-  WebContent c;
-  c.live = &model;
-  return c;
 }
 
 // A server on loopback; with `token`, the token required.

@@ -17,6 +17,7 @@
 #include "engine/core/error.h"
 #include "net/recording.h"
 #include "tests/common/files.h"
+#include "tests/common/telemetry_events.h"
 
 using namespace shardlab;
 using namespace shardlab::net;
@@ -30,14 +31,7 @@ namespace {
 std::vector<Message> make_messages(int n) {
   std::vector<Message> out;
   for (int r = 0; r < 4 && static_cast<int>(out.size()) < n; ++r) {
-    Hello h;
-    h.job_id = "job-rec";
-    h.rank = r;
-    h.world = 4;
-    h.pp = 2;
-    h.dp = 2;
-    h.pp_i = r / 2;
-    h.dp_i = r % 2;
+    Hello h = test::grid_hello("job-rec", r, 4, 2, 1, 2);
     h.host = "host" + std::to_string(r);
     h.pid = 1000 + r;
     out.emplace_back(h);
@@ -221,12 +215,7 @@ class TestRecording : public QObject {
       const auto length = static_cast<uint32_t>(f.size() - 12);
       std::memcpy(f.data() + 8, &length, 4);
     };
-    Hello h;
-    h.job_id = "old-job";
-    h.rank = 1;
-    h.world = 2;
-    h.dp = 2;
-    h.dp_i = 1;
+    Hello h = test::grid_hello("old-job", 1, 2, 1, 1, 2);
     h.version = 2;
     auto hello = encode(Message(h));
     cut(hello, 2 + 32);  // the lowest version and the nonce came with version 3

@@ -13,6 +13,7 @@
 
 #include "net/exporters.h"
 #include "net/run_model.h"
+#include "tests/common/telemetry_events.h"
 
 using namespace shardlab;
 using namespace shardlab::net;
@@ -23,15 +24,9 @@ namespace {
 
 constexpr double kT0 = 1.7e9;
 
+// Rank `rank` of 4 in 2 pipeline stages of 2 tensor-parallel ranks.
 Hello hello(int rank) {
-  Hello h;
-  h.job_id = "job";
-  h.rank = rank;
-  h.world = 4;
-  h.pp = 2;
-  h.tp = 2;
-  h.pp_i = rank / 2;
-  h.tp_i = rank % 2;
+  Hello h = test::grid_hello("job", rank, 4, 2, 2, 1);
   h.host = "node";
   h.pid = 100 + rank;
   return h;
@@ -56,6 +51,17 @@ tl::StepEvent step(int64_t n, double loss, double seconds) {
   s.throughput = 1000;
   s.step_seconds = seconds;
   return s;
+}
+
+// A CSV line's cells, a trailing empty one included (a rank without a HELLO has no host, the
+// last column).
+std::vector<std::string> csv_cells(const std::string& line) {
+  std::vector<std::string> cells;
+  std::stringstream ss(line);
+  std::string cell;
+  while (std::getline(ss, cell, ',')) cells.push_back(cell);
+  if (line.ends_with(',')) cells.push_back("");  // getline does not read it as a cell
+  return cells;
 }
 
 // 4 ranks, `steps` steps each of 0.1 s; `slow_rank`'s last step takes `slow_factor` times longer.
@@ -572,12 +578,7 @@ class TestRunModel : public QObject {
                                "compute_s,wait_s,transfer_s,host"));
     std::vector<std::vector<std::string>> rows;
     while (std::getline(in, line)) {
-      std::vector<std::string> cells;
-      std::stringstream ss(line);
-      std::string cell;
-      while (std::getline(ss, cell, ',')) cells.push_back(cell);
-      // A trailing empty field (a rank without a HELLO has no host) is not read as a cell.
-      if (line.ends_with(',')) cells.push_back("");
+      const std::vector<std::string> cells = csv_cells(line);
       QCOMPARE(cells.size(), size_t{12});
       rows.push_back(cells);
     }
@@ -670,11 +671,7 @@ class TestRunModel : public QObject {
     QVERIFY(line.ends_with(",time,compute_s,wait_s,transfer_s,host"));
     int rows = 0;
     while (std::getline(in, line)) {
-      std::vector<std::string> cells;
-      std::stringstream ss(line);
-      std::string cell;
-      while (std::getline(ss, cell, ',')) cells.push_back(cell);
-      if (line.ends_with(',')) cells.push_back("");
+      const std::vector<std::string> cells = csv_cells(line);
       QCOMPARE(cells.size(), size_t{12});
       const Sums& w = want.at({std::stoi(cells[0]), std::stoll(cells[1])});
       QVERIFY2(std::abs(std::stod(cells[8]) - w.compute) < 1e-6, line.c_str());

@@ -16,9 +16,11 @@
 #include "net/protocol.h"
 #include "net/publisher.h"
 #include "net/recording.h"
+#include "tests/net/loopback.h"
 
 using namespace shardlab;
 using namespace shardlab::net;
+using shardlab::test::SequenceChecker;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
@@ -38,23 +40,6 @@ class RecordingConsumer : public MessageConsumer {
 
  private:
   RecordingWriter& writer_;
-};
-
-// Checks each rank's sequence numbers as they arrive (on the collector thread).
-class SequenceChecker : public MessageConsumer {
- public:
-  void on_message(const Message& message) override {
-    if (const auto* e = std::get_if<telemetry::Event>(&message)) {
-      uint64_t& next = next_[e->rank];
-      if (e->seq != next) ++errors;
-      next = e->seq + 1;
-      ++events;
-    }
-  }
-  uint64_t events = 0, errors = 0;
-
- private:
-  std::map<int32_t, uint64_t> next_;
 };
 
 }  // namespace

@@ -31,18 +31,7 @@ using namespace shardlab::net;
 namespace tl = shardlab::telemetry;
 using boost::system::error_code;
 using nlohmann::json;
-using shardlab::test::Clock;
-using shardlab::test::describe;
-using shardlab::test::get;
-using shardlab::test::HttpConn;
-using shardlab::test::LogLines;
-using shardlab::test::make_event;
-using shardlab::test::Reply;
-using shardlab::test::request;
-using shardlab::test::seconds_since;
-using shardlab::test::wait_for;
-using shardlab::test::WebHost;
-using shardlab::test::WsClient;
+using namespace shardlab::test;
 using namespace std::chrono_literals;
 
 namespace {
@@ -61,12 +50,7 @@ std::string lower(std::string s) {
 void feed_small_run(RunModel& m) {
   const double t = tl::now_seconds();
   for (int r = 0; r < 4; ++r) {
-    Hello h;
-    h.job_id = "web-test";
-    h.rank = r;
-    h.world = 4;
-    h.dp = 4;
-    h.dp_i = r;
+    Hello h = grid_hello("web-test", r, 4, 1, 1, 4);
     h.host = "node";
     m.add(Message(h));
     tl::StepEvent s;
@@ -107,9 +91,7 @@ class TestWebRoutes : public QObject {
   void routes() {
     RunModel model;
     feed_small_run(model);
-    WebContent content;
-    content.live = &model;
-    WebHost host(WebOptions{}, content);
+    WebHost host(WebOptions{}, live(model));
     const uint16_t port = host.port();
     QVERIFY(port != 0);
     QCOMPARE(host.web().url(), "http://127.0.0.1:" + std::to_string(port) + "/");
@@ -191,13 +173,11 @@ class TestWebRoutes : public QObject {
   void badRequests() {
     RunModel model;
     feed_small_run(model);
-    WebContent content;
-    content.live = &model;
     WebOptions o;
     o.request_timeout = 500ms;
     LogLines log;
     o.log = log.sink();
-    WebHost host(o, content);
+    WebHost host(o, live(model));
     const uint16_t port = host.port();
 
     {
@@ -268,12 +248,10 @@ class TestWebRoutes : public QObject {
   void refusedRequestsAreReadNotReset() {
     RunModel model;
     feed_small_run(model);
-    WebContent content;
-    content.live = &model;
     WebOptions o;
     LogLines log;
     o.log = log.sink();
-    WebHost host(o, content);
+    WebHost host(o, live(model));
     const uint16_t port = host.port();
     constexpr size_t kSent = size_t{1} << 20;
     const auto small_send_buffer = [](HttpConn& c) {
@@ -338,14 +316,12 @@ class TestWebRoutes : public QObject {
   void tokenRequired() {
     RunModel model;
     feed_small_run(model);
-    WebContent content;
-    content.live = &model;
     WebOptions o;
     // '+', '/', '%', '&', '=' and a space: the form must encode them all.
     const std::string token = "tok+en/with space&and=eq%2B;";
     o.token = token;
     o.require_token = true;
-    WebHost host(o, content);
+    WebHost host(o, live(model));
     const uint16_t port = host.port();
     const std::pair<http::field, std::string> bearer{http::field::authorization, "Bearer " + token};
     const std::pair<http::field, std::string> wrong{http::field::authorization,
@@ -470,9 +446,7 @@ class TestWebRoutes : public QObject {
   // Without the token, the login page has nothing to do: it sends the browser to the dashboard.
   void loginWithoutToken() {
     RunModel model;
-    WebContent content;
-    content.live = &model;
-    WebHost host(WebOptions{}, content);
+    WebHost host(WebOptions{}, live(model));
     for (const http::verb v : {http::verb::get, http::verb::post}) {
       const Reply r = request(host.port(), v, "/login", {}, "token=x");
       QVERIFY2(r.status() == 303, qPrintable(describe(r)));
@@ -489,13 +463,11 @@ class TestWebRoutes : public QObject {
   void idleClientsCannotKeepOthersOut() {
     RunModel model;
     feed_small_run(model);
-    WebContent content;
-    content.live = &model;
     WebOptions o;
     o.max_connections = 16;
     o.max_pending = 3;
     o.pending_grace = std::chrono::milliseconds(0);
-    WebHost host(o, content);
+    WebHost host(o, live(model));
     const uint16_t port = host.port();
     WsClient viewer(port);
     QCOMPARE(viewer.connect(), error_code());
@@ -517,13 +489,11 @@ class TestWebRoutes : public QObject {
   void connectionCap() {
     RunModel model;
     feed_small_run(model);
-    WebContent content;
-    content.live = &model;
     WebOptions o;
     o.max_connections = 4;
     LogLines log;
     o.log = log.sink();
-    WebHost host(o, content);
+    WebHost host(o, live(model));
     const uint16_t port = host.port();
     std::vector<std::unique_ptr<HttpConn>> idle;
     for (int i = 0; i < 4; ++i) {

@@ -40,30 +40,18 @@
 #include "tests/common/telemetry_events.h"
 #include "tests/common/wait.h"
 #include "tests/net/frame_merge.h"
+#include "tests/net/loopback.h"
 #include "tests/net/web_client.h"
 #include "tests/net/web_host.h"
 
 using namespace shardlab;
 using namespace shardlab::net;
 namespace tl = shardlab::telemetry;
-namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace websocket = beast::websocket;
 using boost::system::error_code;
 using nlohmann::json;
-using shardlab::test::apply_frame;
-using shardlab::test::Clock;
-using shardlab::test::get;
-using shardlab::test::LogLines;
-using shardlab::test::loopback;
-using shardlab::test::make_event;
-using shardlab::test::ms;
-using shardlab::test::Reply;
-using shardlab::test::seconds_since;
-using shardlab::test::unchanged_in_delta;
-using shardlab::test::wait_for;
-using shardlab::test::WebHost;
-using shardlab::test::WsClient;
+using namespace shardlab::test;
 using namespace std::chrono_literals;
 
 namespace {
@@ -181,34 +169,8 @@ struct AsyncViewer : std::enable_shared_from_this<AsyncViewer> {
   }
 };
 
-// Checks each rank's sequence numbers as they arrive (on the collector thread).
-class SequenceChecker : public MessageConsumer {
- public:
-  void on_message(const Message& message) override {
-    if (const auto* e = std::get_if<tl::Event>(&message)) {
-      uint64_t& next = next_[e->rank];
-      if (e->seq != next) ++errors;
-      next = e->seq + 1;
-      ++events;
-    }
-  }
-  uint64_t events = 0, errors = 0;
-
- private:
-  std::map<int32_t, uint64_t> next_;
-};
-
 Hello hello_of(int rank, int world, int pp, int tp, int dp, const std::string& job = "web-job") {
-  Hello h;
-  h.job_id = job;
-  h.rank = rank;
-  h.world = world;
-  h.pp = pp;
-  h.tp = tp;
-  h.dp = dp;
-  h.dp_i = rank % dp;
-  h.tp_i = (rank / dp) % tp;
-  h.pp_i = rank / (dp * tp);
+  Hello h = grid_hello(job, rank, world, pp, tp, dp);
   h.host = "node" + std::to_string(rank / 8);
   h.pid = 4000 + rank;
   return h;
@@ -233,8 +195,7 @@ class TestWebViewers : public QObject {
   // /api/run's document.
   void liveFrames() {
     RunModel model;
-    WebContent content;
-    content.live = &model;
+    WebContent content = live(model);
     content.info.job_name = "live-8";
     WebHost host(WebOptions{}, content);
     const uint16_t port = host.port();
@@ -555,13 +516,11 @@ class TestWebViewers : public QObject {
   void stalledViewerIsDropped() {
     constexpr int kWorld = 1024;
     RunModel model;
-    WebContent content;
-    content.live = &model;
     WebOptions o;
     o.viewer_stall = 1s;
     LogLines log;
     o.log = log.sink();
-    WebHost host(o, content);
+    WebHost host(o, live(model));
     const uint16_t port = host.port();
     QVERIFY(host.call([&] {
       for (int r = 0; r < kWorld; ++r) model.add(Message(hello_of(r, kWorld, 4, 4, 64)));

@@ -29,6 +29,7 @@
 #include <boost/beast/websocket.hpp>
 
 #include "net/web/web_routes.h"
+#include "tests/net/loopback.h"
 
 namespace shardlab::test {
 
@@ -36,10 +37,6 @@ using Clock = std::chrono::steady_clock;
 using ms = std::chrono::milliseconds;
 
 inline constexpr auto kOpTimeout = std::chrono::seconds(5);  // any one client operation
-
-inline boost::asio::ip::tcp::endpoint loopback(uint16_t port) {
-  return {boost::asio::ip::make_address("127.0.0.1"), port};
-}
 
 // Seconds from `t` to now.
 inline double seconds_since(Clock::time_point t) {

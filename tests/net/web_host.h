@@ -1,7 +1,8 @@
 // The web server under test (net/web/web_server.h) on its own io_context and thread, for the
-// suites that talk to it over loopback (tst_web_routes, tst_web_viewers): WebHost starts it on
-// port 0, runs work on its thread (call() waits with a deadline, post() does not), and closes it
-// when it goes, stopping the thread's io_context outright when it does not end within 3 s.
+// suites that talk to it over loopback (tst_web_routes, tst_web_viewers, tst_plan_api): live()
+// is the content that serves a run model, WebHost starts the server on port 0, runs work on its
+// thread (call() waits with a deadline, post() does not), and closes it when it goes, stopping
+// the thread's io_context outright when it does not end within 3 s.
 #pragma once
 
 #include <QtGlobal>
@@ -22,6 +23,13 @@
 #include "net/web/web_server.h"
 
 namespace shardlab::test {
+
+// What a server serves of a live run: `model`, read on the server's thread.
+inline net::WebContent live(const net::RunModel& model) {
+  net::WebContent content;
+  content.live = &model;
+  return content;
+}
 
 class WebHost {
  public:
