@@ -20,6 +20,7 @@
 #include "engine/core/human_format.h"
 #include "engine/job/job_spec.h"
 #include "engine/plan/memory/planner.h"
+#include "gui/palette_color.h"
 #include "net/run_model.h"
 
 namespace shardlab::gui {
@@ -107,19 +108,7 @@ QString format_bytes(int64_t bytes) {
 }  // namespace
 
 QColor MemoryView::categoryColor(MemCategory c) {
-  switch (c) {
-    case MemCategory::params:
-      return QColor(0x1f, 0x77, 0xb4);
-    case MemCategory::grads:
-      return QColor(0xff, 0x7f, 0x0e);
-    case MemCategory::optimizer_state:
-      return QColor(0x2c, 0xa0, 0x2c);
-    case MemCategory::activations:
-      return QColor(0x94, 0x67, 0xbd);
-    case MemCategory::comm:
-      break;
-  }
-  return QColor(0x7f, 0x7f, 0x7f);
+  return paletteColor(c);
 }
 
 MemoryView::MemoryView(QWidget* parent) : QWidget(parent) {

@@ -97,7 +97,7 @@ class MemoryView : public QWidget {
   explicit MemoryView(QWidget* parent = nullptr);
 
   // The colour of each category, here and wherever the app draws memory by category (the Plan
-  // tab's stages, gui/plan_view.h).
+  // tab's stages, gui/plan_view.h): engine/telemetry/palette.h's, as on the web page.
   static QColor categoryColor(MemCategory category);
 
   const MemoryViewModel& model() const { return model_; }

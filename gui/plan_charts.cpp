@@ -21,6 +21,7 @@
 
 #include "engine/core/memory.h"
 #include "gui/memory_view.h"
+#include "gui/palette_color.h"
 #include "gui/plan_view.h"
 #include "gui/timeline_view.h"
 
@@ -85,6 +86,14 @@ QLabel* text_label(const char* name) {
 
 }  // namespace
 
+QColor PlanView::usableLineColor() {
+  return paletteColor(telemetry::Meaning::usable_limit);
+}
+
+QColor PlanView::hbmLineColor() {
+  return paletteColor(telemetry::Meaning::hbm_limit);
+}
+
 int PlanView::stageLabelStep(int stages) {
   if ((stages & (stages - 1)) == 0) {  // a power of two: so is the step (0, 4, 8, ... of 64)
     int step = 1;
@@ -104,9 +113,9 @@ QWidget* PlanView::buildCharts() {
   memory_series_ = new QStackedBarSeries;
   memory_series_->setBarWidth(0.8);
   usable_line_ = new QLineSeries;
-  usable_line_->setPen(QPen(QColor(0xb7, 0x1c, 0x1c), 2, Qt::DashLine));
+  usable_line_->setPen(QPen(usableLineColor(), 2, Qt::DashLine));
   hbm_line_ = new QLineSeries;
-  hbm_line_->setPen(QPen(QColor(0x30, 0x30, 0x30), 2));
+  hbm_line_->setPen(QPen(hbmLineColor(), 2));
   stage_axis_ = new QCategoryAxis;
   stage_axis_->setLabelsPosition(QCategoryAxis::AxisLabelsPositionOnValue);
   stage_axis_->setTitleText(tr("pipeline stage"));

@@ -24,6 +24,7 @@
 // the optimizer as the optimizer). With many stages the stage axis labels every Nth stage.
 #pragma once
 
+#include <QColor>
 #include <QString>
 #include <QWidget>
 
@@ -114,6 +115,9 @@ class PlanView : public QWidget {
   QStackedBarSeries* memorySeries() const { return memory_series_; }
   QCategoryAxis* stageAxis() const { return stage_axis_; }
   QLineSeries* usableLine() const { return usable_line_; }
+  // The limit lines' colours: engine/telemetry/palette.h's, as on the web page's /plan.
+  static QColor usableLineColor();
+  static QColor hbmLineColor();
   QLineSeries* hbmLine() const { return hbm_line_; }
   QHorizontalStackedBarSeries* timeSeries() const { return time_series_; }
 

@@ -1,4 +1,5 @@
 #include "gui/rank_grid.h"
+#include "gui/palette_color.h"
 #include "gui/tool_tip.h"
 
 #include <QFontMetrics>
@@ -85,11 +86,11 @@ uint8_t markOf(ParallelDim dim) {
 QColor RankGrid::highlightColor(ParallelDim dim) {
   switch (dim) {
     case ParallelDim::Tp:
-      return QColor(255, 110, 0);  // orange
+      return paletteColor(telemetry::Meaning::tp_group);
     case ParallelDim::Pp:
-      return QColor(200, 0, 200);  // magenta
+      return paletteColor(telemetry::Meaning::pp_group);
     case ParallelDim::Dp:
-      return QColor(0, 80, 255);  // blue
+      return paletteColor(telemetry::Meaning::dp_group);
   }
   return Qt::black;
 }
@@ -99,11 +100,11 @@ QColor RankGrid::flagColor(Flag flag) {
     case Flag::None:
       return QColor();
     case Flag::Straggler:
-      return QColor(240, 175, 0);
+      return paletteColor(telemetry::Meaning::straggler);
     case Flag::Silent:
-      return QColor(100, 100, 100);
+      return paletteColor(telemetry::Meaning::silent);
     case Flag::Failed:
-      return QColor(220, 20, 20);
+      return paletteColor(telemetry::Meaning::failed);
   }
   return QColor();
 }

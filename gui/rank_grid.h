@@ -54,7 +54,8 @@ class RankGrid : public QWidget {
  public:
   enum class Flag : uint8_t { None, Straggler, Silent, Failed };
 
-  // Colours used for drawing, public so tests and legends can refer to them.
+  // Colours used for drawing, public so tests and legends can refer to them. The group rings' and
+  // the flags' come from engine/telemetry/palette.h, as on the web page.
   static QColor backgroundColor() { return QColor(250, 250, 250); }
   static QColor highlightColor(ParallelDim dim);
   static QColor flagColor(Flag flag);
@@ -101,8 +102,8 @@ class RankGrid : public QWidget {
   // Extra lines for the rank's tooltip (the run's diagnosis where it concerns the rank).
   void setRankNote(int rank, const QString& note);
   QString rankNote(int rank) const;
-  // The tooltip of a rank's cell: its coordinates and host, its flag with the reason, its share (when
-  // shares are shown) and its note.
+  // The tooltip of a rank's cell: its coordinates and host, its flag with the reason, its share
+  // (when shares are shown) and its note.
   QString rankToolTip(int rank) const;
   void clearFlags();
 

@@ -1,4 +1,5 @@
 #include "gui/timeline_view.h"
+#include "gui/palette_color.h"
 #include "gui/tool_tip.h"
 
 #include <QFontMetrics>
@@ -57,17 +58,25 @@ QString csvField(const QString& s) {
 }  // namespace
 
 QColor TimelineView::kindColor(net::SpanKind kind) {
-  switch (kind) {  // Tableau 10: distinct, and distinct from the grey idle background
+  switch (kind) {
     case net::SpanKind::forward:
-      return QColor(0x4e, 0x79, 0xa7);
+      return paletteColor(telemetry::Phase::forward);
     case net::SpanKind::backward:
-      return QColor(0xf2, 0x8e, 0x2b);
+      return paletteColor(telemetry::Phase::backward);
     case net::SpanKind::optimizer:
-      return QColor(0x59, 0xa1, 0x4f);
+      return paletteColor(telemetry::Phase::optimizer);
     case net::SpanKind::collective:
-      return QColor(0xb0, 0x7a, 0xa1);
+      return paletteColor(telemetry::Meaning::collective);
   }
   return Qt::black;
+}
+
+QColor TimelineView::failedColor() {
+  return paletteColor(telemetry::Meaning::failed);
+}
+
+QColor TimelineView::idleColor() {
+  return paletteColor(telemetry::Meaning::idle);
 }
 
 QColor TimelineView::computeColor(net::SpanKind kind, int chunk) {

@@ -48,13 +48,14 @@ class TimelineView : public QWidget {
  public:
   static constexpr int kDefaultSteps = 3;
 
-  // Colours used for drawing, public so tests and legends can refer to them.
+  // Colours used for drawing, public so tests and legends can refer to them. The kinds', idle
+  // time's and a failed collective's come from engine/telemetry/palette.h, as on the web page.
   static QColor kindColor(net::SpanKind kind);
   // A forward's or backward's colour on model chunk `chunk` (interleaved 1F1B: chunk c of stage s
   // is virtual stage c * pp + s): kindColor on even chunks, lighter on odd ones.
   static QColor computeColor(net::SpanKind kind, int chunk);
-  static QColor failedColor() { return QColor(0xe1, 0x57, 0x59); }
-  static QColor idleColor() { return QColor(222, 222, 222); }
+  static QColor failedColor();
+  static QColor idleColor();
   static QColor stepLineColor() { return QColor(70, 70, 70); }
   static QColor backgroundColor() { return QColor(250, 250, 250); }
 

@@ -3,6 +3,7 @@
 // that guards them all when the server is not on loopback.
 //
 //   GET /, /index.html, /*.js, /dashboard.css   the page (the embedded files of resources/web)
+//   GET /palette.js  the colours of engine/telemetry/palette.h as an ES module, made here
 //   GET /plan        the planner's what-if page (plan.html, drawing /api/plan)
 //   GET /api/run     the run as one JSON document (a full dashboard frame)
 //   GET /metrics     Prometheus text format 0.0.4 (net/web/metrics.h)

@@ -180,6 +180,16 @@ class TestMemoryView : public QObject {
       QCOMPARE(set->count(), 2 * MemoryView::kMaxDrawnRanks);
     QVERIFY2(view.statusText().contains("first 64 of 100 ranks"), qPrintable(view.statusText()));
   }
+
+  // The categories' colours are the palette both front ends read (engine/telemetry/palette.h), the
+  // web page's too: written out here.
+  void categoryColoursAreTheSharedPalettes() {
+    QCOMPARE(MemoryView::categoryColor(C::params), QColor(0x00, 0x72, 0xb2));
+    QCOMPARE(MemoryView::categoryColor(C::grads), QColor(0xe6, 0x9f, 0x00));
+    QCOMPARE(MemoryView::categoryColor(C::optimizer_state), QColor(0x00, 0x9e, 0x73));
+    QCOMPARE(MemoryView::categoryColor(C::activations), QColor(0xcc, 0x79, 0xa7));
+    QCOMPARE(MemoryView::categoryColor(C::comm), QColor(0x56, 0xb4, 0xe9));
+  }
 };
 
 QTEST_MAIN(TestMemoryView)

@@ -301,6 +301,16 @@ class TestPlanView : public QObject {
     QVERIFY2(w.windowTitle().contains("not saved"), qPrintable(w.windowTitle()));
     save(w, "plan_view_open_job.png");
   }
+
+  // The limit lines and the time split take the colours both front ends read
+  // (engine/telemetry/palette.h), the web page's /plan too: written out here.
+  void coloursAreTheSharedPalettes() {
+    QCOMPARE(PlanView::usableLineColor(), QColor(0xb7, 0x1c, 0x1c));
+    QCOMPARE(PlanView::hbmLineColor(), QColor(0x30, 0x30, 0x30));
+    PlanView v;
+    QCOMPARE(v.usableLine()->pen().color(), QColor(0xb7, 0x1c, 0x1c));
+    QCOMPARE(v.hbmLine()->pen().color(), QColor(0x30, 0x30, 0x30));
+  }
 };
 
 QTEST_MAIN(TestPlanView)

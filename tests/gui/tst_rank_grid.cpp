@@ -334,6 +334,18 @@ class TestRankGrid : public QObject {
     QVERIFY(img.pixelColor(c.center()) != RankGrid::backgroundColor());
     QVERIFY(img.pixelColor(c.center()) != QColor(Qt::white));
   }
+
+  // The flags' and the group rings' colours are the palette both front ends read
+  // (engine/telemetry/palette.h), the web page's too: written out here.
+  void flagAndRingColoursAreTheSharedPalettes() {
+    QCOMPARE(RankGrid::flagColor(RankGrid::Flag::Straggler), QColor(0xf0, 0xaf, 0x00));
+    QCOMPARE(RankGrid::flagColor(RankGrid::Flag::Failed), QColor(0xd6, 0x27, 0x28));
+    QCOMPARE(RankGrid::flagColor(RankGrid::Flag::Silent), QColor(0x64, 0x64, 0x64));
+    QVERIFY(!RankGrid::flagColor(RankGrid::Flag::None).isValid());
+    QCOMPARE(RankGrid::highlightColor(ParallelDim::Tp), QColor(0xff, 0x6e, 0x00));
+    QCOMPARE(RankGrid::highlightColor(ParallelDim::Dp), QColor(0x00, 0x50, 0xff));
+    QCOMPARE(RankGrid::highlightColor(ParallelDim::Pp), QColor(0xc8, 0x00, 0xc8));
+  }
 };
 
 QTEST_MAIN(TestRankGrid)

@@ -449,6 +449,21 @@ class TestTimelineView : public QObject {
     QVERIFY(!error.isEmpty());
     QVERIFY(!saveText(QString(), "x"));  // no error pointer: still refuses
   }
+
+  // The kinds' colours are the palette both front ends read (engine/telemetry/palette.h), the web
+  // page's too: written out here.
+  void coloursAreTheSharedPalettes() {
+    QCOMPARE(TimelineView::kindColor(SpanKind::forward), QColor(0x4e, 0x79, 0xa7));
+    QCOMPARE(TimelineView::kindColor(SpanKind::backward), QColor(0xf2, 0x8e, 0x2b));
+    QCOMPARE(TimelineView::kindColor(SpanKind::optimizer), QColor(0x59, 0xa1, 0x4f));
+    QCOMPARE(TimelineView::kindColor(SpanKind::collective), QColor(0xb0, 0x7a, 0xa1));
+    QCOMPARE(TimelineView::idleColor(), QColor(0xde, 0xde, 0xde));
+    QCOMPARE(TimelineView::failedColor(), QColor(0xd6, 0x27, 0x28));
+    // An odd chunk's shade is the base colour lighter, not another hue.
+    const QColor odd = TimelineView::computeColor(SpanKind::backward, 1);
+    QVERIFY(odd.lightness() > QColor(0xf2, 0x8e, 0x2b).lightness());
+    QVERIFY(qAbs(odd.hue() - QColor(0xf2, 0x8e, 0x2b).hue()) <= 2);
+  }
 };
 
 QTEST_MAIN(TestTimelineView)

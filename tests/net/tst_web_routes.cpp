@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -166,6 +167,104 @@ class TestWebRoutes : public QObject {
     QCOMPARE(res.body(), get(port, "/dashboard.css").body());
     QVERIFY(std::stoul(declared) > 0);
     QVERIFY(host.web().stats().requests >= 18);
+  }
+
+  // /palette.js: the colours both front ends draw with, as an ES module whose one export is the
+  // object of every meaning's colour; the expected colours are written out here.
+  void paletteModule() {
+    RunModel model;
+    feed_small_run(model);
+    WebContent content;
+    content.live = &model;
+    WebHost host(WebOptions{}, content);
+    const uint16_t port = host.port();
+    const Reply r = get(port, "/palette.js");
+    QVERIFY2(r.status() == 200, qPrintable(describe(r)));
+    VERIFY_TYPE(r, "text/javascript");
+    QCOMPARE(r.header("X-Content-Type-Options"), std::string("nosniff"));
+    const std::string& body = r.body();
+    // Comment lines, then one `export const PALETTE = {...};` and nothing else.
+    const std::string lead = "export const PALETTE = ";
+    const size_t at = body.find(lead);
+    QVERIFY2(at != std::string::npos, body.c_str());
+    std::string before = body.substr(0, at);
+    for (size_t line = 0; line < before.size();) {
+      const size_t end = before.find('\n', line);
+      QVERIFY2(before.compare(line, 3, "// ") == 0, before.c_str());
+      line = end == std::string::npos ? before.size() : end + 1;
+    }
+    const std::string tail = "};\n";
+    QVERIFY2(body.size() > at + lead.size() + tail.size() &&
+                 body.compare(body.size() - tail.size(), tail.size(), tail) == 0,
+             body.c_str());
+    const std::string object = body.substr(at + lead.size(), body.size() - at - lead.size() - 2);
+    QCOMPARE(body.find("export", at + lead.size()), std::string::npos);
+    const json palette = json::parse(object, nullptr, false);
+    QVERIFY2(!palette.is_discarded() && palette.is_object(), object.c_str());
+    const json expected = {
+        {"span",
+         {{"forward", "#4e79a7"},
+          {"backward", "#f28e2b"},
+          {"optimizer", "#59a14f"},
+          {"collective", "#b07aa1"},
+          {"idle", "#dedede"}}},
+        {"memory",
+         {{"params", "#0072b2"},
+          {"grads", "#e69f00"},
+          {"optimizer_state", "#009e73"},
+          {"activations", "#cc79a7"},
+          {"comm", "#56b4e9"}}},
+        {"rank", {{"straggler", "#f0af00"}, {"failed", "#d62728"}, {"silent", "#646464"}}},
+        {"group", {{"tp", "#ff6e00"}, {"dp", "#0050ff"}, {"pp", "#c800c8"}}},
+        {"limit", {{"usable", "#b71c1c"}, {"hbm", "#303030"}}},
+    };
+    QVERIFY2(palette == expected, palette.dump(2).c_str());
+    // One colour per meaning: no two meanings share one.
+    std::set<std::string> seen;
+    for (const auto& [group, named] : palette.items())
+      for (const auto& [name, hex] : named.items())
+        QVERIFY2(seen.insert(hex.get<std::string>()).second, (group + "." + name).c_str());
+
+    // The pages load their scripts as modules, and every module they import is served as
+    // JavaScript (a module script with another type is refused by the browser).
+    for (const char* page : {"/", "/plan"}) {
+      const Reply p = get(port, page);
+      QVERIFY2(p.status() == 200, qPrintable(describe(p)));
+      QVERIFY(p.body().find("type=\"module\"") != std::string::npos);
+      QVERIFY(p.body().find(" defer") == std::string::npos);
+      QVERIFY2(p.header("Content-Security-Policy").find("default-src 'self'") != std::string::npos,
+               p.header("Content-Security-Policy").c_str());
+    }
+    std::vector<std::string> todo{"/dashboard.js", "/plan.js"};
+    std::set<std::string> served;
+    while (!todo.empty()) {
+      const std::string path = todo.back();
+      todo.pop_back();
+      if (!served.insert(path).second) continue;
+      const Reply m = get(port, path);
+      QVERIFY2(m.status() == 200, qPrintable(QString::fromStdString(path) + ": " + describe(m)));
+      VERIFY_TYPE(m, "text/javascript");
+      QVERIFY2(m.body().find("window.ShardLab") == std::string::npos, path.c_str());
+      for (size_t from = m.body().find("from './"); from != std::string::npos;
+           from = m.body().find("from './", from + 1)) {
+        const size_t end = m.body().find('\'', from + 8);
+        todo.push_back("/" + m.body().substr(from + 8, end - from - 8));
+      }
+    }
+    for (const char* module : {"/draw.js", "/state.js", "/socket.js", "/rank_grid.js", "/charts.js",
+                               "/comm_views.js", "/controls.js", "/palette.js"})
+      QVERIFY2(served.count(module) == 1, module);
+
+    // With the token required it is guarded like the other scripts.
+    WebOptions o;
+    o.token = "palette-token";
+    o.require_token = true;
+    WebHost guarded(o, content);
+    QCOMPARE(get(guarded.port(), "/palette.js").status(), 401u);
+    const Reply ok =
+        get(guarded.port(), "/palette.js", {{http::field::authorization, "Bearer palette-token"}});
+    QVERIFY2(ok.status() == 200, qPrintable(describe(ok)));
+    QCOMPARE(ok.body(), body);
   }
 
   // Garbage is answered 400 and the connection closed; headers over max_header_bytes 431; a

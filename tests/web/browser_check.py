@@ -16,12 +16,17 @@ the token from F entered there, then the checks above.
 1536 chosen in the form and planned; the table has rows, its first row's TFLOP/s is /api/plan's
 first plan's as shown (one decimal), the memory chart has a bar per pipeline stage, the reason is
 the API's; then tp 3 is answered with the planner's message on the page's error line.
+--colour MEANING=#rrggbb (repeated; MEANING as in /palette.js, e.g. span.backward, memory.params):
+the colour the desktop app draws that meaning with. The page must show the same: the legend's
+swatch (its computed style) and, where the meaning fills areas on a canvas (a backward span, a
+params bar, the straggler's ring), pixels of exactly that colour on the canvas.
 Exit status 0 when every check holds; 1 with one line per failed check; 2 when the browser could
 not start (the caller skips). Uses Debian's chromium, chromium-driver and python3-selenium; as
 root Chromium needs --no-sandbox.
 """
 import argparse
 import json
+import re
 import sys
 import time
 import urllib.parse
@@ -114,6 +119,96 @@ def check_page(c, ranks, replay, straggler=None):
                    lambda: f"rank {straggler} (" in (c.text("#diagnosis") or ""))
     if replay:
         check_replay(c)
+
+
+# Where each page shows a meaning whose colour it shares with the desktop app: its legend swatch
+# (CSS selector, computed-style property) and the canvas that paints it in areas wide enough to
+# hold pixels of exactly that colour (None: lines, or spans too short to count on).
+DASHBOARD_SHOWN = {
+    "span.forward": (".legend .sp-forward", "background-color", "timeline"),
+    "span.backward": (".legend .sp-backward", "background-color", "timeline"),
+    "span.optimizer": (".legend .sp-optimizer", "background-color", None),
+    "span.collective": (".legend .sp-collective", "background-color", None),
+    "span.idle": (".legend .sw.idle", "background-color", "timeline"),
+    "memory.params": ("#mem-legend i[data-category='params']", "background-color", "memory-chart"),
+    "memory.grads": ("#mem-legend i[data-category='grads']", "background-color", None),
+    "memory.optimizer_state": ("#mem-legend i[data-category='optimizer_state']",
+                               "background-color", None),
+    "memory.activations": ("#mem-legend i[data-category='activations']", "background-color", None),
+    "memory.comm": ("#mem-legend i[data-category='comm']", "background-color", None),
+    "rank.straggler": ("#grid-legend .fl-straggler", "border-top-color", "rank-grid"),
+    "rank.failed": ("#grid-legend .fl-failed", "border-top-color", None),
+    "rank.silent": ("#grid-legend .fl-silent", "background-color", None),
+    "group.tp": ("#grid-legend .gr-tp", "border-top-color", None),
+    "group.dp": ("#grid-legend .gr-dp", "border-top-color", None),
+    "group.pp": ("#grid-legend .gr-pp", "border-top-color", None),
+}
+PLAN_SHOWN = {
+    "memory.params": ("#plan-mem-legend .mem-params", "background-color", "plan-memory"),
+    "memory.grads": ("#plan-mem-legend .mem-grads", "background-color", "plan-memory"),
+    "memory.optimizer_state": ("#plan-mem-legend .mem-optimizer_state", "background-color",
+                               "plan-memory"),
+    "memory.activations": ("#plan-mem-legend .mem-activations", "background-color", None),
+    "memory.comm": ("#plan-mem-legend .mem-comm", "background-color", None),
+    "span.forward": ("#plan-time-legend span:first-child i", "background-color", "plan-time"),
+    "limit.usable": ("#plan-mem-legend .ln-usable", "border-top-color", None),
+    "limit.hbm": ("#plan-mem-legend .ln-hbm", "background-color", None),
+}
+
+
+def parse_colour(text):
+    """'span.backward=#f28e2b' -> ('span.backward', (242, 142, 43))."""
+    meaning, _, hexa = text.partition("=")
+    hexa = hexa.strip().lstrip("#")
+    if len(hexa) != 6:
+        raise argparse.ArgumentTypeError(f"--colour {text}: want MEANING=#rrggbb")
+    return meaning.strip(), tuple(int(hexa[i:i + 2], 16) for i in (0, 2, 4))
+
+
+def painted_pixels(c, canvas_id, rgb):
+    """How many opaque pixels of the canvas are exactly `rgb`."""
+    return c.d.execute_script(
+        "const [id, r, g, b] = arguments; const cv = document.getElementById(id);"
+        "if (!cv || !cv.width || !cv.height) return 0;"
+        "const d = cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data;"
+        "let n = 0;"
+        "for (let i = 0; i < d.length; i += 4)"
+        "  if (d[i] === r && d[i + 1] === g && d[i + 2] === b && d[i + 3] === 255) n++;"
+        "return n;", canvas_id, *rgb)
+
+
+def swatch_rgb(c, css, prop):
+    """The computed colour `prop` of the element at `css` as (r, g, b); None when there is no such
+    element, the computed text when it is not an opaque colour."""
+    value = c.d.execute_script(
+        "const e = document.querySelector(arguments[0]);"
+        "return e ? getComputedStyle(e).getPropertyValue(arguments[1]) : null;", css, prop)
+    if value is None:
+        return None
+    nums = re.findall(r"[0-9.]+", value)
+    if len(nums) in (3, 4) and (len(nums) == 3 or float(nums[3]) == 1.0):
+        return tuple(int(float(x)) for x in nums[:3])
+    return value
+
+
+def check_colours(c, colours, shown, straggler=None):
+    """The page shows each meaning in the app's colour: its legend swatch, and its canvas."""
+    for meaning, rgb in colours:
+        if meaning not in shown:
+            c.failed.append(f"--colour {meaning}: this page has no place known to show it")
+            continue
+        css, prop, canvas = shown[meaning]
+        hexa = "#{:02x}{:02x}{:02x}".format(*rgb)
+        if not c.wait_for(f"the legend's {meaning} swatch ({css}) in the app's {hexa}",
+                          lambda css=css, prop=prop, rgb=rgb: swatch_rgb(c, css, prop) == rgb,
+                          timeout=15):
+            c.failed[-1] += f"; its {prop} is {swatch_rgb(c, css, prop)!r}"
+        if canvas is None or (meaning == "rank.straggler" and straggler is None):
+            continue
+        if not c.wait_for(f"#{canvas} paints {meaning} in the app's {hexa}",
+                          lambda canvas=canvas, rgb=rgb: painted_pixels(c, canvas, rgb) >= 10,
+                          timeout=20):
+            c.failed[-1] += f"; {painted_pixels(c, canvas, rgb)} pixels of it"
 
 
 def replay_position(c):
@@ -259,6 +354,9 @@ def main():
                     help="check the planner's page (URL/plan) instead of the live dashboard")
     ap.add_argument("--frame-times", type=float, default=0,
                     help="collect render times for this many seconds and print them as JSON")
+    ap.add_argument("--colour", action="append", type=parse_colour, default=[],
+                    metavar="MEANING=#rrggbb",
+                    help="the desktop app's colour of a meaning: the page must show the same")
     ap.add_argument("--token-file",
                     help="a dashboard off loopback: the page must first send the browser to its "
                          "sign-in page (refused without the token), then go live once the "
@@ -296,10 +394,12 @@ def main():
         c = Checks(driver, args.timeout)
         if args.plan:
             check_plan(c, args.url, token)
+            check_colours(c, args.colour, PLAN_SHOWN)
             if args.screenshot:
                 screenshot_whole_page(driver, args.screenshot)
         else:
             check_page(c, args.ranks, args.replay, args.straggler)
+            check_colours(c, args.colour, DASHBOARD_SHOWN, args.straggler)
             if args.screenshot:
                 time.sleep(0.5)
                 driver.save_screenshot(args.screenshot)

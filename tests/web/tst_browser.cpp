@@ -9,12 +9,23 @@
 // by `shardlab monitor --http`): GPT-3 175B on 1024 A100s planned from the form, the table and
 // charts against /api/plan, an error on the page's error line; its screenshot is
 // <build>/screenshots/web-plan.png.
+// Both pages must show the run's meanings in the desktop app's colours: the app's colour of a
+// backward span, a params bar, the straggler flag, ... is handed to browser_check.py (--colour),
+// which reads the page's legend swatches and the pixels its canvases paint.
 #include <QtTest>
 
 #include <QDir>
 #include <QTemporaryDir>
 
+#include "engine/telemetry/palette.h"
 #include "tests/web/web_test_util.h"
+
+#ifdef SHARDLAB_TEST_WITH_APP
+#include "gui/memory_view.h"
+#include "gui/plan_view.h"
+#include "gui/rank_grid.h"
+#include "gui/timeline_view.h"
+#endif
 
 using namespace shardlab::test;
 
@@ -28,6 +39,70 @@ ProcessOutcome check_in_browser(const QStringList& extra) {
   ProcessOptions o;
   o.timeout_ms = 180000;
   return run_process(QStringLiteral("/usr/bin/python3"), QStringList{kCheck} + extra, o);
+}
+
+[[maybe_unused]] QString hex(std::string_view h) {
+  return QString::fromLatin1(h.data(), qsizetype(h.size()));
+}
+
+// "--colour MEANING=#rrggbb" for each meaning both pages and the app show, in the app's colour
+// (built without the app: in the colour of the table the app reads, engine/telemetry/palette.h).
+QStringList app_colours(bool plan_page) {
+  namespace tl = shardlab::telemetry;
+  using shardlab::MemCategory;
+  QStringList out;
+  auto add = [&](const char* meaning, const QString& hex) {
+    out << QStringLiteral("--colour") << QString::fromLatin1(meaning) + '=' + hex;
+  };
+#ifdef SHARDLAB_TEST_WITH_APP
+  using namespace shardlab::gui;
+  using shardlab::net::SpanKind;
+  const auto memory = [](MemCategory c) { return MemoryView::categoryColor(c).name(); };
+  const QString forward = TimelineView::kindColor(SpanKind::forward).name();
+#else
+  const auto memory = [](MemCategory c) { return hex(tl::palette_colour(c)); };
+  const QString forward = hex(tl::palette_colour(tl::Phase::forward));
+#endif
+  add("memory.params", memory(MemCategory::params));
+  add("memory.grads", memory(MemCategory::grads));
+  add("memory.optimizer_state", memory(MemCategory::optimizer_state));
+  add("memory.activations", memory(MemCategory::activations));
+  add("memory.comm", memory(MemCategory::comm));
+  add("span.forward", forward);
+  if (plan_page) {
+#ifdef SHARDLAB_TEST_WITH_APP
+    add("limit.usable", PlanView::usableLineColor().name());
+    add("limit.hbm", PlanView::hbmLineColor().name());
+#else
+    add("limit.usable", hex(tl::palette_colour(tl::Meaning::usable_limit)));
+    add("limit.hbm", hex(tl::palette_colour(tl::Meaning::hbm_limit)));
+#endif
+    return out;
+  }
+#ifdef SHARDLAB_TEST_WITH_APP
+  add("span.backward", TimelineView::kindColor(SpanKind::backward).name());
+  add("span.optimizer", TimelineView::kindColor(SpanKind::optimizer).name());
+  add("span.collective", TimelineView::kindColor(SpanKind::collective).name());
+  add("span.idle", TimelineView::idleColor().name());
+  add("rank.straggler", RankGrid::flagColor(RankGrid::Flag::Straggler).name());
+  add("rank.failed", RankGrid::flagColor(RankGrid::Flag::Failed).name());
+  add("rank.silent", RankGrid::flagColor(RankGrid::Flag::Silent).name());
+  add("group.tp", RankGrid::highlightColor(shardlab::ParallelDim::Tp).name());
+  add("group.dp", RankGrid::highlightColor(shardlab::ParallelDim::Dp).name());
+  add("group.pp", RankGrid::highlightColor(shardlab::ParallelDim::Pp).name());
+#else
+  add("span.backward", hex(tl::palette_colour(tl::Phase::backward)));
+  add("span.optimizer", hex(tl::palette_colour(tl::Phase::optimizer)));
+  add("span.collective", hex(tl::palette_colour(tl::Meaning::collective)));
+  add("span.idle", hex(tl::palette_colour(tl::Meaning::idle)));
+  add("rank.straggler", hex(tl::palette_colour(tl::Meaning::straggler)));
+  add("rank.failed", hex(tl::palette_colour(tl::Meaning::failed)));
+  add("rank.silent", hex(tl::palette_colour(tl::Meaning::silent)));
+  add("group.tp", hex(tl::palette_colour(tl::Meaning::tp_group)));
+  add("group.dp", hex(tl::palette_colour(tl::Meaning::dp_group)));
+  add("group.pp", hex(tl::palette_colour(tl::Meaning::pp_group)));
+#endif
+  return out;
 }
 
 }  // namespace
@@ -58,9 +133,11 @@ class TestBrowser : public QObject {
     QVERIFY2(!url.isEmpty(), qPrintable("no URL printed:\n" + run.output()));
     QDir().mkpath(QStringLiteral(SHARDLAB_BINARY_DIR "/screenshots"));
     const ProcessOutcome b = check_in_browser(
-        {url, QStringLiteral("--ranks"), QStringLiteral("8"), QStringLiteral("--straggler"),
-         QStringLiteral("5"), QStringLiteral("--screenshot"),
-         QStringLiteral(SHARDLAB_BINARY_DIR "/screenshots/web-dashboard.png")});
+        QStringList{url, QStringLiteral("--ranks"), QStringLiteral("8"),
+                    QStringLiteral("--straggler"), QStringLiteral("5"),
+                    QStringLiteral("--screenshot"),
+                    QStringLiteral(SHARDLAB_BINARY_DIR "/screenshots/web-dashboard.png")} +
+        app_colours(false));
     if (b.exit_code == 2) QSKIP(qPrintable("Chromium could not start here: " + b.err));
     QVERIFY2(b.exit_code == 0, qPrintable(b.out + b.err));
     QVERIFY2(run.running(), qPrintable("the run ended during the checks:\n" + run.output()));
@@ -106,8 +183,9 @@ class TestBrowser : public QObject {
     QVERIFY2(!url.isEmpty(), qPrintable("no URL printed:\n" + monitor.output()));
     QDir().mkpath(QStringLiteral(SHARDLAB_BINARY_DIR "/screenshots"));
     const QString shot = QStringLiteral(SHARDLAB_BINARY_DIR "/screenshots/web-plan.png");
-    const ProcessOutcome b =
-        check_in_browser({url, QStringLiteral("--plan"), QStringLiteral("--screenshot"), shot});
+    const ProcessOutcome b = check_in_browser(
+        QStringList{url, QStringLiteral("--plan"), QStringLiteral("--screenshot"), shot} +
+        app_colours(true));
     if (b.exit_code == 2) QSKIP(qPrintable("Chromium could not start here: " + b.err));
     QVERIFY2(b.exit_code == 0, qPrintable(b.out + b.err));
     qInfo("%s", qPrintable(b.out.trimmed()));
