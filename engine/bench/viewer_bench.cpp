@@ -1,4 +1,4 @@
-#include "net/bench/viewer_bench.h"
+#include "engine/bench/viewer_bench.h"
 
 #include <atomic>
 #include <thread>
