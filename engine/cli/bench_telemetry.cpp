@@ -24,7 +24,7 @@
 #include <thread>
 
 #include "engine/bench/harness.h"
-#include "engine/bench/ingest_bench.h"
+#include "net/bench/ingest_bench.h"
 #include "engine/bench/telemetry_bench.h"
 #include "engine/cli/args.h"
 #include "engine/cli/command_spec.h"

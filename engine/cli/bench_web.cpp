@@ -18,9 +18,9 @@
 #include <thread>
 
 #include "engine/bench/harness.h"
-#include "engine/bench/ingest_bench.h"
+#include "net/bench/ingest_bench.h"
 #include "engine/bench/synthetic_run.h"
-#include "engine/bench/viewer_bench.h"
+#include "net/bench/viewer_bench.h"
 #include "engine/cli/args.h"
 #include "engine/cli/command_spec.h"
 #include "engine/cli/commands.h"

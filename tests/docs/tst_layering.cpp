@@ -1,6 +1,7 @@
 // The layering of the code, kept by a test: every #include "..." in engine/, net/, kernels/ and
 // gui/ goes only where the table "Who may include whom" of resources/docs/layout.md allows (the
-// graph is written once, on the page a reader sees), and only gui/ includes Qt. The checker is
+// graph is written once, on the page a reader sees), only gui/ includes Qt and only net/ includes
+// Asio or Beast (only net/ talks to sockets). The checker is
 // shown to fail on planted bad includes. No comment cites an issue number or a document that is
 // not in the repository.
 #include <QDir>
@@ -65,6 +66,12 @@ QStringList check_file(const Rules& rules, const QString& path, const QString& t
   if (from != "gui")
     for (auto it = qt.globalMatch(text); it.hasNext();)
       problems << QString("%1: includes <%2> (only gui/ uses Qt)").arg(path, it.next().captured(1));
+  static const QRegularExpression sockets("^\\s*#\\s*include\\s+<(boost/(?:asio|beast)[^>]*)>",
+                                          QRegularExpression::MultilineOption);
+  if (from != "net" && !from.startsWith("net/"))
+    for (auto it = sockets.globalMatch(text); it.hasNext();)
+      problems << QString("%1: includes <%2> (only net/ talks to sockets)")
+                      .arg(path, it.next().captured(1));
   return problems;
 }
 
@@ -129,6 +136,9 @@ class TestLayering : public QObject {
     QTest::newRow("qt in the engine") << "engine/job/job_spec.cpp"
                                       << "#include <QString>\n"
                                       << "only gui/ uses Qt";
+    QTest::newRow("asio in the engine") << "engine/bench/telemetry_bench.cpp"
+                                        << "#include <boost/asio/ip/tcp.hpp>\n"
+                                        << "only net/ talks to sockets";
   }
   void plantedBadIncludesFail() {
     QFETCH(QString, path);

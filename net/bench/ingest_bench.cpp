@@ -1,6 +1,6 @@
 // The collector-ingest measurement of `shardlab bench telemetry` (the socket half, which belongs
 // in net/: the engine and the CLI never talk to sockets themselves).
-#include "engine/bench/ingest_bench.h"
+#include "net/bench/ingest_bench.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "engine/bench/viewer_bench.h"
+#include "net/bench/viewer_bench.h"
 
 #include <atomic>
 #include <thread>
