@@ -169,8 +169,8 @@ void write_chrome_trace(const std::vector<Message>& messages, std::ostream& out)
                   {"ts", us(e->time)},
                   {"args", json{{"step", ev.step}, {"loss", ev.loss}, {"accuracy", ev.accuracy}}}});
             },
-            [&](const telemetry::HeartbeatEvent&) {},
-            [&](const telemetry::LogLineEvent&) {},
+            [&](const telemetry::HeartbeatEvent&) {}, [&](const telemetry::LogLineEvent&) {},
+            [&](const telemetry::LayoutEvent&) {},  // no span or counter in a trace
         },
         e->payload);
   }

@@ -49,6 +49,8 @@ const char* to_string(MessageType type) {
       return "job_state";
     case MessageType::eval:
       return "eval";
+    case MessageType::layout:
+      return "layout";
   }
   return "unknown";
 }
@@ -56,7 +58,7 @@ const char* to_string(MessageType type) {
 namespace {
 
 bool known_type(uint16_t t) {
-  return (t >= 1 && t <= 5) || (t >= 16 && t <= 23);
+  return (t >= 1 && t <= 5) || (t >= 16 && t <= 24);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -109,6 +111,7 @@ MessageType type_of(const telemetry::Payload& payload) {
                         [](const telemetry::LogLineEvent&) { return MessageType::log; },
                         [](const telemetry::JobStateEvent&) { return MessageType::job_state; },
                         [](const telemetry::EvalEvent&) { return MessageType::eval; },
+                        [](const telemetry::LayoutEvent&) { return MessageType::layout; },
                     },
                     payload);
 }
@@ -123,6 +126,39 @@ MessageType type_of(const Message& message) {
                         [](const telemetry::Event& e) { return type_of(e.payload); },
                     },
                     message);
+}
+
+void write_ranges(Writer& w, const std::vector<telemetry::LayoutRange>& ranges, const char* field) {
+  SL_ENFORCE(ranges.size() <= telemetry::kMaxLayoutRanges,
+             "layout list '{}' of {} ranges exceeds the limit of {}", field, ranges.size(),
+             telemetry::kMaxLayoutRanges);
+  w.u32(static_cast<uint32_t>(ranges.size()));
+  for (const telemetry::LayoutRange& r : ranges) {
+    w.i64(r.begin);
+    w.i64(r.end);
+  }
+}
+
+void write_layout(Writer& w, const telemetry::LayoutEvent& l) {
+  w.str(l.strategy, "strategy");
+  w.i64(l.bytes_per_element);
+  w.u32(static_cast<uint32_t>(l.tensors.size()));
+  for (const telemetry::LayoutTensor& t : l.tensors) {
+    w.str(t.name, "tensor name");
+    w.i64(t.offset);
+    w.i64(t.size);
+  }
+  write_ranges(w, l.params, "params");
+  write_ranges(w, l.grads, "grads");
+  write_ranges(w, l.optimizer_state, "optimizer_state");
+  w.u32(static_cast<uint32_t>(l.state_arrays.size()));
+  for (const std::string& a : l.state_arrays) w.str(a, "state array");
+  w.i64(l.params_padding);
+  w.i64(l.grads_padding);
+  w.i64(l.state_padding);
+  for (int64_t b : l.planned) w.i64(b);
+  w.str(l.formula, "formula");
+  w.boolean(l.truncated);
 }
 
 void write_payload(Writer& w, const telemetry::Payload& payload) {
@@ -178,6 +214,7 @@ void write_payload(Writer& w, const telemetry::Payload& payload) {
                    w.f64(e.accuracy);
                    w.i64(e.samples);
                  },
+                 [&](const telemetry::LayoutEvent& l) { write_layout(w, l); },
              },
              payload);
 }
@@ -333,6 +370,68 @@ Hello read_hello(Reader& r, uint16_t version) {
   return h;
 }
 
+// A list's count, when `count` items of at least `each` bytes fit in what is left (else the reader
+// fails and 0 comes back): a hostile count never makes the reader allocate.
+uint32_t read_count(Reader& r, size_t each, const char* field) {
+  const uint32_t n = r.u32(field);
+  if (r.failed()) return 0;
+  if (n > r.remaining() / each) {
+    r.fail(fmt::format("list '{}' of {} items runs past the end of the payload ({} bytes left)",
+                       field, n, r.remaining()));
+    return 0;
+  }
+  return n;
+}
+
+std::vector<telemetry::LayoutRange> read_ranges(Reader& r, const char* field) {
+  std::vector<telemetry::LayoutRange> out;
+  const uint32_t n = read_count(r, 16, field);
+  if (n > telemetry::kMaxLayoutRanges) {
+    r.fail(fmt::format("list '{}' of {} ranges exceeds the limit of {}", field, n,
+                       telemetry::kMaxLayoutRanges));
+    return out;
+  }
+  out.reserve(n);
+  for (uint32_t i = 0; i < n && !r.failed(); ++i) {
+    telemetry::LayoutRange x;
+    x.begin = r.i64(field);
+    x.end = r.i64(field);
+    if (!r.failed() && (x.begin < 0 || x.end < x.begin))
+      r.fail(
+          fmt::format("range [{}, {}) of '{}' is not a range of indices", x.begin, x.end, field));
+    out.push_back(x);
+  }
+  return out;
+}
+
+telemetry::LayoutEvent read_layout(Reader& r) {
+  telemetry::LayoutEvent l;
+  l.strategy = r.str("strategy");
+  l.bytes_per_element = r.i64("bytes_per_element");
+  const uint32_t tensors = read_count(r, 20, "tensors");
+  l.tensors.reserve(tensors);
+  for (uint32_t i = 0; i < tensors && !r.failed(); ++i) {
+    telemetry::LayoutTensor t;
+    t.name = r.str("tensor name");
+    t.offset = r.i64("tensor offset");
+    t.size = r.i64("tensor size");
+    l.tensors.push_back(std::move(t));
+  }
+  l.params = read_ranges(r, "params");
+  l.grads = read_ranges(r, "grads");
+  l.optimizer_state = read_ranges(r, "optimizer_state");
+  const uint32_t arrays = read_count(r, 4, "state_arrays");
+  for (uint32_t i = 0; i < arrays && !r.failed(); ++i)
+    l.state_arrays.push_back(r.str("state array"));
+  l.params_padding = r.i64("params_padding");
+  l.grads_padding = r.i64("grads_padding");
+  l.state_padding = r.i64("state_padding");
+  for (auto& b : l.planned) b = r.i64("planned");
+  l.formula = r.str("formula");
+  l.truncated = r.boolean("truncated");
+  return l;
+}
+
 telemetry::Payload read_event_payload(Reader& r, MessageType type, uint16_t version) {
   switch (type) {
     case MessageType::step: {
@@ -404,6 +503,12 @@ telemetry::Payload read_event_payload(Reader& r, MessageType type, uint16_t vers
       e.samples = r.i64("samples");
       return e;
     }
+    case MessageType::layout:
+      if (version < 4) {
+        r.fail(fmt::format("a layout event needs protocol version 4 (the frame says {})", version));
+        return telemetry::HeartbeatEvent{};
+      }
+      return read_layout(r);
     default:
       break;
   }
@@ -453,14 +558,34 @@ DecodeResult error_result(std::string message) {
   return r;
 }
 
+// The version a message's frame needs at least: a layout event came with version 4.
+uint16_t oldest_version_for(const Message& message) {
+  const auto* e = std::get_if<telemetry::Event>(&message);
+  return e && std::holds_alternative<telemetry::LayoutEvent>(e->payload) ? 4 : kOldestLiveVersion;
+}
+
 }  // namespace
 
-void encode_into(const Message& message, std::vector<uint8_t>& out) {
+bool speaks(const Message& message, uint16_t version) {
+  return version >= oldest_version_for(message);
+}
+
+void encode_into(const Message& message, std::vector<uint8_t>& out, uint16_t version) {
+  SL_ENFORCE(version >= kOldestLiveVersion && version <= kProtocolVersion,
+             "cannot encode protocol version {} (this build writes {} to {})", version,
+             kOldestLiveVersion, kProtocolVersion);
+  SL_ENFORCE(speaks(message, version), "a {} message needs protocol version {}, not {}",
+             to_string(type_of(message)), oldest_version_for(message), version);
+  // A HELLO's header carries the lowest version the worker speaks, so that any collector that
+  // speaks that one reads it.
+  if (const auto* h = std::get_if<Hello>(&message);
+      h && h->min_version >= kOldestProtocolVersion && h->min_version < version)
+    version = h->min_version;
   const size_t start = out.size();
   try {
     Writer w(out);
     w.u32(kMagic);
-    w.u16(kProtocolVersion);
+    w.u16(version);
     w.u16(static_cast<uint16_t>(type_of(message)));
     w.u32(0);  // length, patched below
     write_message(w, message);
@@ -473,9 +598,9 @@ void encode_into(const Message& message, std::vector<uint8_t>& out) {
     out[start + 8 + i] = static_cast<uint8_t>(static_cast<uint32_t>(length) >> (8 * i));
 }
 
-std::vector<uint8_t> encode(const Message& message) {
+std::vector<uint8_t> encode(const Message& message, uint16_t version) {
   std::vector<uint8_t> out;
-  encode_into(message, out);
+  encode_into(message, out, version);
   return out;
 }
 

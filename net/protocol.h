@@ -1,9 +1,14 @@
-// The telemetry wire protocol, version 3: length-prefixed binary frames over TCP, little-endian.
+// The telemetry wire protocol, version 4: length-prefixed binary frames over TCP, little-endian.
 //
 //   frame   = header (12 bytes) + payload (header.length bytes, at most the receiver's limit,
 //             1 MiB by default)
-//   header  = u32 magic 'SLTM' (0x4D544C53 read as little-endian bytes "SLTM"), u16 version (3),
+//   header  = u32 magic 'SLTM' (0x4D544C53 read as little-endian bytes "SLTM"), u16 version,
 //             u16 message type, u32 payload length
+//
+// Versions: 1 the first; 2 added the collective's wait and last rank; 3 mutual authentication and
+// the stream's integrity (the oldest a live connection speaks); 4 the LAYOUT event. After the
+// handshake a worker writes its frames in the version the collector chose, and sends no LAYOUT to
+// a collector that chose 3.
 //
 // Connection (version 3; net/handshake.h has the cryptography and the reasons): the worker sends
 // HELLO with the versions it speaks and a fresh nonce; the collector picks the highest version
@@ -36,6 +41,11 @@
 //                 recording from before the optimizer phase reads as 0/1), f64 start, f64 end
 //     HEARTBEAT   nothing;  LOG  str text;  JOB_STATE  u8 state, str reason
 //     EVAL        i64 step, f64 loss, f64 accuracy, i64 samples
+//     LAYOUT      (version 4) str strategy, i64 bytes per element, u32 n x (str name, i64 offset,
+//                 i64 size) tensors, then params, grads and optimizer_state, each u32 n (at most
+//                 kMaxLayoutRanges) x (i64 begin, i64 end), u32 n x str state arrays, i64 params
+//                 padding, i64 grads padding, i64 state padding, i64 x 3 planned bytes, str
+//                 formula, u8 truncated (engine/telemetry/events.h, LayoutEvent)
 //
 // decode_frame() is a pure function over bytes (no I/O, no allocation beyond its result) so it
 // can be fuzzed; it never reads past the span and rejects anything malformed with a reason.
@@ -54,7 +64,7 @@
 namespace shardlab::net {
 
 inline constexpr uint32_t kMagic = 0x4D544C53;  // bytes "SLTM"
-inline constexpr uint16_t kProtocolVersion = 3;
+inline constexpr uint16_t kProtocolVersion = 4;
 // Frames of versions kOldestProtocolVersion..kProtocolVersion decode (recordings made by older
 // builds replay).
 inline constexpr uint16_t kOldestProtocolVersion = 1;
@@ -90,6 +100,7 @@ enum class MessageType : uint16_t {
   log = 21,
   job_state = 22,
   eval = 23,
+  layout = 24,  // version 4 on
 };
 const char* to_string(MessageType type);
 
@@ -131,11 +142,17 @@ struct BatchMac {
 
 using Message = std::variant<Hello, Challenge, Auth, AuthOk, BatchMac, telemetry::Event>;
 
-// The whole frame (header + payload) for a message. Throws InvalidArgument for a string longer
-// than kMaxString or a JobState outside its enumerators.
-std::vector<uint8_t> encode(const Message& message);
+// The whole frame (header + payload) for a message, in protocol `version` (a live connection's
+// negotiated one; kOldestLiveVersion..kProtocolVersion). A HELLO's header carries its
+// min_version instead. Throws InvalidArgument for a string longer than kMaxString, a JobState
+// outside its enumerators, a layout list over kMaxLayoutRanges, or a message `version` does not
+// have (speaks()).
+std::vector<uint8_t> encode(const Message& message, uint16_t version = kProtocolVersion);
 // Appends the frame to `out` (what a batching writer uses); on a throw `out` is left unchanged.
-void encode_into(const Message& message, std::vector<uint8_t>& out);
+void encode_into(const Message& message, std::vector<uint8_t>& out,
+                 uint16_t version = kProtocolVersion);
+// Whether protocol `version` can carry `message` (a LAYOUT event needs 4).
+bool speaks(const Message& message, uint16_t version);
 
 struct DecodeResult {
   enum class Status { ok, need_more, error };

@@ -138,7 +138,8 @@ struct Publisher::Impl {
   asio::io_context io;
   tcp::socket socket{io};
   tcp::resolver resolver{io};
-  std::optional<BatchSealer> sealer;  // the connection's, once authenticated
+  std::optional<BatchSealer> sealer;    // the connection's, once authenticated
+  uint16_t version = kProtocolVersion;  // the one the collector chose, once authenticated
 
   std::thread thread;
   std::mutex close_mutex;
@@ -330,6 +331,7 @@ struct Publisher::Impl {
       return false;
     }
     sealer.emplace(handshake->session_key());
+    version = c->version;
     connected = true;
     return true;
   }
@@ -421,7 +423,8 @@ struct Publisher::Impl {
         clamp_strings(batch[i]);
         const size_t before = bytes.size();
         try {
-          encode_into(Message(batch[i]), bytes);
+          // A collector of an older version reads no layout: the event is left out, not an error.
+          if (speaks(Message(batch[i]), version)) encode_into(Message(batch[i]), bytes, version);
         } catch (const std::exception& e) {
           bytes.resize(before);
           dropped.fetch_add(1, std::memory_order_relaxed);

@@ -153,6 +153,10 @@ void RunModel::add(const Message& message, double received) {
                    ++r.collectives;
                  },
                  [&](const telemetry::PhaseEvent&) {},
+                 [&](const telemetry::LayoutEvent& e) {
+                   r.layout = e;
+                   ++layouts_;
+                 },
                  [&](const telemetry::EvalEvent& e) {
                    r.last_eval = e;
                    if (r.evals_seen++ % r.eval_stride == 0) {

@@ -55,6 +55,9 @@ struct RankState {
   int64_t eval_stride = 1;
   int64_t evals_seen = 0;  // EVAL events seen
   std::optional<telemetry::EvalEvent> last_eval;
+  // Who holds what (its LAYOUT event, the newest): none from a worker of protocol version 3, or a
+  // recording made before version 4 (the views then say the layout is unknown).
+  std::optional<telemetry::LayoutEvent> layout;
 };
 
 // The kinds of communicator group a collective runs on, the part of its group name before '['
@@ -79,6 +82,8 @@ class RunModel {
   void add(const Message& message, double received = 0);
   const std::map<int, RankState>& ranks() const { return ranks_; }
   uint64_t events() const { return events_; }
+  // LAYOUT events taken so far: a view caches what it built from the layouts until this changes.
+  uint64_t layouts() const { return layouts_; }
   // Every event also goes to these (see their headers).
   const CommStats& comm() const { return comm_; }
   const Timeline& timeline() const { return timeline_; }
@@ -119,17 +124,17 @@ class RunModel {
 
   // The per-rank table: rank, coordinates, state, step, loss, memory (current total), comm time,
   // the compute and wait shares of its last steps, last seen (seconds before `now`), host and
-  // flags (STRAGGLER, SILENT, FAILED: reason). Under the rows: the diagnosis in words (one line each
-  // for the straggler, the bottleneck stage and an uneven layout, with pp >= 2 the busy share of
-  // every stage), and
-  // when a rank has reported an evaluation the newest:
-  // "eval at step 30: loss 0.4123, accuracy 87.5% (1000 samples)".
+  // flags (STRAGGLER, SILENT, FAILED: reason). Under the rows: the diagnosis in words (one line
+  // each for the straggler, the bottleneck stage and an uneven layout, with pp >= 2 the busy share
+  // of every stage), and when a rank has reported an evaluation the newest: "eval at step 30: loss
+  // 0.4123, accuracy 87.5% (1000 samples)".
   std::string table(double now) const;
 
  private:
   std::map<int, RankState> ranks_;
   std::map<int, telemetry::JobState> before_lost_;  // a lost rank's state before it was lost
   uint64_t events_ = 0;
+  uint64_t layouts_ = 0;
   CommStats comm_;
   Timeline timeline_;
   TransferWatch transfers_;

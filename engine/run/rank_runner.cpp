@@ -14,6 +14,7 @@
 #include "engine/core/device.h"
 #include "engine/core/error.h"
 #include "engine/run/comm_telemetry.h"
+#include "engine/run/layout_telemetry.h"
 #include "engine/run/seed_optimizers.h"
 #include "engine/sharding/sharded_options_from_job.h"
 #include "engine/strategies/strategies.h"
@@ -209,6 +210,18 @@ std::function<MemoryPlan(int)> plan_of_ranks(const JobSpec& job, const IShardedO
   };
 }
 
+// Who holds what, once the rank has set up (its buffers are what it keeps between steps).
+void publish_layout(telemetry::TelemetrySink* sink, IShardedOptimizer& opt,
+                    const MemoryPlan& plan) {
+  if (!sink) return;
+  telemetry::Event e;
+  e.rank = opt.rank();
+  e.time = telemetry::now_seconds();
+  e.payload = layout_event(holdings_of(opt), tensor_extents(opt.full_layout()),
+                           opt.options().sharding.strategy, plan);
+  sink->publish(std::move(e));
+}
+
 }  // namespace
 
 ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Datasets& data,
@@ -235,9 +248,10 @@ ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Dataset
     LedgerScope bind(&ledger);
     std::unique_ptr<IShardedOptimizer> opt = make_sharded_optimizer(comm, sharded_options(job));
     start_rank(*opt, comm, job, options);
+    plan_of = plan_of_ranks(job, *opt);
+    publish_layout(sink, *opt, plan_of(comm.rank()));
     publish_job_state(sink, comm.rank(), telemetry::JobState::running);
     out.result = train_rank(*opt, comm, data, options, ledger, mine, sink);
-    plan_of = plan_of_ranks(job, *opt);
   } catch (const std::exception& e) {
     publish_job_state(sink, comm.rank(), telemetry::JobState::failed, e.what());
     throw;

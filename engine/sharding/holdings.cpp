@@ -1,5 +1,7 @@
 #include "engine/sharding/holdings.h"
 
+#include <algorithm>
+
 namespace shardlab {
 
 std::vector<TensorExtent> tensor_extents(const ParamLayout& full) {
@@ -28,9 +30,21 @@ RankHoldings holdings_of(IShardedOptimizer& optimizer) {
   h.params = global_ranges(view.held_map);
   h.optimizer_state = global_ranges(view.owned_map);
   const std::string& strategy = optimizer.options().sharding.strategy;
-  h.grads = strategy == "zero2" || strategy == "fsdp" ? h.optimizer_state : h.params;
-  if (view.optimizer != nullptr)
+  const bool sharded_grads = strategy == "zero2" || strategy == "fsdp";
+  h.grads = sharded_grads ? h.optimizer_state : h.params;
+  const int64_t owned = view.optimizer ? view.optimizer->range().size() : 0;
+  if (view.optimizer != nullptr) {
+    h.state_padding = std::max<int64_t>(0, owned - elements_in(h.optimizer_state));
     for (const auto& [name, array] : view.optimizer->state()) h.state_arrays.push_back(name);
+  }
+  // FSDP's parameters are its shard, padded like the state. ZeRO-1/2 keep the whole flat buffer,
+  // padded to the shards of the data-parallel group together (dp ranks x the shard); DDP none.
+  if (strategy == "fsdp")
+    h.params_padding = h.state_padding;
+  else if (strategy != "ddp")
+    h.params_padding =
+        std::max<int64_t>(0, owned * optimizer.topology().dp() - elements_in(h.params));
+  h.grads_padding = sharded_grads ? h.state_padding : h.params_padding;
   return h;
 }
 

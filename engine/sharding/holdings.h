@@ -38,8 +38,12 @@ struct RankHoldings {
   int rank = 0;  // world rank
   // Sorted, disjoint, merged where they touch.
   std::vector<IndexRange> params, grads, optimizer_state;
-  // The base optimizer's state arrays (e.g. "exp_avg", "exp_avg_sq" for Adam): each holds optimizer_state.
+  // The base optimizer's state arrays (e.g. "exp_avg", "exp_avg_sq" for Adam): each holds
+  // optimizer_state.
   std::vector<std::string> state_arrays;
+  // Elements the rank's buffers hold beyond the ranges: padding (ZeRO pads the flat buffer to a
+  // multiple of the world size, FSDP every block). In each state array for the optimizer state.
+  int64_t params_padding = 0, grads_padding = 0, state_padding = 0;
 };
 
 // The tensors of a model's flat layout, in order.

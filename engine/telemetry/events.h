@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "engine/core/memory.h"
 
@@ -74,6 +75,41 @@ struct EvalEvent {
   int64_t samples = 0;
 };
 
+// Who holds what (engine/sharding/holdings.h), sent once by each rank when it has set up: the
+// full model's flat layout and which of its elements this rank keeps of each kind of array, as
+// [begin, end) ranges of the full model's flat indices. Padding is left out of the ranges and
+// counted apart. With tensor or pipeline parallelism the ranges are the rank's slice of each
+// tensor (a column slice of a row-major matrix is one range per row) and its stage's blocks.
+struct LayoutRange {
+  int64_t begin = 0, end = 0;
+  bool operator==(const LayoutRange&) const = default;
+};
+struct LayoutTensor {
+  std::string name;
+  int64_t offset = 0, size = 0;
+  bool operator==(const LayoutTensor&) const = default;
+};
+// The most ranges one list of a LayoutEvent carries (16 bytes each on the wire; the payload limit
+// is 1 MiB). A rank with more (a tensor-parallel slice of a very wide model) sends the first
+// kMaxLayoutRanges and sets `truncated`.
+inline constexpr size_t kMaxLayoutRanges = 16384;
+struct LayoutEvent {
+  std::string strategy;               // the data-parallel strategy: "ddp", "zero1", "zero2", "fsdp"
+  std::vector<LayoutTensor> tensors;  // the full model, in flat order
+  std::vector<LayoutRange> params, grads, optimizer_state;
+  std::vector<std::string> state_arrays;  // "exp_avg", "exp_avg_sq" (Adam); each is
+                                          // optimizer_state long
+  int64_t bytes_per_element = 4;          // fp32
+  // Elements of padding the rank holds beyond the ranges (ZeRO pads the flat buffer to a multiple
+  // of the world size, FSDP every block): in its parameters, gradients and each state array.
+  int64_t params_padding = 0, grads_padding = 0, state_padding = 0;
+  // The memory planner's steady bytes for this rank (engine/plan/memory/planner.h): params,
+  // grads, optimizer_state; and its formula ("zero2: 4*Psi' + 4*Psi'/N + 8*Psi'/N").
+  std::array<int64_t, 3> planned{};
+  std::string formula;
+  bool truncated = false;  // a list was cut at kMaxLayoutRanges
+};
+
 struct HeartbeatEvent {};
 
 struct LogLineEvent {
@@ -89,7 +125,7 @@ struct JobStateEvent {
 };
 
 using Payload = std::variant<StepEvent, MemoryEvent, CollectiveEvent, PhaseEvent, HeartbeatEvent,
-                             LogLineEvent, JobStateEvent, EvalEvent>;
+                             LogLineEvent, JobStateEvent, EvalEvent, LayoutEvent>;
 
 struct Event {
   int32_t rank = 0;  // world rank

@@ -10,6 +10,7 @@
 
 #include "engine/core/json_text.h"
 #include "engine/core/memory.h"
+#include "net/web/layout_json.h"
 
 namespace shardlab::net {
 
@@ -370,6 +371,9 @@ FrameBuilder::Frame FrameBuilder::build(const FrameInput& in, bool want_full) {
   std::string replay = in.replay ? replay_section(*in.replay) : std::string();
   std::string diagnosis = diagnosis_section(in.model);
   std::string comm = comm_section(in.model);
+  // Who holds what changes only when a LAYOUT arrives: built again only then.
+  const bool layout_changed = in.model.layouts() != layouts_;
+  std::string layout = layout_changed ? layout_section(in.model) : layout_;
   const int straggler = in.model.diagnosis().straggler ? in.model.diagnosis().straggler->rank : -1;
   // The timeline (the largest section: every span of the last steps) goes to delta viewers at
   // most once per kTimelineSeconds; a full frame always has the newest.
@@ -457,6 +461,7 @@ FrameBuilder::Frame FrameBuilder::build(const FrameInput& in, bool want_full) {
                      cols);
     }
     section("comm", comm, comm_);
+    section("layout", layout, layout_);
     if (timeline_due) section("timeline", timeline, timeline_);
     if (changed) {
       ++number_;
@@ -485,7 +490,8 @@ FrameBuilder::Frame FrameBuilder::build(const FrameInput& in, bool want_full) {
       first_col = false;
       f += col;
     }
-    fmt::format_to(Out(f), "]}},\"comm\":{},\"timeline\":{}}}", comm, timeline);
+    fmt::format_to(Out(f), "]}},\"comm\":{},\"layout\":{},\"timeline\":{}}}", comm, layout,
+                   timeline);
     frame.full = std::make_shared<const std::string>(std::move(f));
   }
 
@@ -493,6 +499,8 @@ FrameBuilder::Frame FrameBuilder::build(const FrameInput& in, bool want_full) {
   replay_ = std::move(replay);
   diagnosis_ = std::move(diagnosis);
   comm_ = std::move(comm);
+  layout_ = std::move(layout);
+  layouts_ = in.model.layouts();
   if (timeline_due) {
     timeline_ = std::move(timeline);
     timeline_at_ = wall;

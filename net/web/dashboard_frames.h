@@ -78,7 +78,9 @@ class FrameBuilder {
  private:
   uint64_t number_ = 0;
   std::string job_, replay_, diagnosis_, comm_;
-  std::string timeline_;  // as the delta viewers have it
+  std::string timeline_;         // as the delta viewers have it
+  std::string layout_ = "null";  // net/web/layout_json.h, built when RunModel::layouts() changes
+  uint64_t layouts_ = 0;
   std::chrono::steady_clock::time_point timeline_at_{};
   double timeline_seconds_;
   std::vector<std::string> rows_;

@@ -318,8 +318,8 @@ class TestCollector : public QObject {
     Collector collector(collector_options(log), {&store});
     collector.start();
     {
-      RawClient raw(collector.port());  // version 4 in the frame header: not even decoded
-      raw.send(hello_frame(4, 4));
+      RawClient raw(collector.port());  // version 5 in the frame header: not even decoded
+      raw.send(hello_frame(5, 5));
       QVERIFY(raw.wait_closed(3000ms));
     }
     {
@@ -328,8 +328,8 @@ class TestCollector : public QObject {
       QVERIFY(raw.wait_closed(3000ms));
     }
     QVERIFY(wait_for([&] { return collector.stats().rejected == 2; }));
-    QVERIFY2(log.contains("unsupported protocol version 4"), log.all().c_str());
-    QVERIFY2(log.contains("worker speaks protocol versions 2 to 2, this collector 3 to 3"),
+    QVERIFY2(log.contains("unsupported protocol version 5"), log.all().c_str());
+    QVERIFY2(log.contains("worker speaks protocol versions 2 to 2, this collector 3 to 4"),
              log.all().c_str());
     QVERIFY(snapshot(collector, store).empty());
   }

@@ -303,19 +303,21 @@ class TestHandshake : public QObject {
   void versionsAreNegotiated() {
     Hello h;
     h.min_version = 3;
-    h.version = 9;  // a later worker that still speaks 3
+    h.version = 9;  // a later worker that still speaks 3 and 4
+    QCOMPARE(negotiate_version(h), kProtocolVersion);
+    h.version = 3;  // a worker of version 3 (no LAYOUT event): this collector speaks it too
     QCOMPARE(negotiate_version(h), uint16_t(3));
     h.min_version = 2;
     h.version = 2;  // a worker of version 2: no mutual authentication, refused
     QCOMPARE(negotiate_version(h), uint16_t(0));
-    QVERIFY(version_mismatch(h).find("versions 2 to 2, this collector 3 to 3") !=
+    QVERIFY(version_mismatch(h).find("versions 2 to 2, this collector 3 to 4") !=
             std::string::npos);
-    h.min_version = 4;
+    h.min_version = 5;
     h.version = 9;
     QCOMPARE(negotiate_version(h), uint16_t(0));
 
-    // A live collector and a hand-made worker offering 3 to 9: the collector chooses 3, and the
-    // handshake completes on it.
+    // A live collector and a hand-made worker offering 3 to 9: the collector chooses its own
+    // highest (kProtocolVersion), and the handshake completes on it.
     LogLines log;
     MessageStore store;
     Collector collector(collector_options(log), {&store});
@@ -330,7 +332,7 @@ class TestHandshake : public QObject {
     const Bytes hello = encode(Message(mine));
     asio::write(s, asio::buffer(hello));
     const auto c = std::get<Challenge>(decoded(read_frame(s)));
-    QCOMPARE(c.version, uint16_t(3));
+    QCOMPARE(c.version, kProtocolVersion);
     const HandshakeKeys k = derive_keys(kToken, c.version, hello, c.nonce);
     QVERIFY(std::equal(c.proof.begin(), c.proof.end(), k.collector_proof.begin()));
     Auth auth;

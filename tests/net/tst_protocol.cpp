@@ -68,6 +68,25 @@ tel::Event make_event(tel::Payload payload) {
   return e;
 }
 
+// Who holds what on rank 1 of a zero2 job on 4 ranks over two tensors of 10 and 6 elements.
+tel::LayoutEvent sample_layout() {
+  tel::LayoutEvent l;
+  l.strategy = "zero2";
+  l.tensors = {{"fc1.weight", 0, 10}, {"fc1.bias \xc3\xa9", 10, 6}};
+  l.params = {{0, 16}};
+  l.grads = {{4, 8}};
+  l.optimizer_state = {{4, 8}, {0x1'0000'0000LL, 0x1'0000'0001LL}};
+  l.state_arrays = {"exp_avg", "exp_avg_sq"};
+  l.bytes_per_element = 4;
+  l.params_padding = 0;
+  l.grads_padding = -1;  // not a figure a rank sends, but the wire keeps what it is given
+  l.state_padding = 3;
+  l.planned = {64, 16, -(int64_t{1} << 40)};
+  l.formula = "zero2: 4*Psi' + 4*Psi'/N + 8*Psi'/N";
+  l.truncated = true;
+  return l;
+}
+
 // One of every message kind (two of some), with values that catch byte-order, sign and width
 // mistakes: negatives, values above 2^32, every bit of a double (NaN payload, -0, infinities).
 std::vector<Message> samples() {
@@ -163,6 +182,10 @@ std::vector<Message> samples() {
   out.push_back(make_event(tel::LogLineEvent{""}));
   out.push_back(make_event(tel::JobStateEvent{tel::JobState::failed, "NCCL timeout on tp[1]"}));
   out.push_back(make_event(tel::JobStateEvent{tel::JobState::running, ""}));
+  out.push_back(make_event(sample_layout()));
+  tel::LayoutEvent empty;  // a rank of a model with no parameters, nothing known
+  empty.bytes_per_element = 0;
+  out.push_back(make_event(empty));
   return out;
 }
 
@@ -174,8 +197,9 @@ MessageType type_of(const Message& m) {
   if (std::holds_alternative<AuthOk>(m)) return MessageType::auth_ok;
   if (std::holds_alternative<BatchMac>(m)) return MessageType::batch_mac;
   static constexpr MessageType kEvents[] = {
-      MessageType::step,      MessageType::memory, MessageType::collective, MessageType::phase,
-      MessageType::heartbeat, MessageType::log,    MessageType::job_state,  MessageType::eval};
+      MessageType::step,      MessageType::memory,    MessageType::collective,
+      MessageType::phase,     MessageType::heartbeat, MessageType::log,
+      MessageType::job_state, MessageType::eval,      MessageType::layout};
   return kEvents[std::get<tel::Event>(m).payload.index()];
 }
 
@@ -260,6 +284,21 @@ void compare(const Message& got, const Message& want) {
       QCOMPARE(bits(g.loss), bits(w->loss));
       QCOMPARE(bits(g.accuracy), bits(w->accuracy));
       QCOMPARE(g.samples, w->samples);
+    } else if (const auto* w = std::get_if<tel::LayoutEvent>(&we.payload)) {
+      const auto& g = std::get<tel::LayoutEvent>(ge.payload);
+      QCOMPARE(g.strategy, w->strategy);
+      QVERIFY(g.tensors == w->tensors);
+      QVERIFY(g.params == w->params);
+      QVERIFY(g.grads == w->grads);
+      QVERIFY(g.optimizer_state == w->optimizer_state);
+      QVERIFY(g.state_arrays == w->state_arrays);
+      QCOMPARE(g.bytes_per_element, w->bytes_per_element);
+      QCOMPARE(g.params_padding, w->params_padding);
+      QCOMPARE(g.grads_padding, w->grads_padding);
+      QCOMPARE(g.state_padding, w->state_padding);
+      QVERIFY(g.planned == w->planned);
+      QCOMPARE(g.formula, w->formula);
+      QCOMPARE(g.truncated, w->truncated);
     }
   }
 }
@@ -309,10 +348,13 @@ bool decode_is_sane(std::span<const uint8_t> bytes) {
       case Status::ok:
         if (r.consumed < kHeaderSize || r.consumed > rest.size()) return false;
         // The encoding is canonical: re-encoding what was decoded gives back the same bytes
-        // (for frames of this version; older ones re-encode in the current one).
-        if (rest[4] == kProtocolVersion && rest[5] == 0 &&
-            !std::ranges::equal(encode(r.message), rest.first(r.consumed)))
-          return false;
+        // (for frames of this version; older ones re-encode in the current one). A HELLO's
+        // header says its lowest version, which need not be the frame's.
+        if (rest[4] == kProtocolVersion && rest[5] == 0) {
+          std::vector<uint8_t> again = encode(r.message);
+          if (std::holds_alternative<Hello>(r.message)) again[4] = rest[4];
+          if (!std::ranges::equal(again, rest.first(r.consumed))) return false;
+        }
         offset += r.consumed;
         continue;
       case Status::need_more:
@@ -345,7 +387,7 @@ class TestProtocol : public QObject {
     e.payload = tel::HeartbeatEvent{};
     const std::vector<uint8_t> want = {
         'S',  'L',  'T',  'M',                           // magic
-        3,    0,                                         // version
+        4,    0,                                         // version
         20,   0,                                         // heartbeat
         20,   0,    0,    0,                             // payload length
         0x04, 0x03, 0x02, 0x01,                          // rank
@@ -489,16 +531,16 @@ class TestProtocol : public QObject {
     expect_error(bad, {"bad magic", "0x4E544C53"});
 
     bad = good;
-    static_assert(kProtocolVersion == 3, "update the unknown version below");
-    bad[4] = 4;
-    expect_error(bad, {"version 4", "reads 1 to 3"});
+    static_assert(kProtocolVersion == 4, "update the unknown version below");
+    bad[4] = 5;
+    expect_error(bad, {"version 5", "reads 1 to 4"});
     bad[4] = 0;
     expect_error(bad, {"version 0"});
     bad[4] = 0;
     bad[5] = 1;
     expect_error(std::vector<uint8_t>(bad.begin(), bad.begin() + 6), {"version 256"});
 
-    for (uint16_t type : {0, 6, 15, 24, 0xFFFF}) {
+    for (uint16_t type : {0, 6, 15, 25, 0xFFFF}) {
       bad = good;
       bad[6] = static_cast<uint8_t>(type);
       bad[7] = static_cast<uint8_t>(type >> 8);
@@ -509,6 +551,58 @@ class TestProtocol : public QObject {
   // A version-1 COLLECTIVE (written before waits were recorded; recordings keep such frames)
   // ends at `ok`: it decodes with wait and last rank unknown. The same bytes labelled version 2
   // are short by the two new fields.
+  // Version 4 brought the LAYOUT event: a frame of it labelled 3 is refused, a connection that
+  // chose 3 cannot encode one (the publisher leaves it out, speaks()), and every other message
+  // encodes in 3 exactly as in 4 but for the header.
+  void layoutNeedsVersionFour() {
+    const Message layout = make_event(sample_layout());
+    QVERIFY(speaks(layout, 4));
+    QVERIFY(!speaks(layout, 3));
+    std::vector<uint8_t> frame = encode(layout);
+    QCOMPARE(frame[4], uint8_t{4});
+    frame[4] = 3;
+    expect_error(frame, {"layout", "version 4", "says 3"});
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, encode(layout, 3));
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, encode(make_event(tel::HeartbeatEvent{}), 2));
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, encode(make_event(tel::HeartbeatEvent{}), 5));
+    for (const Message& m : samples()) {
+      if (!speaks(m, 3)) continue;
+      std::vector<uint8_t> v3 = encode(m, 3), v4 = encode(m, 4);
+      v4[4] = v3[4];
+      QVERIFY(v3 == v4);
+      const DecodeResult r = decode_frame(encode(m, 3));
+      QVERIFY2(r.status == Status::ok, r.error.c_str());
+      compare(r.message, m);
+    }
+    // A HELLO's header carries the lowest version the worker speaks, so that a collector of that
+    // version reads it (it refuses a header of a version it does not know).
+    Hello h;
+    h.min_version = 3;
+    QCOMPARE(encode(Message(h))[4], uint8_t{3});
+  }
+
+  // A layout list's count is checked against what is left of the payload before anything is
+  // allocated, and against kMaxLayoutRanges; a range must be one.
+  void layoutListsAreBounded() {
+    tel::LayoutEvent l;
+    l.params = {{0, 1}};
+    std::vector<uint8_t> frame = encode(make_event(l));
+    // Payload: rank 4, seq 8, time 8, strategy 4 + 0, bytes per element 8, tensors count 4, then
+    // the params count.
+    const size_t params_count = kHeaderSize + 20 + 4 + 8 + 4;
+    QCOMPARE(read_le32(frame, params_count), 1u);
+    auto bad = frame;
+    write_le32(bad, params_count, 0xFFFFFFFFu);
+    expect_error(bad, {"layout payload", "params", "runs past the end"});
+    // Begin 5, end 1: not a range.
+    bad = frame;
+    bad[params_count + 4] = 5;
+    expect_error(bad, {"layout payload", "[5, 1)", "not a range"});
+
+    l.params.assign(tel::kMaxLayoutRanges + 1, {0, 1});
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, encode(make_event(l)));
+  }
+
   void versionOneCollectiveDecodes() {
     tel::CollectiveEvent c;
     c.op = "all_reduce";

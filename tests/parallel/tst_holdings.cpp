@@ -10,8 +10,11 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 #include "engine/core/memory.h"
+#include "engine/run/rank_runner.h"
 #include "engine/run/seed_optimizers.h"
 #include "engine/sharding/holdings.h"
 #include "engine/sharding/sharded_options_from_job.h"
@@ -96,6 +99,25 @@ bool ledger_agrees(int64_t ledger, const Ranges& ranges, int64_t arrays, int64_t
             .arg(arrays)
             .arg(slack);
   return ledger >= held && ledger - held < 4 * arrays * std::max<int64_t>(slack, 1);
+}
+
+// Collects what every rank of a threads run publishes.
+class Collect : public telemetry::TelemetrySink {
+ public:
+  void publish(telemetry::Event e) noexcept override {
+    std::lock_guard lock(mu_);
+    if (auto* l = std::get_if<telemetry::LayoutEvent>(&e.payload)) layouts[e.rank].push_back(*l);
+  }
+  std::map<int, std::vector<telemetry::LayoutEvent>> layouts;
+
+ private:
+  std::mutex mu_;
+};
+
+Ranges ranges_of(const std::vector<telemetry::LayoutRange>& rs) {
+  Ranges out;
+  for (const auto& r : rs) out.push_back({r.begin, r.end});
+  return out;
 }
 
 }  // namespace
@@ -216,6 +238,66 @@ class TestHoldings : public QObject {
       QVERIFY2(ledger_agrees(r.bytes[MemCategory::optimizer_state], r.held.optimizer_state, 2,
                              2 * r.blocks, why),
                qPrintable("optimizer_state: " + why));
+    }
+  }
+
+  // The LAYOUT event each rank of a real threads run publishes (run_rank) carries the holdings
+  // checked above, and its bytes add up: 4 bytes per element of each list plus its padding equal
+  // the ledger's bytes after the run exactly (per state array for the optimizer state), and the
+  // planner's bytes it carries equal them too.
+  void publishedLayoutEvent_data() {
+    QTest::addColumn<QString>("strategy");
+    QTest::addColumn<int>("tp");
+    QTest::addColumn<int>("pp");
+    for (const char* s : {"ddp", "zero1", "zero2", "fsdp"})
+      QTest::newRow(s) << QString(s) << 1 << 1;
+    QTest::newRow("zero2 tp2 x dp2") << QString("zero2") << 2 << 1;
+    QTest::newRow("zero1 pp2 x dp2") << QString("zero1") << 1 << 2;
+  }
+
+  void publishedLayoutEvent() {
+    QFETCH(QString, strategy);
+    QFETCH(int, tp);
+    QFETCH(int, pp);
+    JobSpec job = tp == 1 && pp == 1 ? mlp_job(strategy.toStdString(), 4, "adam")
+                                     : gpt_job(strategy.toStdString(), 4, corpus_vocab());
+    if (tp > 1 || pp > 1)
+      set_grid(job, {.pp = pp, .tp = tp, .dp = 2, .micro_batches = pp > 1 ? 2 : 1});
+    job.train.steps = 1;
+    job.train.eval_every = 0;
+    const std::vector<RankState> expected = after_one_step(job);
+
+    Collect sink;
+    RankRunOptions options;
+    options.telemetry = [&](int) -> telemetry::TelemetrySink* { return &sink; };
+    const ParallelRunResult run = run_threads_job(job, data_of(job), options);
+    QCOMPARE(int(sink.layouts.size()), 4);
+    for (const auto& [rank, events] : sink.layouts) {
+      QCOMPARE(int(events.size()), 1);  // once, at the start
+      const telemetry::LayoutEvent& e = events[0];
+      const RankState& want = expected[static_cast<size_t>(rank)];
+      QCOMPARE(QString::fromStdString(e.strategy), strategy);
+      QCOMPARE(show(ranges_of(e.params)), show(want.held.params));
+      QCOMPARE(show(ranges_of(e.grads)), show(want.held.grads));
+      QCOMPARE(show(ranges_of(e.optimizer_state)), show(want.held.optimizer_state));
+      QVERIFY(!e.truncated);
+      QCOMPARE(int(e.tensors.size()), int(want.tensors.size()));
+      for (size_t i = 0; i < e.tensors.size(); ++i) {
+        QCOMPARE(e.tensors[i].name, want.tensors[i].name);
+        QCOMPARE(e.tensors[i].offset, want.tensors[i].offset);
+        QCOMPARE(e.tensors[i].size, want.tensors[i].size);
+      }
+      const MemoryFigures& ledger = run.ranks[static_cast<size_t>(rank)].memory.current;
+      const auto arrays = static_cast<int64_t>(e.state_arrays.size());
+      QCOMPARE(arrays, int64_t{2});
+      QCOMPARE(4 * (elements_in(want.held.params) + e.params_padding), ledger[MemCategory::params]);
+      QCOMPARE(4 * (elements_in(want.held.grads) + e.grads_padding), ledger[MemCategory::grads]);
+      QCOMPARE(4 * arrays * (elements_in(want.held.optimizer_state) + e.state_padding),
+               ledger[MemCategory::optimizer_state]);
+      QCOMPARE(e.planned[0], ledger[MemCategory::params]);
+      QCOMPARE(e.planned[1], ledger[MemCategory::grads]);
+      QCOMPARE(e.planned[2], ledger[MemCategory::optimizer_state]);
+      QVERIFY(!e.formula.empty());
     }
   }
 };
