@@ -165,7 +165,13 @@ JobForm::JobForm(QWidget* parent) : QWidget(parent) {
          {{"parallel.bucket_mb"}, {"parallel.timeout_s", QT_TR_NOOP("timeout s")}}},
         {QT_TR_NOOP("Overlap"),
          {{"parallel.overlap"}, {"parallel.fsdp_keep_params", QT_TR_NOOP("FSDP keep params")}}}}},
-      {QT_TR_NOOP("Launch"), "", false, {{QT_TR_NOOP("Backend"), {{"parallel.backend"}}}}},
+      {QT_TR_NOOP("Launch"),
+       "",
+       false,
+       {{QT_TR_NOOP("Backend"), {{"parallel.backend"}}},
+        {QT_TR_NOOP("Teaching mode"),
+         {{"telemetry.teaching"},
+          {"telemetry.teaching_timeout_s", QT_TR_NOOP("viewer timeout s")}}}}},
   };
   for (const Section& s : sections) addSection(s);
 

@@ -118,6 +118,8 @@ void visit_job(V& v, Job& job) {
   v.section("telemetry", [&] {
     v.field("address", job.telemetry.address);
     v.field("token_file", job.telemetry.token_file);
+    v.field("teaching", job.telemetry.teaching);
+    v.field("teaching_timeout_s", job.telemetry.teaching_timeout_s);
   });
 }
 

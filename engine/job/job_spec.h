@@ -31,6 +31,10 @@ namespace shardlab {
 struct TelemetryConfig {
   std::string address;     // "HOST:PORT" of a collector (`shardlab monitor`); "" streams nowhere
   std::string token_file;  // file holding the job's token ("" : SHARDLAB_TELEMETRY_TOKEN)
+  // Teaching mode (engine/telemetry/teaching_gate.h): every rank is held after each phase until the
+  // viewer steps on; threads backend, CPU and a sharded strategy only.
+  bool teaching = false;
+  double teaching_timeout_s = 30;  // held with no viewer this long: the run goes on
 };
 
 struct JobSpec {

@@ -493,6 +493,25 @@ void check_model_parallel(Checker& c, const JobSpec& job, bool world_ok) {
 
 // "HOST:PORT" (or "[v6]:PORT") with a port in [1, 65535]; the collector may not be up yet, so
 // nothing is resolved here.
+void check_teaching(Checker& c, const JobSpec& job) {
+  const TelemetryConfig& t = job.telemetry;
+  if (!(t.teaching_timeout_s > 0 && t.teaching_timeout_s <= 86400))
+    c.fail("telemetry.teaching_timeout_s",
+           fmt::format("must be in (0, 86400] seconds, got {}", t.teaching_timeout_s));
+  if (!t.teaching) return;
+  if (job.parallel.strategy == "none")
+    c.fail("telemetry.teaching",
+           "teaching mode holds the ranks of a sharded job; parallel.strategy is none");
+  else if (job.parallel.backend != "threads")
+    c.fail("telemetry.teaching",
+           fmt::format("teaching mode holds ranks that are threads of one process; "
+                       "parallel.backend is {} (use threads)",
+                       display_text(job.parallel.backend)));
+  if (job.device != "cpu")
+    c.fail("telemetry.teaching",
+           fmt::format("teaching mode runs on the CPU; device is {}", display_text(job.device)));
+}
+
 void check_telemetry(Checker& c, const TelemetryConfig& t) {
   if (t.address.empty()) {
     if (!t.token_file.empty()) c.fail("telemetry.token_file", "only used with telemetry.address");
@@ -613,6 +632,7 @@ std::vector<FieldError> validate(const JobSpec& job) {
   check_parallel(c, job);
   check_checkpoints(c, job);
   check_telemetry(c, job.telemetry);
+  check_teaching(c, job);
   return c.take();
 }
 

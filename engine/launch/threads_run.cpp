@@ -15,8 +15,15 @@ ParallelRunResult run_threads(const PreparedJob& prepared, const RankRunOptions&
   return run_threads_job(prepared.job, prepared.data, prepared.comm, opts);
 }
 
+std::shared_ptr<TeachingGate> teaching_gate(const JobSpec& job) {
+  if (!job.telemetry.teaching) return nullptr;
+  return std::make_shared<TeachingGate>(
+      TeachingOptions{static_cast<int>(job.parallel.world_size), job.telemetry.teaching_timeout_s});
+}
+
 ThreadsRun::ThreadsRun(PreparedJob prepared,
-                       std::function<telemetry::TelemetrySink*(int)> telemetry) {
+                       std::function<telemetry::TelemetrySink*(int)> telemetry)
+    : teaching_(teaching_gate(prepared.job)) {
   thread_ =
       std::thread([this, p = std::move(prepared), telemetry = std::move(telemetry)]() mutable {
         try {
@@ -24,6 +31,7 @@ ThreadsRun::ThreadsRun(PreparedJob prepared,
           RankRunOptions options;
           options.telemetry = telemetry;
           options.stop = &stop_;
+          options.teaching = teaching_;
           const ParallelRunResult run = run_threads(p, options);
           const TrainResult& r = run.result;
           message_ =
@@ -49,6 +57,7 @@ ThreadsRun::~ThreadsRun() {
 
 void ThreadsRun::stop() {
   stop_.request();
+  if (teaching_) teaching_->close();  // held ranks go on to the step's end, and stop there
 }
 
 void ThreadsRun::join() {

@@ -15,6 +15,10 @@
 
 namespace shardlab::launch {
 
+// The gate of a job's teaching mode (engine/telemetry/teaching_gate.h): one for its world when
+// job.telemetry.teaching, else null.
+std::shared_ptr<TeachingGate> teaching_gate(const JobSpec& job);
+
 // run_threads_job on the prepared job: its data (loaded), communication options and topology.
 ParallelRunResult run_threads(const PreparedJob& prepared, const RankRunOptions& options = {});
 
@@ -25,7 +29,8 @@ class ThreadsRun {
   // the sinks must outlive the run).
   ThreadsRun(PreparedJob prepared, std::function<telemetry::TelemetrySink*(int)> telemetry);
   // Stops the run (stop()) and joins it: the ranks end at their next step boundary, a step's
-  // collectives bounded by the communication timeout.
+  // collectives bounded by the communication timeout. A teaching run is released (its gate
+  // closed) so it can get there.
   ~ThreadsRun();
   ThreadsRun(const ThreadsRun&) = delete;
   ThreadsRun& operator=(const ThreadsRun&) = delete;
@@ -42,9 +47,13 @@ class ThreadsRun {
   // "finished: 4 ranks, 30 steps, 1.2 s of training", "stopped after 12 steps (...): 4 ranks,
   // ...", or the error that ended it.
   const std::string& message() const { return message_; }
+  // The run's teaching gate (job.telemetry.teaching), or null: the viewer's Next phase, Next step
+  // and Run go there.
+  const std::shared_ptr<TeachingGate>& teaching() const { return teaching_; }
 
  private:
   StopRequest stop_;
+  std::shared_ptr<TeachingGate> teaching_;
   bool ok_ = false;  // written by the run's thread before done_ is set, read after
   std::string message_;
   std::atomic<bool> done_{false};

@@ -242,6 +242,8 @@ ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Dataset
   RankReport mine;
   std::function<MemoryPlan(int)> plan_of;
   telemetry::TelemetrySink* sink = options.telemetry ? options.telemetry(comm.rank()) : nullptr;
+  std::optional<TeachingSink> teaching;
+  if (sink && options.teaching) sink = &teaching.emplace(sink, options.teaching);
   publish_job_state(sink, comm.rank(), telemetry::JobState::starting);
   try {
     MemoryLedger ledger;
@@ -253,6 +255,7 @@ ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Dataset
     publish_job_state(sink, comm.rank(), telemetry::JobState::running);
     out.result = train_rank(*opt, comm, data, options, ledger, mine, sink);
   } catch (const std::exception& e) {
+    if (options.teaching) options.teaching->close();  // the other ranks must not stay held
     publish_job_state(sink, comm.rank(), telemetry::JobState::failed, e.what());
     throw;
   }

@@ -18,6 +18,7 @@
 #include "engine/job/job_spec.h"
 #include "engine/plan/memory/planner.h"
 #include "engine/telemetry/sink.h"
+#include "engine/telemetry/teaching_gate.h"
 #include "engine/topology/topology.h"
 #include "engine/train/stop_request.h"
 #include "engine/train/trainer.h"
@@ -120,6 +121,10 @@ struct RankRunOptions {
   // (launch::PreparedJob::comm_topology()), to map the communicators' records to world ranks;
   // unset: made from the job.
   std::optional<Topology> comm_topology;
+  // Teaching mode (engine/telemetry/teaching_gate.h): every rank waits at this gate after each
+  // phase it publishes (so only with `telemetry`). One gate for all the ranks of a threads job;
+  // null: nothing waits. A rank that fails closes it, so the others are not left held.
+  std::shared_ptr<TeachingGate> teaching;
   // Ranks slowed on purpose (engine/train/slowdown.h's format, e.g. "5:3000"; "" none). The
   // launch layer fills it from SHARDLAB_SLOW_RANKS (engine/launch/slow_ranks.h).
   std::string slow_ranks;

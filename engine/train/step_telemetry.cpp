@@ -59,7 +59,9 @@ void add_step_telemetry(TrainerCallbacks& callbacks, telemetry::TelemetrySink* s
 
 void publish_phase(telemetry::TelemetrySink* sink, int rank, int stage, int micro_batch,
                    telemetry::Phase phase, double start, double end) {
-  if (sink) publish(*sink, rank, telemetry::PhaseEvent{stage, micro_batch, phase, start, end}, end);
+  if (!sink) return;
+  publish(*sink, rank, telemetry::PhaseEvent{stage, micro_batch, phase, start, end}, end);
+  sink->after_phase(rank, phase);
 }
 
 }  // namespace shardlab

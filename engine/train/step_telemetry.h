@@ -18,7 +18,8 @@ void add_step_telemetry(TrainerCallbacks& callbacks, telemetry::TelemetrySink* s
                         bool tokens, const MemoryLedger* ledger);
 
 // Publishes a PhaseEvent {stage, micro_batch, phase, start, end} for world rank `rank` (event time
-// = end); micro_batch is -1 for a step's optimizer update. Nothing when `sink` is null.
+// = end); micro_batch is -1 for a step's optimizer update; then calls sink->after_phase (where a
+// teaching run holds the rank: teaching_gate.h). Nothing when `sink` is null.
 void publish_phase(telemetry::TelemetrySink* sink, int rank, int stage, int micro_batch,
                    telemetry::Phase phase, double start, double end);
 
