@@ -149,6 +149,7 @@ int run_threads(const launch::PreparedJob& prepared, bool quiet, const Args& arg
   RankRunOptions opts;
   opts.callbacks = progress_printer(job.model.kind == "gpt", quiet);
   opts.telemetry = tel.sink_of();
+  opts.teaching = tel.teaching();
   opts.on_checkpoint = checkpoint_printer(quiet);
   opts.resume_from = resume_from;
   opts.save_model_path = args.get("--save-model");

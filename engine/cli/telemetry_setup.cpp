@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/launch/threads_run.h"
 #include "engine/launch/workers.h"
 #include "net/auth.h"
 #include "net/publisher.h"
@@ -42,15 +43,23 @@ launch::SinkOptions sink_options(const Args& args, const JobSpec& job, bool reco
 }
 
 // --http: a collector of this run's own, serving the dashboard.
-std::unique_ptr<RunDashboard> make_dashboard(const Args& args, const JobSpec& job) {
+std::unique_ptr<RunDashboard> make_dashboard(const Args& args, const JobSpec& job,
+                                             std::shared_ptr<TeachingGate> teaching) {
   const std::optional<HttpAddress> http = http_address(args);
-  if (!http) return nullptr;
+  if (!http) {
+    if (teaching)
+      fmt::print(
+          "teaching: every rank waits after each phase for a viewer to step it on, and there is "
+          "none (give --http, or run the job from the app): the run goes on after {:g} s\n",
+          job.telemetry.teaching_timeout_s);
+    return nullptr;
+  }
   if (args.has("--telemetry") || !job.telemetry.address.empty())
     SL_THROW(UsageError,
              "--http serves this run's own collector, but the run streams to another one "
              "(--telemetry or the job's telemetry.address): give --http to that `shardlab "
              "monitor` instead");
-  return std::make_unique<RunDashboard>(*http, job, "");
+  return std::make_unique<RunDashboard>(*http, job, "", "127.0.0.1:0", std::move(teaching));
 }
 
 }  // namespace
@@ -65,7 +74,8 @@ void check_record_path(const Args& args) {
 
 RunTelemetry::RunTelemetry(const Args& args, const launch::PreparedJob& job,
                            const std::vector<int>& ranks, bool record_by_default)
-    : dashboard_(make_dashboard(args, job.job)),
+    : teaching_(launch::teaching_gate(job.job)),
+      dashboard_(make_dashboard(args, job.job, teaching_)),
       sinks_(job, ranks, sink_options(args, job.job, record_by_default, dashboard_.get())) {}
 
 RunTelemetry::~RunTelemetry() {

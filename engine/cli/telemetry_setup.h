@@ -3,7 +3,8 @@
 //
 //   --telemetry HOST:PORT   stream to a collector (`shardlab monitor`, or the app); the token comes
 //                           from SHARDLAB_TELEMETRY_TOKEN or --token-file FILE
-//   --record PATH           record to PATH; `run` records to runs/<time>-<job>-<pid>.slrec by default
+//   --record PATH           record to PATH; `run` records to runs/<time>-<job>-<pid>.slrec by
+//   default
 //                           ($SHARDLAB_RUNS_DIR instead of runs/ when set),
 //   --no-record             which this turns off; --record never replaces an existing file
 //                           unless --force is given
@@ -38,11 +39,15 @@ class RunTelemetry {
   // The sink of a world rank (null when the rank has none).
   telemetry::TelemetrySink* sink(int rank) { return sinks_.sink(rank); }
   std::function<telemetry::TelemetrySink*(int)> sink_of() { return sinks_.sink_of(); }
+  // A teaching run's gate (job.telemetry.teaching; null otherwise), which --http's page steps on:
+  // RankRunOptions::teaching.
+  const std::shared_ptr<TeachingGate>& teaching() const { return teaching_; }
   // Flushes publishers (bounded) and the recording; prints where the recording went and any
   // dropped events. Idempotent.
   void close();
 
  private:
+  std::shared_ptr<TeachingGate> teaching_;   // before dashboard_: its page steps it on
   std::unique_ptr<RunDashboard> dashboard_;  // before sinks_: they stream to it
   launch::RunSinks sinks_;
   bool closed_ = false;

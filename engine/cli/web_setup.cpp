@@ -81,8 +81,10 @@ net::WebOptions web_options(const HttpAddress& where, const std::string& token) 
 
 std::unique_ptr<net::WebServer> serve_live(const HttpAddress& where, net::Collector& collector,
                                            const net::RunModel& model, net::DashboardInfo info,
-                                           const std::string& token) {
+                                           const std::string& token,
+                                           std::shared_ptr<TeachingGate> teaching) {
   net::WebContent content;
+  content.teaching = std::move(teaching);
   content.info = std::move(info);
   content.live = &model;
   content.connections = [&collector] { return collector.stats().open; };
@@ -112,7 +114,8 @@ void print_web_stats(const net::WebServer& web) {
 }
 
 RunDashboard::RunDashboard(const HttpAddress& where, const JobSpec& job,
-                           const std::string& record_path, const std::string& collector_listen)
+                           const std::string& record_path, const std::string& collector_listen,
+                           std::shared_ptr<TeachingGate> teaching)
     : model_(std::make_unique<net::RunModelConsumer>()) {
   launch::CollectorRunOptions co;
   co.listen = collector_listen;
@@ -121,7 +124,7 @@ RunDashboard::RunDashboard(const HttpAddress& where, const JobSpec& job,
   co.log = [](const std::string& line) { fmt::print(stderr, "telemetry: {}\n", line); };
   collector_ = std::make_unique<launch::RunCollector>(co);
   web_ = serve_live(where, collector_->collector(), model_->model(), dashboard_info(job, "live"),
-                    collector_->token());
+                    collector_->token(), std::move(teaching));
   if (!net::is_loopback(where.host)) {
     // Off loopback the page asks for the token: the user needs it in a file only they can read.
     const std::string path = "shardlab-web.token";

@@ -50,9 +50,11 @@ net::WebOptions web_options(const HttpAddress& where, const std::string& token);
 
 // A web server on `collector`'s io_context showing `model` (which the collector feeds), started,
 // and closed when the collector stops. Prints the URL on stdout.
+// `teaching`: a teaching run's gate, which the page steps on (net::WebContent::teaching).
 std::unique_ptr<net::WebServer> serve_live(const HttpAddress& where, net::Collector& collector,
                                            const net::RunModel& model, net::DashboardInfo info,
-                                           const std::string& token);
+                                           const std::string& token,
+                                           std::shared_ptr<TeachingGate> teaching = nullptr);
 
 // "web: 2 viewers, 431 frames, 1.2 MB sent (5.1 KB/s per viewer)" on stdout, after close().
 void print_web_stats(const net::WebServer& web);
@@ -64,7 +66,8 @@ class RunDashboard {
   // `collector_listen`: where the ranks' collector listens (loopback unless the ranks run on
   // other hosts).
   RunDashboard(const HttpAddress& where, const JobSpec& job, const std::string& record_path,
-               const std::string& collector_listen = "127.0.0.1:0");
+               const std::string& collector_listen = "127.0.0.1:0",
+               std::shared_ptr<TeachingGate> teaching = nullptr);
   ~RunDashboard();
   RunDashboard(const RunDashboard&) = delete;
   RunDashboard& operator=(const RunDashboard&) = delete;

@@ -337,6 +337,21 @@ std::string timeline_section(const RunModel& model, int straggler) {
 
 }  // namespace
 
+// {"paused", "free", "why_free", "held", "step", "phases", "last_phase", "viewer_timeout_s"}, or
+// null for a run without teaching mode.
+std::string teaching_section(const TeachingStatus* t) {
+  if (t == nullptr) return "null";
+  std::string o = fmt::format("{{\"paused\":{},\"free\":{},\"why_free\":", t->paused, t->free);
+  put_string(o, t->why_free);
+  fmt::format_to(Out(o), ",\"held\":{},\"step\":{},\"phases\":{},\"last_phase\":", t->held, t->step,
+                 t->passed);
+  put_string(o, t->last_phase);
+  o += ",\"viewer_timeout_s\":";
+  put_number(o, t->viewer_timeout_s);
+  o += '}';
+  return o;
+}
+
 std::string json_string(const std::string& text) {
   std::string o;
   put_string(o, text);
@@ -371,6 +386,7 @@ FrameBuilder::Frame FrameBuilder::build(const FrameInput& in, bool want_full) {
   std::string replay = in.replay ? replay_section(*in.replay) : std::string();
   std::string diagnosis = diagnosis_section(in.model);
   std::string comm = comm_section(in.model);
+  std::string teaching = teaching_section(in.teaching);
   // Who holds what changes only when a LAYOUT arrives: built again only then.
   const bool layout_changed = in.model.layouts() != layouts_;
   std::string layout = layout_changed ? layout_section(in.model) : layout_;
@@ -462,6 +478,7 @@ FrameBuilder::Frame FrameBuilder::build(const FrameInput& in, bool want_full) {
     }
     section("comm", comm, comm_);
     section("layout", layout, layout_);
+    section("teaching", teaching, teaching_);
     if (timeline_due) section("timeline", timeline, timeline_);
     if (changed) {
       ++number_;
@@ -490,8 +507,8 @@ FrameBuilder::Frame FrameBuilder::build(const FrameInput& in, bool want_full) {
       first_col = false;
       f += col;
     }
-    fmt::format_to(Out(f), "]}},\"comm\":{},\"layout\":{},\"timeline\":{}}}", comm, layout,
-                   timeline);
+    fmt::format_to(Out(f), "]}},\"comm\":{},\"layout\":{},\"teaching\":{},\"timeline\":{}}}", comm,
+                   layout, teaching, timeline);
     frame.full = std::make_shared<const std::string>(std::move(f));
   }
 
@@ -500,6 +517,7 @@ FrameBuilder::Frame FrameBuilder::build(const FrameInput& in, bool want_full) {
   diagnosis_ = std::move(diagnosis);
   comm_ = std::move(comm);
   layout_ = std::move(layout);
+  teaching_ = std::move(teaching);
   layouts_ = in.model.layouts();
   if (timeline_due) {
     timeline_ = std::move(timeline);

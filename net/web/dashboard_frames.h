@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/telemetry/teaching_gate.h"
 #include "net/run_model.h"
 
 namespace shardlab::net {
@@ -46,6 +47,9 @@ struct FrameInput {
   const DashboardInfo& info;
   double now = 0;  // epoch seconds (a replay: the time of its position)
   const ReplayPosition* replay = nullptr;
+  // A teaching run's gate (engine/telemetry/teaching_gate.h) as it stands: the "teaching"
+  // section; null: none (not a teaching run).
+  const TeachingStatus* teaching = nullptr;
 };
 
 // A frame carries at most about this many loss points: a longer series (or burst) is sent whole
@@ -78,7 +82,8 @@ class FrameBuilder {
  private:
   uint64_t number_ = 0;
   std::string job_, replay_, diagnosis_, comm_;
-  std::string timeline_;         // as the delta viewers have it
+  std::string timeline_;  // as the delta viewers have it
+  std::string teaching_;
   std::string layout_ = "null";  // net/web/layout_json.h, built when RunModel::layouts() changes
   uint64_t layouts_ = 0;
   std::chrono::steady_clock::time_point timeline_at_{};

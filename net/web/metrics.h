@@ -1,8 +1,8 @@
 // /metrics: the run in the Prometheus text exposition format 0.0.4, for a Prometheus server to
 // scrape and Grafana to chart. Every metric is documented in README.md ("Prometheus metrics").
 //
-// Per rank (labels job, rank, pp, tp, dp, host; a rank whose HELLO has not come has no coordinates and
-// is left out):
+// Per rank (labels job, rank, pp, tp, dp, host; a rank whose HELLO has not come has no coordinates
+// and is left out):
 //   shardlab_step                  gauge    the rank's latest step
 //   shardlab_loss                  gauge    its latest training loss
 //   shardlab_step_seconds          gauge    its latest step's seconds

@@ -89,7 +89,10 @@ struct WebServer::Impl : std::enable_shared_from_this<WebServer::Impl> {
     const RunModel& m = final_model();
     std::optional<ReplayPosition> pos;
     if (replay_end) pos = replay_end->position();
-    return full_state(FrameInput{m, content.info, final_now(), pos ? &*pos : nullptr});
+    TeachingStatus teaching;
+    if (content.teaching) teaching = content.teaching->status();
+    return full_state(FrameInput{m, content.info, final_now(), pos ? &*pos : nullptr,
+                                 content.teaching ? &teaching : nullptr});
   }
   std::string metrics() {
     const RunModel& m = final_model();
@@ -225,13 +228,19 @@ class Viewer : public std::enable_shared_from_this<Viewer> {
     });
   }
 
-  // {"cmd":"play"|"pause"|"seek"|"speed", ...}: replay only; anything else is ignored (the web
-  // side never changes a live run).
+  // {"cmd":"play"|"pause"|"seek"|"speed", ...}: replay only. Live, only a teaching run's
+  // {"cmd":"teach","do":"next_phase"|"next_step"|"run"}; anything else is ignored (the web side
+  // changes a live run in no other way).
   void command(const std::string& text) {
-    if (!cursor_) return;
     const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (!j.is_object() || !j.contains("cmd") || !j["cmd"].is_string()) return;
     const std::string cmd = j["cmd"];
+    if (!cursor_) {
+      const auto& gate = server_->content.teaching;
+      if (gate && cmd == "teach" && j.contains("do") && j["do"].is_string())
+        if (const auto c = teaching_command(j["do"].get<std::string>())) gate->command(*c);
+      return;
+    }
     if (cmd == "play") {
       if (cursor_->position().position >= cursor_->position().duration) cursor_->seek(0);
       cursor_->play();
@@ -442,8 +451,15 @@ void WebServer::Impl::tick() {
     bool want_full = false;
     for (auto& v : ready)
       want_full |= v->last_frame() != live_frames.number() || v->last_frame() == 0;
-    const FrameBuilder::Frame f = live_frames.build(
-        FrameInput{*content.live, content.info, telemetry::now_seconds(), nullptr}, want_full);
+    TeachingStatus teaching;
+    if (content.teaching) {
+      content.teaching->viewer_seen();  // a page is connected: the run has a viewer
+      teaching = content.teaching->status();
+    }
+    const FrameBuilder::Frame f =
+        live_frames.build(FrameInput{*content.live, content.info, telemetry::now_seconds(), nullptr,
+                                     content.teaching ? &teaching : nullptr},
+                          want_full);
     for (auto& v : ready) {
       if (v->last_frame() == f.number) continue;  // nothing new for it
       if (f.delta && v->last_frame() + 1 == f.number)

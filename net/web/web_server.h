@@ -62,6 +62,10 @@ struct WebContent {
   const RunModel* live = nullptr;
   std::shared_ptr<const std::vector<Message>> recording;  // replay (info.mode "replay")
   std::function<uint64_t()> connections;  // telemetry connections open now (live; may be empty)
+  // A live teaching run's gate: its status goes in every frame ("teaching"), a connected page
+  // counts as its viewer, and the page's {"cmd":"teach","do":"next_phase"|"next_step"|"run"}
+  // steps the run on. Null: not a teaching run.
+  std::shared_ptr<TeachingGate> teaching;
 };
 
 struct WebStats {
