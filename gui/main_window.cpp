@@ -80,6 +80,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   auto* right = new QWidget;
   auto* right_layout = new QVBoxLayout(right);
   right_layout->setContentsMargins(0, 0, 0, 0);
+  teaching_ = new TeachingBar;  // shown for a teaching run only
+  right_layout->addWidget(teaching_);
   right_layout->addWidget(views_, 1);
   right_layout->addWidget(replay_bar_);
   main->addWidget(right);
@@ -102,8 +104,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(editor_, &JobEditor::jobChanged, this, [this] {
     if (!run_->running()) showJob();
   });
-  connect(run_, &RunController::updated, this,
-          [this] { showRun(run_->model(), telemetry::now_seconds(), false); });
+  connect(run_, &RunController::updated, this, [this] {
+    teaching_->refresh();
+    showRun(run_->model(), telemetry::now_seconds(), false);
+  });
   // Silence shows without any traffic (a hung rank sends nothing): re-judge every second.
   flags_timer_.setInterval(1000);
   connect(&flags_timer_, &QTimer::timeout, this,
@@ -120,6 +124,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     statusBar()->showMessage(tr("Rank %1 connected (%2 so far)").arg(rank).arg(connected_));
   });
   connect(run_, &RunController::finished, this, [this](bool ok, const QString& message) {
+    teaching_->setGate(nullptr);
     showRun(run_->model(), telemetry::now_seconds(), true);
     setRunning(false);
     const QString text = ok ? tr("Run %1").arg(message) : tr("Run failed: %1").arg(message);
@@ -416,6 +421,7 @@ bool MainWindow::startRun() {
     appendLog(why);
     return false;
   }
+  teaching_->setGate(run_->teaching());
   if (replaying_) {
     replay_->pause();
     replaying_ = false;

@@ -37,6 +37,7 @@
 #include "gui/rank_grid.h"
 #include "gui/replay_controller.h"
 #include "gui/run_controller.h"
+#include "gui/teaching_bar.h"
 #include "gui/timeline_view.h"
 
 QT_BEGIN_NAMESPACE
@@ -65,6 +66,7 @@ class MainWindow : public QMainWindow {
   explicit MainWindow(QWidget* parent = nullptr);
 
   JobEditor* editor() const { return editor_; }
+  TeachingBar* teachingBar() const { return teaching_; }
   RankGrid* rankGrid() const { return grid_; }
   MemoryView* memoryView() const { return memory_; }
   LossChart* lossChart() const { return loss_; }
@@ -137,6 +139,7 @@ class MainWindow : public QMainWindow {
   QComboBox* heat_metric_;
   QComboBox* grid_shade_;
   QLabel* diagnosis_;
+  TeachingBar* teaching_;
   GridShade shade_ = GridShade::wait;
   CommTable* table_;
   TimelineView* timeline_;

@@ -252,9 +252,14 @@ bool RunController::drain() {
   return !messages.empty();
 }
 
+std::shared_ptr<TeachingGate> RunController::teaching() const {
+  return threads_ ? threads_->teaching() : nullptr;
+}
+
 void RunController::poll() {
   if (!running_) return;
   if (mode_ == LaunchMode::threads) {
+    if (threads_->teaching()) threads_->teaching()->viewer_seen();
     // Read before draining: every event of a done run is queued.
     const bool done = threads_->done();
     if (drain()) emit updated();

@@ -58,6 +58,7 @@
 #include "engine/launch/run_end.h"
 #include "engine/launch/run_mode.h"
 #include "engine/launch/workers.h"
+#include "engine/telemetry/teaching_gate.h"
 #include "net/run_model.h"
 
 namespace shardlab {
@@ -127,6 +128,9 @@ class RunController : public QObject {
   QString remoteCommand(bool srun) const;
   // mpirun/remote: the collector's port (0 otherwise).
   quint16 port() const { return port_; }
+  // A threads run's teaching gate (job telemetry.teaching), else null: the app's TeachingBar
+  // steps it on. While the run goes, every poll tells the gate the app is watching.
+  std::shared_ptr<TeachingGate> teaching() const;
 
  signals:
   // New messages were added to model().

@@ -9,10 +9,12 @@
 
 #include <QComboBox>
 #include <QDir>
+#include <QFile>
 #include <QImage>
 #include <QLabel>
 #include <QLineEdit>
 #include <QLineSeries>
+#include <QPushButton>
 #include <QRegularExpression>
 #include <QScatterSeries>
 #include <QSignalSpy>
@@ -64,6 +66,50 @@ class TestMainWindow : public QObject {
   void initTestCase() {
     QVERIFY(tmp_.isValid());
     qputenv("SHARDLAB_RUNS_DIR", tmp_.filePath("runs").toLocal8Bit());
+  }
+
+  // The toy job in teaching mode from the app: the bar appears, says the run is paused on
+  // purpose after the first forward, and each button moves every rank on as it says (the gate's
+  // count of the ranks' phases); Run lets the run finish, and the bar goes.
+  void teachingRunIsSteppedFromTheApp() {
+    MainWindow w;
+    w.show();
+    QFile f(SHARDLAB_SOURCE_DIR "/resources/jobs/toy.json");
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QString text = QString::fromUtf8(f.readAll());
+    text.replace("\"parallel\": {", "\"telemetry\": {\"teaching\": true},\n  \"parallel\": {");
+    text.replace("\"steps\": 40", "\"steps\": 3");
+    w.editor()->setText(text);
+    QVERIFY2(w.editor()->validateNow(), qPrintable(w.editor()->problem()));
+    QVERIFY(w.teachingBar()->isHidden());
+    QSignalSpy finished(w.runController(), &RunController::finished);
+    QVERIFY(w.startRun());
+    const auto gate = w.runController()->teaching();
+    QVERIFY(gate != nullptr);
+    QVERIFY(w.teachingBar()->isVisible());
+    const auto at = [&](int64_t phases) {
+      const TeachingStatus s = gate->status();
+      return s.paused && s.passed == phases;
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(at(1), 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(
+        w.teachingBar()->bannerText().startsWith("Paused on purpose after the forward of step 1"),
+        5000);
+    QTest::mouseClick(w.teachingBar()->nextPhaseButton(), Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(at(2), 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(w.teachingBar()->bannerText().contains("the backward of step 1"),
+                             5000);
+    QTest::mouseClick(w.teachingBar()->nextStepButton(), Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(at(3), 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(w.teachingBar()->bannerText().contains("the update of step 1"), 5000);
+    // The app is the viewer: held longer than nothing, it stays held (the gate's timeout is 30 s,
+    // so this only shows the app does not step it on by itself).
+    QTest::qWait(500);
+    QVERIFY(at(3));
+    QTest::mouseClick(w.teachingBar()->runButton(), Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(!finished.isEmpty(), 60000);
+    QVERIFY2(finished.front().at(0).toBool(), qPrintable(finished.front().at(1).toString()));
+    QVERIFY(w.teachingBar()->isHidden());
   }
 
   void configureLaunchAndWatchA3dRun() {
