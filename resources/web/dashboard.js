@@ -6,7 +6,7 @@
 // modules: palette.js (the colours, made by the server from the table the desktop app reads too),
 // draw.js (helpers), state.js (window.shardlab, applying frames, render scheduling), socket.js (the
 // WebSocket), the views rank_grid.js, charts.js (loss, memory) and comm_views.js (heat map, table,
-// timeline), and controls.js (mouse, buttons, tooltips).
+// timeline), controls.js (mouse, buttons, tooltips) and teaching.js (a teaching run's bar).
 import { $, isNum, fmtInt, fmtPct, el, widths, applyPalette } from './draw.js';
 import { S, ui, markAll, setRenderer, renderNow, isFailed, stragglerRank } from './state.js';
 import { setConnected, connect } from './socket.js';
@@ -14,6 +14,7 @@ import { renderGrid, STATE_FILL } from './rank_grid.js';
 import { renderLoss, renderMemory } from './charts.js';
 import { renderHeat, renderTable, renderTimeline } from './comm_views.js';
 import { refreshTip, showReplayPosition, wireControls } from './controls.js';
+import { renderTeaching, wireTeaching } from './teaching.js';
 
 const CANVASES = ['rank-grid', 'loss-chart', 'memory-chart', 'heat-map', 'timeline'];
 const NOBODY = 'nobody holds the others back';
@@ -29,7 +30,7 @@ function render() {
   const sections = [
     ['header', renderHeader], ['diagnosis', renderDiagnosis], ['replay', renderReplay],
     ['grid', renderGrid], ['loss', renderLoss], ['memory', renderMemory], ['heat', renderHeat],
-    ['table', renderTable], ['timeline', renderTimeline], ['tip', refreshTip],
+    ['table', renderTable], ['timeline', renderTimeline], ['tip', refreshTip], ['teaching', renderTeaching],
   ];
   for (const [name, fn] of sections) if (d.has(name)) fn();
   updateDataAttributes();
@@ -111,6 +112,7 @@ function start() {
   applyPalette({ state: STATE_FILL });
   setRenderer(render);
   wireControls();
+  wireTeaching();
   setConnected(false);
   markAll();
   renderNow();

@@ -20,13 +20,13 @@ let renderer = () => {};
 
 function emptyState() {
   return { frame: 0, now: 0, job: null, replay: null, ranks: [], diagnosis: { straggler: -1, lines: [], busy: [] },
-    loss: [], evals: [], heat: { first: 0, last: 0, cols: [] }, comm: [], timeline: null };
+    loss: [], evals: [], heat: { first: 0, last: 0, cols: [] }, comm: [], timeline: null, teaching: null };
 }
 
 // ---- Applying frames ----------------------------------------------------------------------------
 function mark(...what) { for (const w of what) ui.dirty.add(w); }
 function markAll() {
-  mark('header', 'diagnosis', 'replay', 'grid', 'loss', 'memory', 'heat', 'table', 'timeline', 'tip');
+  mark('header', 'diagnosis', 'replay', 'grid', 'loss', 'memory', 'heat', 'table', 'timeline', 'tip', 'teaching');
 }
 
 // Applies one frame exactly as it came from the socket, then schedules a redraw (coalesced).
@@ -51,6 +51,7 @@ function applyFrame(f) {
   if (f.heat) { mergeHeat(st, f.heat, full); mark('heat'); }
   if (Array.isArray(f.comm)) { st.comm = f.comm; mark('table'); }
   if (f.timeline) { st.timeline = f.timeline; mark('timeline'); }
+  if ('teaching' in f) { st.teaching = f.teaching; mark('teaching'); }
   S.received++;
   scheduleRender();
 }

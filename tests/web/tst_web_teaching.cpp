@@ -96,6 +96,26 @@ class TestWebTeaching : public QObject {
     QVERIFY2(run.output().contains("completed 3 steps"), qPrintable(run.output()));
   }
 
+  // The page's bar in headless Chromium (tests/web/teaching_check.py): shown, paused after the
+  // first forward, and its buttons step the run; the run then finishes by itself.
+  void pageBarInTheBrowser() {
+    QTemporaryDir dir;
+    ServingChild run({"run", kToy, "--set", "telemetry.teaching=true", "--set", "train.steps=3",
+                      "--http", "127.0.0.1:0"},
+                     dir.path());
+    const QString url = run.url();
+    QVERIFY2(!url.isEmpty(), qPrintable(run.output()));
+    ProcessOptions o;
+    o.timeout_ms = 120000;
+    const ProcessOutcome check = run_process(
+        "/usr/bin/python3", {SHARDLAB_SOURCE_DIR "/tests/web/teaching_check.py", url}, o);
+    if (check.exit_code == 2)
+      QSKIP(qPrintable("headless Chromium cannot run here: " + check.err.right(300)));
+    QVERIFY2(check.exit_code == 0, qPrintable(check.out + check.err));
+    QVERIFY2(run.wait(60000), qPrintable(run.output()));
+    QCOMPARE(run.exit_code(), 0);
+  }
+
   // Without teaching mode the frames' "teaching" is null and nothing waits for the viewer.
   void noTeachingSectionWithoutTeachingMode() {
     QTemporaryDir dir;
