@@ -13,6 +13,7 @@
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSaveFile>
+#include <QScrollArea>
 #include <QSignalBlocker>
 #include <QSlider>
 #include <QSpinBox>
@@ -237,6 +238,17 @@ void MainWindow::buildViews() {
                                  ? tr("Opened the plan's layout as a job")
                                  : tr("Opened the plan's layout as a job: %1").arg(changes));
   });
+
+  // One strip per rank: taller than the window with many ranks, so it scrolls.
+  holdings_ = new HoldingsView;
+  auto* holdings_scroll = new QScrollArea;
+  holdings_scroll->setWidget(holdings_);
+  holdings_scroll->setWidgetResizable(true);
+  holdings_scroll->setFrameShape(QFrame::NoFrame);
+  views_->addTab(labelled(tr("Who holds what: each rank's parameters, gradients and optimizer "
+                             "state over the model's flat layout"),
+                          holdings_scroll),
+                 tr("Who holds what"));
 
   replay_bar_ = new QWidget;
   auto* bar = new QHBoxLayout(replay_bar_);
@@ -479,6 +491,7 @@ void MainWindow::showRun(const net::RunModel& run, double now, bool all) {
     table_->update(run);
   }
   if (all || tab == kTimeline) timeline_->update(run);
+  if (all || tab == kHoldings) holdings_->update(run);
   markRanks(run, now);
 }
 

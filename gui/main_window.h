@@ -7,6 +7,8 @@
 //   |  validation beside   | Timeline:      a lane per rank over the last steps              |
 //   |  every field)        | Log:           output, failures, the remote-worker command      |
 //   |                      | Plan:          a large job's layouts, ranked (gui/plan_view.h)  |
+//   |                      | Who holds what: each rank's slices of params, grads, optimizer  |
+//   |                      |                state over the model (gui/holdings_view.h)      |
 //   |                      | [replay bar: play/pause, position slider] (recordings only)     |
 //   +------------------------------------------------------------------------------------------+
 //
@@ -30,6 +32,7 @@
 
 #include "gui/comm_heat_map.h"
 #include "gui/comm_table.h"
+#include "gui/holdings_view.h"
 #include "gui/job_editor.h"
 #include "gui/loss_chart.h"
 #include "gui/memory_view.h"
@@ -59,7 +62,7 @@ class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
   // The views' tabs, in order.
-  enum Tab { kOverview = 0, kCommunication, kTimeline, kLog, kPlan };
+  enum Tab { kOverview = 0, kCommunication, kTimeline, kLog, kPlan, kHoldings };
   // What colours the grid's cells during a run.
   enum class GridShade { wait = 0, compute };
 
@@ -74,6 +77,7 @@ class MainWindow : public QMainWindow {
   CommTable* commTable() const { return table_; }
   TimelineView* timeline() const { return timeline_; }
   PlanView* planView() const { return plan_; }
+  HoldingsView* holdingsView() const { return holdings_; }
   RunController* runController() const { return run_; }
   ReplayController* replayController() const { return replay_; }
   QTabWidget* views() const { return views_; }
@@ -144,6 +148,7 @@ class MainWindow : public QMainWindow {
   CommTable* table_;
   TimelineView* timeline_;
   PlanView* plan_;
+  HoldingsView* holdings_;
   QPlainTextEdit* log_;
   QWidget* remote_box_;
   QLineEdit* remote_mpirun_;

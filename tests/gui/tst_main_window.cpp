@@ -160,6 +160,11 @@ class TestMainWindow : public QObject {
     const auto [t0, t1] = w.timeline()->window();
     QVERIFY(t1 > t0);
     QVERIFY(w.timeline()->idleFraction(0) < 1.0);
+    // Who holds what: every rank's LAYOUT, drawn as strips (tst_holdings_view checks the drawing).
+    QCOMPARE(w.holdingsView()->ranks(), 8);
+    for (int r = 0; r < 8; ++r)
+      QVERIFY2(w.holdingsView()->hasLayout(r), qPrintable(QString::number(r)));
+    QVERIFY(!w.holdingsView()->drawnLanes().empty());
     // Nothing failed, nobody silent at the end.
     for (int r = 0; r < 8; ++r) QCOMPARE(w.rankGrid()->rankFlag(r), RankGrid::Flag::None);
     QVERIFY(w.logText().contains("Recorded to"));
@@ -173,6 +178,8 @@ class TestMainWindow : public QObject {
     QCOMPARE(w.rankGrid()->world(), 8);  // from the workers' HELLOs
     QCOMPARE(w.lossChart()->series()->count(), points);
     QCOMPARE(w.heatMap()->csv(), heat);
+    QCOMPARE(w.holdingsView()->ranks(), 8);
+    QVERIFY(w.holdingsView()->hasLayout(7));
     // Scrubbing to the start empties the views; back to the end restores them.
     w.replayController()->seek(w.replayController()->startTime() - 1);
     QCOMPARE(w.lossChart()->series()->count(), 0);
