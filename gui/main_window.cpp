@@ -687,6 +687,10 @@ bool MainWindow::saveScreenshots(const QString& dir, QString* error) {
     if (!savePng(this, QDir(dir).filePath(QString::fromLatin1(kNames[i]) + ".png"), error))
       return false;
   }
+  // Who holds what (the README's teaching pictures come from the toy job's runs).
+  views_->setCurrentIndex(kHoldings);
+  QApplication::processEvents();
+  if (!savePng(this, QDir(dir).filePath("holdings.png"), error)) return false;
   views_->setCurrentIndex(current);
   return true;
 }

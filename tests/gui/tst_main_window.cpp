@@ -190,7 +190,7 @@ class TestMainWindow : public QObject {
     QString error;
     const QString shots = tmp_.filePath("shots");
     QVERIFY2(w.saveScreenshots(shots, &error), qPrintable(error));
-    for (const char* name : {"overview", "communication", "timeline", "log"}) {
+    for (const char* name : {"overview", "communication", "timeline", "log", "holdings"}) {
       const QImage image(QDir(shots).filePath(QString::fromLatin1(name) + ".png"));
       QVERIFY2(!image.isNull(), name);
       QCOMPARE(image.size(), w.size());
