@@ -14,8 +14,9 @@ import { renderGrid, STATE_FILL } from './rank_grid.js';
 import { renderLoss, renderMemory } from './charts.js';
 import { renderHeat, renderTable, renderTimeline } from './comm_views.js';
 import { refreshTip, showReplayPosition, wireControls } from './controls.js';
+import { renderHoldings, wireHoldings } from './holdings.js';
 
-const CANVASES = ['rank-grid', 'loss-chart', 'memory-chart', 'heat-map', 'timeline'];
+const CANVASES = ['rank-grid', 'loss-chart', 'memory-chart', 'heat-map', 'timeline', 'holdings'];
 const NOBODY = 'nobody holds the others back';
 
 // ---- Rendering ----------------------------------------------------------------------------------
@@ -29,7 +30,7 @@ function render() {
   const sections = [
     ['header', renderHeader], ['diagnosis', renderDiagnosis], ['replay', renderReplay],
     ['grid', renderGrid], ['loss', renderLoss], ['memory', renderMemory], ['heat', renderHeat],
-    ['table', renderTable], ['timeline', renderTimeline], ['tip', refreshTip],
+    ['table', renderTable], ['timeline', renderTimeline], ['holdings', renderHoldings], ['tip', refreshTip],
   ];
   for (const [name, fn] of sections) if (d.has(name)) fn();
   updateDataAttributes();
@@ -111,6 +112,7 @@ function start() {
   applyPalette({ state: STATE_FILL });
   setRenderer(render);
   wireControls();
+  wireHoldings();
   setConnected(false);
   markAll();
   renderNow();
