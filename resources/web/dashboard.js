@@ -15,8 +15,9 @@ import { renderLoss, renderMemory } from './charts.js';
 import { renderHeat, renderTable, renderTimeline } from './comm_views.js';
 import { refreshTip, showReplayPosition, wireControls } from './controls.js';
 import { renderTeaching, wireTeaching } from './teaching.js';
+import { renderHoldings, wireHoldings } from './holdings.js';
 
-const CANVASES = ['rank-grid', 'loss-chart', 'memory-chart', 'heat-map', 'timeline'];
+const CANVASES = ['rank-grid', 'loss-chart', 'memory-chart', 'heat-map', 'timeline', 'holdings'];
 const NOBODY = 'nobody holds the others back';
 
 // ---- Rendering ----------------------------------------------------------------------------------
@@ -30,7 +31,8 @@ function render() {
   const sections = [
     ['header', renderHeader], ['diagnosis', renderDiagnosis], ['replay', renderReplay],
     ['grid', renderGrid], ['loss', renderLoss], ['memory', renderMemory], ['heat', renderHeat],
-    ['table', renderTable], ['timeline', renderTimeline], ['tip', refreshTip], ['teaching', renderTeaching],
+    ['table', renderTable], ['timeline', renderTimeline], ['holdings', renderHoldings], ['tip', refreshTip],
+    ['teaching', renderTeaching],
   ];
   for (const [name, fn] of sections) if (d.has(name)) fn();
   updateDataAttributes();
@@ -113,6 +115,7 @@ function start() {
   setRenderer(render);
   wireControls();
   wireTeaching();
+  wireHoldings();
   setConnected(false);
   markAll();
   renderNow();

@@ -6,10 +6,12 @@ import { isNum } from './draw.js';
 
 // ---- Shared state -------------------------------------------------------------------------------
 // window.shardlab: frames = renders done, frameTimes = their durations in ms (last 200),
-// lastFrame = the `frame` counter of the newest frame applied, received = frames applied.
+// lastFrame = the `frame` counter of the newest frame applied, received = frames applied,
+// holdings = what the "Who holds what" panel drew (holdings.js: each rank's lanes, their held
+// index ranges and those ranges in canvas CSS pixels, and the axis).
 const S = window.shardlab = {
   frames: 0, frameTimes: [], lastFrame: null, state: emptyState(), connected: false,
-  received: 0, apply: applyFrame, renderNow,
+  received: 0, apply: applyFrame, renderNow, holdings: null,
 };
 // The page's own state: what to redraw, the mouse, the controls' choices, the views' last layouts.
 const ui = {
@@ -20,13 +22,15 @@ let renderer = () => {};
 
 function emptyState() {
   return { frame: 0, now: 0, job: null, replay: null, ranks: [], diagnosis: { straggler: -1, lines: [], busy: [] },
-    loss: [], evals: [], heat: { first: 0, last: 0, cols: [] }, comm: [], timeline: null, teaching: null };
+    loss: [], evals: [], heat: { first: 0, last: 0, cols: [] }, comm: [], timeline: null, layout: null,
+    teaching: null };
 }
 
 // ---- Applying frames ----------------------------------------------------------------------------
 function mark(...what) { for (const w of what) ui.dirty.add(w); }
 function markAll() {
-  mark('header', 'diagnosis', 'replay', 'grid', 'loss', 'memory', 'heat', 'table', 'timeline', 'tip', 'teaching');
+  mark('header', 'diagnosis', 'replay', 'grid', 'loss', 'memory', 'heat', 'table', 'timeline', 'holdings', 'tip',
+    'teaching');
 }
 
 // Applies one frame exactly as it came from the socket, then schedules a redraw (coalesced).
@@ -41,16 +45,18 @@ function applyFrame(f) {
     const oldWorld = st.job ? st.job.world : -1;
     st.job = f.job;
     if (f.job.world !== oldWorld) resizeRanks(st);
-    mark('header', 'replay', 'grid', 'memory', 'heat');
+    mark('header', 'replay', 'grid', 'memory', 'heat', 'holdings');
   }
   if (f.replay) { st.replay = f.replay; mark('replay'); }
-  if (f.ranks) { mergeRanks(st, f.ranks); mark('grid', 'memory', 'tip'); }
+  if (f.ranks) { mergeRanks(st, f.ranks); mark('grid', 'memory', 'holdings', 'tip'); }
   if (f.diagnosis) { st.diagnosis = f.diagnosis; mark('diagnosis', 'grid', 'heat', 'timeline'); }
   if (f.loss) { appendSeries(st.loss, f.loss); mark('loss'); }
   if (f.evals) { appendSeries(st.evals, f.evals); mark('loss'); }
   if (f.heat) { mergeHeat(st, f.heat, full); mark('heat'); }
   if (Array.isArray(f.comm)) { st.comm = f.comm; mark('table'); }
   if (f.timeline) { st.timeline = f.timeline; mark('timeline'); }
+  // Who holds what: the whole section whenever it changed (null: no rank sent a LAYOUT).
+  if (f.layout !== undefined) { st.layout = f.layout; mark('holdings'); }
   if ('teaching' in f) { st.teaching = f.teaching; mark('teaching'); }
   S.received++;
   scheduleRender();

@@ -122,6 +122,10 @@ class TestWebRoutes : public QObject {
     QVERIFY(run.contains("ranks"));
     QCOMPARE(run["job"]["id"], json("web-test"));
     QCOMPARE(run["ranks"].size(), size_t{4});
+    // No rank sent a LAYOUT (as in a recording made before protocol version 4): the page is told
+    // the layout is unknown.
+    QVERIFY2(r.body().find("\"layout\":null") != std::string::npos, r.body().c_str());
+    QCOMPARE(run["layout"], json(nullptr));
 
     r = get(port, "/metrics");
     QVERIFY2(r.status() == 200, qPrintable(describe(r)));
@@ -252,7 +256,7 @@ class TestWebRoutes : public QObject {
       }
     }
     for (const char* module : {"/draw.js", "/state.js", "/socket.js", "/rank_grid.js", "/charts.js",
-                               "/comm_views.js", "/controls.js", "/palette.js"})
+                               "/comm_views.js", "/holdings.js", "/controls.js", "/palette.js"})
       QVERIFY2(served.count(module) == 1, module);
 
     // With the token required it is guarded like the other scripts.

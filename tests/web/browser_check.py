@@ -4,6 +4,8 @@
     browser_check.py URL --ranks 8 [--replay] [--screenshot OUT.png] [--timeout 60]
     browser_check.py URL --frame-times N     (prints frame-time figures as JSON, checks nothing)
     browser_check.py URL --plan [--screenshot OUT.png]   (the planner's page, URL/plan)
+    browser_check.py URL --holdings zero2|fsdp --ranks 4 --colour memory.params=#... [--screenshot P]
+    browser_check.py URL --holdings-unknown [--screenshot P]   (the "Who holds what" panel)
 
 Live (default): the page connects ("live"), draws one rank cell per rank, the loss chart's points
 grow while the run goes, memory bars for every rank, one heat-map row per rank, a communication
@@ -16,6 +18,16 @@ the token from F entered there, then the checks above.
 1536 chosen in the form and planned; the table has rows, its first row's TFLOP/s is /api/plan's
 first plan's as shown (one decimal), the memory chart has a bar per pipeline stage, the reason is
 the API's; then tp 3 is answered with the planner's message on the page's error line.
+--holdings STRATEGY: the "Who holds what" panel of a live run of that strategy (zero2 or fsdp) on
+--ranks ranks, against /api/run's layout read here: first the strategy's definition holds there
+(zero2: every rank's parameters are [0, total), the gradients and the optimizer state of the ranks
+are disjoint and together [0, total); fsdp: all three so); then window.shardlab.holdings has a lane
+per category and state array for every rank, holding /api/run's ranges, each drawn at
+x0 + b/total*(x1-x0) .. x0 + e/total*(x1-x0) within 1.5 px; the canvas's pixels in the middle of
+each drawn range are the lane's category colour (--colour memory.*), and in the middle of each gap
+of 4 px or more they are not. --screenshot then shoots the panel alone.
+--holdings-unknown: a page whose run sent no LAYOUT (/api/run's layout is null): the panel says
+"Layout unknown: ..." and draws no strips (--screenshot: the panel alone).
 --colour MEANING=#rrggbb (repeated; MEANING as in /palette.js, e.g. span.backward, memory.params):
 the colour the desktop app draws that meaning with. The page must show the same: the legend's
 swatch (its computed style) and, where the meaning fills areas on a canvas (a backward span, a
@@ -240,6 +252,184 @@ def check_replay(c):
                timeout=10)
 
 
+# ---- Who holds what -------------------------------------------------------------------------
+HOLDINGS_CATS = ("params", "grads", "optimizer_state")
+UNKNOWN_TEXT = ("Layout unknown: this run's ranks sent no LAYOUT event (recorded before protocol "
+                "version 4)")
+
+
+def api_run(url):
+    with urllib.request.urlopen(url.rstrip("/") + "/api/run", timeout=30) as r:
+        return json.load(r)
+
+
+def merged(ranges):
+    """[[b, e], ...] sorted and joined where they touch or overlap."""
+    out = []
+    for b, e in sorted((b, e) for b, e in ranges if e > b):
+        if out and b <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([b, e])
+    return out
+
+
+def check_definition(c, layout, strategy, ranks):
+    """The strategy's definition on /api/run's layout, independent of the page."""
+    tensors = layout["tensors"]
+    total = max(t["offset"] + t["size"] for t in tensors)
+    entries = sorted(layout["ranks"], key=lambda e: e["rank"])
+    if [e["rank"] for e in entries] != list(range(ranks)):
+        c.failed.append(f"/api/run's layout has ranks 0..{ranks - 1} (got {[e['rank'] for e in entries]})")
+        return total
+    whole = [[0, total]]
+    sharded = ("params", "grads", "optimizer_state") if strategy == "fsdp" else ("grads", "optimizer_state")
+    for cat in HOLDINGS_CATS:
+        lists = [e["held"][cat] for e in entries]
+        if cat not in sharded:
+            for e, held in zip(entries, lists):
+                if merged(held) != whole:
+                    c.failed.append(f"{strategy}: rank {e['rank']} holds all {cat} [0, {total}) "
+                                    f"(/api/run: {held})")
+            continue
+        every = [r for held in lists for r in held]
+        if sum(e - b for b, e in every) != total or merged(every) != whole:
+            c.failed.append(f"{strategy}: the ranks' {cat} are disjoint and together [0, {total}) "
+                            f"(/api/run: {lists})")
+    return total
+
+
+def canvas_pixels(c, points):
+    """The canvas's RGBA at each (x, y) in CSS pixels."""
+    return c.d.execute_script(
+        "const cv = document.getElementById('holdings'); const ctx = cv.getContext('2d');"
+        "const k = cv.width / cv.getBoundingClientRect().width;"
+        "return arguments[0].map(([x, y]) => Array.from("
+        "  ctx.getImageData(Math.floor(x * k), Math.floor(y * k), 1, 1).data));", points)
+
+
+def sample_x(xa, xb, avoid, margin=2.0):
+    """A point of [xa, xb] at least `margin` from both ends and from every x in `avoid` (the
+    tensor boundaries, drawn as lines over the lanes), nearest the middle; None when none is."""
+    mid = (xa + xb) / 2
+    for i in range(0, 2 * int(xb - xa) + 1):
+        x = mid + ((i + 1) // 2) * 0.5 * (1 if i % 2 else -1)
+        if xa + margin <= x <= xb - margin and all(abs(x - a) >= margin for a in avoid):
+            return x
+    return None
+
+
+def spots(xa, xb, avoid):
+    """Where to read the canvas in [xa, xb]: its middle (or the point nearest it clear of the
+    lines in `avoid`), and 2.5 px inside either end when it is 6 px wide or more and they are
+    clear of those lines (a range drawn 2.5 px or more off its place fails there)."""
+    out = []
+    x = sample_x(xa, xb, avoid)
+    if x is not None:
+        out.append(x)
+    if xb - xa >= 6:
+        out += [x for x in (xa + 2.5, xb - 2.5) if all(abs(x - a) >= 1.5 for a in avoid)]
+    return out
+
+
+def check_holdings(c, url, strategy, ranks, colours, screenshot):
+    def drawn():
+        h = c.d.execute_script("return window.shardlab && window.shardlab.holdings;")
+        return h if h and len(h.get("ranks") or []) == ranks else None
+    page = c.wait_for(f"window.shardlab.holdings has {ranks} ranks", drawn)
+    if not page:
+        return
+    layout = api_run(url)["layout"]
+    if not layout:
+        c.failed.append("/api/run has a layout")
+        return
+    total = check_definition(c, layout, strategy, ranks)
+    axis = page["axis"]
+    x0, x1 = axis["x0"], axis["x1"]
+    width = c.d.execute_script("return document.getElementById('holdings').getBoundingClientRect().width;")
+    if axis["total"] != total or not (0 <= x0 < x1 <= width) or x1 - x0 < 200:
+        c.failed.append(f"the axis spans [0, {total}) over 200 px or more of the canvas's {width} "
+                        f"(page: {axis})")
+        return
+    X = lambda i: x0 + i / total * (x1 - x0)  # noqa: E731
+    colour = {cat: rgb for cat in HOLDINGS_CATS for m, rgb in colours if m == f"memory.{cat}"}
+    if set(colour) != set(HOLDINGS_CATS):
+        c.failed.append("--colour memory.params, memory.grads and memory.optimizer_state are given")
+        return
+    bounds = [X(t["offset"]) for t in layout["tensors"] if 0 < t["offset"] < total]
+    api = {e["rank"]: e for e in layout["ranks"]}
+    inside, outside = [], []  # (what, x, y, rgb)
+    for pr in page["ranks"]:
+        e = api.get(pr["rank"])
+        if e is None:
+            c.failed.append(f"rank {pr['rank']} drawn, not in /api/run's layout")
+            continue
+        want = [("params", "params"), ("grads", "grads")] + [
+            (a, "optimizer_state") for a in e["state_arrays"]]
+        got = [ln["lane"] for ln in pr["lanes"]]
+        if got != [w for w, _ in want]:
+            c.failed.append(f"rank {pr['rank']}'s lanes are {[w for w, _ in want]} (page: {got})")
+            continue
+        for ln, (name, cat) in zip(pr["lanes"], want):
+            held = e["held"][cat]
+            what = f"rank {pr['rank']} {name}"
+            if ln["index_ranges"] != held or len(ln["ranges"]) != len(held):
+                c.failed.append(f"{what}: the page's ranges are /api/run's {held} "
+                                f"(page: {ln['index_ranges']})")
+                continue
+            y = (ln["y0"] + ln["y1"]) / 2
+            for (b, en), (xa, xb) in zip(held, ln["ranges"]):
+                if abs(xa - X(b)) > 1.5 or abs(xb - X(en)) > 1.5:
+                    c.failed.append(f"{what}: [{b}, {en}) drawn at {X(b):.1f}..{X(en):.1f} px "
+                                    f"(page: {xa:.1f}..{xb:.1f})")
+                for x in spots(X(b), X(en), bounds):
+                    inside.append((f"{what} [{b}, {en}) at x {x:.1f}", x, y, colour[cat]))
+            # The gaps: [0, total) less the held ranges, 4 px wide or more.
+            edge = 0
+            for b, en in merged(held) + [[total, total]]:
+                if X(b) - X(edge) >= 4:
+                    for x in spots(X(edge), X(b), []):
+                        outside.append((f"{what} gap [{edge}, {b}) at x {x:.1f}", x, y, colour[cat]))
+                edge = max(edge, en)
+    if not inside or not outside:
+        c.failed.append(f"points to check in held ranges ({len(inside)}) and in gaps ({len(outside)})")
+    for group, painted in ((inside, True), (outside, False)):
+        px = canvas_pixels(c, [[x, y] for _, x, y, _ in group]) if group else []
+        for (what, _, _, rgb), p in zip(group, px):
+            if (tuple(p[:3]) == rgb and p[3] == 255) != painted:
+                hexa = "#{:02x}{:02x}{:02x}".format(*rgb)
+                c.failed.append(f"{what}: {'painted' if painted else 'not painted'} {hexa} (pixel {p})")
+    formula = next((e["formula"] for e in layout["ranks"] if e["rank"] == 0), "")
+    c.wait_for("rank 0's formula above the strips (#holdings-formula)",
+               lambda: formula and formula in (c.text("#holdings-formula") or ""), timeout=5)
+    print(f"browser_check: {strategy}: {len(page['ranks'])} ranks; {len(inside)} pixels in held "
+          f"ranges and {len(outside)} in gaps checked against /api/run")
+    if screenshot:
+        panel_screenshot(c, screenshot)
+
+
+def panel_screenshot(c, path):
+    panel = c.d.find_element(By.ID, "holdings-panel")
+    c.d.execute_script("arguments[0].scrollIntoView({block: 'center'});", panel)
+    time.sleep(0.3)
+    panel.screenshot(path)
+    print(f"browser_check: screenshot {path}")
+
+
+def check_holdings_unknown(c, url, screenshot):
+    c.wait_for("the page is connected (#conn-status 'live')", lambda: c.text("#conn-status") == "live")
+    if api_run(url).get("layout", "absent") is not None:
+        c.failed.append("/api/run's layout is null")
+    c.wait_for(f"the panel says '{UNKNOWN_TEXT}' (#holdings-msg)",
+               lambda: c.d.execute_script(
+                   "return document.getElementById('holdings-msg').textContent;") == UNKNOWN_TEXT)
+    h = c.d.execute_script("return window.shardlab.holdings;") or {}
+    if h.get("ranks") != [] or c.d.find_element(By.ID, "holdings-box").is_displayed():
+        c.failed.append(f"no strips drawn (window.shardlab.holdings: {h})")
+    if screenshot:
+        panel_screenshot(c, screenshot)
+
+
 def set_field(c, css, value):
     box = c.d.find_element(By.CSS_SELECTOR, css)
     box.clear()
@@ -352,6 +542,10 @@ def main():
     ap.add_argument("--timeout", type=float, default=60)
     ap.add_argument("--plan", action="store_true",
                     help="check the planner's page (URL/plan) instead of the live dashboard")
+    ap.add_argument("--holdings", choices=("zero2", "fsdp"),
+                    help="check the 'Who holds what' panel of a live run of this strategy")
+    ap.add_argument("--holdings-unknown", action="store_true",
+                    help="check that the panel says the layout is unknown (no LAYOUT sent)")
     ap.add_argument("--frame-times", type=float, default=0,
                     help="collect render times for this many seconds and print them as JSON")
     ap.add_argument("--colour", action="append", type=parse_colour, default=[],
@@ -392,7 +586,11 @@ def main():
             print(json.dumps(r))
             return 0 if not c.failed else 1
         c = Checks(driver, args.timeout)
-        if args.plan:
+        if args.holdings:
+            check_holdings(c, args.url, args.holdings, args.ranks, args.colour, args.screenshot)
+        elif args.holdings_unknown:
+            check_holdings_unknown(c, args.url, args.screenshot)
+        elif args.plan:
             check_plan(c, args.url, token)
             check_colours(c, args.colour, PLAN_SHOWN)
             if args.screenshot:

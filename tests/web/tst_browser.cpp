@@ -9,6 +9,11 @@
 // by `shardlab monitor --http`): GPT-3 175B on 1024 A100s planned from the form, the table and
 // charts against /api/plan, an error on the page's error line; its screenshot is
 // <build>/screenshots/web-plan.png.
+// "Who holds what": the panel of a live run of the toy job under zero2 and fsdp against /api/run's
+// layout and the strategies' definitions, down to the canvas's pixels (screenshots
+// <build>/screenshots/web-holdings-zero2.png and -fsdp.png); and the replay of a recording
+// without LAYOUT events (as one made before protocol version 4) says the layout is unknown
+// (web-holdings-unknown.png).
 // Both pages must show the run's meanings in the desktop app's colours: the app's colour of a
 // backward span, a params bar, the straggler flag, ... is handed to browser_check.py (--colour),
 // which reads the page's legend swatches and the pixels its canvases paint.
@@ -18,6 +23,7 @@
 #include <QTemporaryDir>
 
 #include "engine/telemetry/palette.h"
+#include "net/recording.h"
 #include "tests/web/web_test_util.h"
 
 #ifdef SHARDLAB_TEST_WITH_APP
@@ -33,6 +39,7 @@ namespace {
 
 const QString kJob = QStringLiteral(SHARDLAB_SOURCE_DIR "/resources/jobs/gpt-3d.json");
 const QString kCheck = QStringLiteral(SHARDLAB_SOURCE_DIR "/tests/web/browser_check.py");
+const QString kToy = QStringLiteral(SHARDLAB_SOURCE_DIR "/resources/jobs/toy.json");
 
 // browser_check.py on `url`; QSKIPs when the browser cannot start (exit 2).
 ProcessOutcome check_in_browser(const QStringList& extra) {
@@ -105,6 +112,18 @@ QStringList app_colours(bool plan_page) {
   return out;
 }
 
+// The app's colours of the three categories the holdings panel draws.
+QStringList memory_colours() {
+  QStringList out;
+  const QStringList all = app_colours(false);
+  for (qsizetype i = 0; i + 1 < all.size(); i += 2)
+    if (all[i + 1].startsWith(QLatin1String("memory.")) &&
+        !all[i + 1].startsWith(QLatin1String("memory.activations")) &&
+        !all[i + 1].startsWith(QLatin1String("memory.comm")))
+      out << all[i] << all[i + 1];
+  return out;
+}
+
 }  // namespace
 
 class TestBrowser : public QObject {
@@ -166,6 +185,83 @@ class TestBrowser : public QObject {
         check_in_browser({url, QStringLiteral("--ranks"), QStringLiteral("8"),
                           QStringLiteral("--replay"), QStringLiteral("--screenshot"),
                           QStringLiteral(SHARDLAB_BINARY_DIR "/screenshots/web-replay.png")});
+    if (b.exit_code == 2) QSKIP(qPrintable("Chromium could not start here: " + b.err));
+    QVERIFY2(b.exit_code == 0, qPrintable(b.out + b.err));
+  }
+
+  void holdingsInTheBrowser_data() {
+    QTest::addColumn<QString>("strategy");
+    QTest::newRow("zero2") << QStringLiteral("zero2");
+    QTest::newRow("fsdp") << QStringLiteral("fsdp");
+  }
+
+  void holdingsInTheBrowser() {
+    QFETCH(QString, strategy);
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    // Far more steps than the checks take; ended by the test.
+    ServingChild run(
+        {QStringLiteral("run"), kToy, QStringLiteral("--set"),
+         QStringLiteral("parallel.strategy=") + strategy, QStringLiteral("--set"),
+         QStringLiteral("train.steps=1000000"), QStringLiteral("--http"),
+         QStringLiteral("127.0.0.1:0"), QStringLiteral("--no-record"), QStringLiteral("--quiet")},
+        dir.path());
+    const QString url = run.url();
+    QVERIFY2(!url.isEmpty(), qPrintable("no URL printed:\n" + run.output()));
+    QDir().mkpath(QStringLiteral(SHARDLAB_BINARY_DIR "/screenshots"));
+    const QString shot =
+        QStringLiteral(SHARDLAB_BINARY_DIR "/screenshots/web-holdings-") + strategy + ".png";
+    const ProcessOutcome b = check_in_browser(
+        QStringList{url, QStringLiteral("--holdings"), strategy, QStringLiteral("--ranks"),
+                    QStringLiteral("4"), QStringLiteral("--screenshot"), shot} +
+        memory_colours());
+    if (b.exit_code == 2) QSKIP(qPrintable("Chromium could not start here: " + b.err));
+    QVERIFY2(b.exit_code == 0, qPrintable(b.out + b.err));
+    qInfo("%s", qPrintable(b.out.trimmed()));
+    QVERIFY2(run.running(), qPrintable("the run ended during the checks:\n" + run.output()));
+  }
+
+  // A recording of the toy job with its LAYOUT events taken out, as a recording made before
+  // protocol version 4 is: its replay's page says the layout is unknown.
+  void holdingsUnknownInAReplay() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const QString rec = dir.filePath(QStringLiteral("toy.slrec"));
+    ProcessOptions o;
+    o.cwd = dir.path();
+    o.timeout_ms = 120000;
+    const ProcessOutcome made = run_process(
+        shardlab_binary(),
+        {QStringLiteral("run"), kToy, QStringLiteral("--record"), rec, QStringLiteral("--quiet"),
+         QStringLiteral("--set"), QStringLiteral("train.steps=20")},
+        o);
+    QVERIFY2(made.exit_code == 0, qPrintable(made.out + made.err));
+    const QString old = dir.filePath(QStringLiteral("no-layout.slrec"));
+    int layouts = 0;
+    {
+      const shardlab::net::RecordingContents in = shardlab::net::read_recording(rec.toStdString());
+      QVERIFY(in.complete);
+      shardlab::net::RecordingWriter out(old.toStdString());
+      for (const shardlab::net::Message& m : in.messages) {
+        const auto* e = std::get_if<shardlab::telemetry::Event>(&m);
+        if (e && std::holds_alternative<shardlab::telemetry::LayoutEvent>(e->payload)) {
+          ++layouts;
+          continue;
+        }
+        out.append(m);
+      }
+    }
+    QCOMPARE(layouts, 4);  // one per rank, all taken out
+    ServingChild replay(
+        {QStringLiteral("replay"), old, QStringLiteral("--http"), QStringLiteral("127.0.0.1:0"),
+         QStringLiteral("--duration"), QStringLiteral("300")},
+        dir.path());
+    const QString url = replay.url();
+    QVERIFY2(!url.isEmpty(), qPrintable("no URL printed:\n" + replay.output()));
+    QDir().mkpath(QStringLiteral(SHARDLAB_BINARY_DIR "/screenshots"));
+    const ProcessOutcome b = check_in_browser(
+        {url, QStringLiteral("--holdings-unknown"), QStringLiteral("--screenshot"),
+         QStringLiteral(SHARDLAB_BINARY_DIR "/screenshots/web-holdings-unknown.png")});
     if (b.exit_code == 2) QSKIP(qPrintable("Chromium could not start here: " + b.err));
     QVERIFY2(b.exit_code == 0, qPrintable(b.out + b.err));
   }
