@@ -95,12 +95,15 @@ HybridShardedOptimizer::Impl::PipelineOutcome HybridShardedOptimizer::Impl::run_
         out.rows += static_cast<int64_t>(batch.targets.size());
       }
       out.busy += since(t0);
-      if (telemetry)
-        publish_phase(telemetry, world_rank, virtual_stage, j, telemetry::Phase::forward,
-                      phase_start, telemetry::now_seconds());
+      const double phase_end = telemetry ? telemetry::now_seconds() : 0.0;
       if (!stage->last(c))
         act_sends[at(c, slot)] = pp.send_async(
             view(y), next, pipeline_tag(kActivationTag, chunk_of_virtual(virtual_stage + 1)));
+      // Published after the send is on its way: a teaching run holds the rank here
+      // (TelemetrySink::after_phase), and the next stage must not wait for a held rank's output.
+      if (telemetry)
+        publish_phase(telemetry, world_rank, virtual_stage, j, telemetry::Phase::forward,
+                      phase_start, phase_end);
     } else {
       const int slot = slot_of[key];
       SL_ENFORCE_T(InternalError, slot >= 0,
@@ -122,12 +125,13 @@ HybridShardedOptimizer::Impl::PipelineOutcome HybridShardedOptimizer::Impl::run_
       const double phase_start = telemetry ? telemetry::now_seconds() : 0.0;
       const Tensor& dx = stage->backward(c, slot, *g);
       out.busy += since(t0);
-      if (telemetry)
-        publish_phase(telemetry, world_rank, virtual_stage, j, telemetry::Phase::backward,
-                      phase_start, telemetry::now_seconds());
+      const double phase_end = telemetry ? telemetry::now_seconds() : 0.0;
       if (!stage->first(c))
         grad_sends[at(c, slot)] = pp.send_async(
             view(dx), prev, pipeline_tag(kGradientTag, chunk_of_virtual(virtual_stage - 1)));
+      if (telemetry)  // after the send, as the forward's
+        publish_phase(telemetry, world_rank, virtual_stage, j, telemetry::Phase::backward,
+                      phase_start, phase_end);
       free_slots[static_cast<size_t>(c)].push_back(slot);
       slot_of[key] = -1;
     }

@@ -124,6 +124,62 @@ class TestTeaching : public QObject {
     QCOMPARE(QString::fromStdString(gate->status().why_free), QString("run chosen by the viewer"));
   }
 
+  // With pipeline and tensor parallelism the ranks run different phases at once (a 1F1B stage 0
+  // runs its second forward while stage 1 runs its first backward), but every rank has the same
+  // number per step: each Next phase still moves every rank exactly one phase on, the pipeline's
+  // sends and receives complete within the phases released together, and the run reaches its end
+  // by Next phase alone.
+  void pipelineAndTensorLayoutsStepPhaseByPhase_data() {
+    QTest::addColumn<QStringList>("grid");
+    QTest::addColumn<int>("per_step");  // phases per step on every rank
+    QTest::newRow("pp2 x dp2, 1f1b, 2 micro-batches")
+        << QStringList{"parallel.pp=2", "parallel.dp=2", "parallel.micro_batches=2",
+                       "parallel.schedule=1f1b", "parallel.strategy=zero1"}
+        << 5;
+    QTest::newRow("pp2 x dp2, gpipe, 2 micro-batches")
+        << QStringList{"parallel.pp=2", "parallel.dp=2", "parallel.micro_batches=2",
+                       "parallel.schedule=gpipe"}
+        << 5;
+    QTest::newRow("pp2 x dp2, interleaved x 2, 2 micro-batches")
+        << QStringList{"model.gpt.layers=2",
+                       "parallel.pp=2",
+                       "parallel.dp=2",
+                       "parallel.micro_batches=2",
+                       "parallel.schedule=interleaved",
+                       "parallel.pp_chunks=2"}
+        << 9;
+    QTest::newRow("tp2 x dp2") << QStringList{"parallel.tp=2", "parallel.dp=2"} << 3;
+  }
+
+  void pipelineAndTensorLayoutsStepPhaseByPhase() {
+    QFETCH(QStringList, grid);
+    QFETCH(int, per_step);
+    std::vector<std::string> overrides = {"train.steps=2", "train.log_every=100"};
+    for (const QString& g : grid) overrides.push_back(g.toStdString());
+    launch::PreparedJob prepared = launch::prepare_job(load_job(kToy, overrides));
+    auto gate = std::make_shared<TeachingGate>(TeachingOptions{4, 60});
+    Phases phases;
+    RankRunOptions options;
+    options.telemetry = [&](int) -> telemetry::TelemetrySink* { return &phases; };
+    options.teaching = gate;
+    auto done =
+        std::async(std::launch::async, [&] { return launch::run_threads(prepared, options); });
+    auto release = qScopeGuard([&] { gate->close(); });
+    const size_t total = 2 * static_cast<size_t>(per_step);
+    for (size_t n = 1; n < total; ++n) {
+      QVERIFY2(paused_at(*gate, phases, n), qPrintable(QString("no pause at phase %1").arg(n)));
+      gate->command(TeachingCommand::next_phase);
+    }
+    QVERIFY2(paused_at(*gate, phases, total), "no pause after the last update");
+    for (const auto& [rank, list] : phases.seen()) {
+      QCOMPARE(list[static_cast<size_t>(per_step) - 1], telemetry::Phase::optimizer);
+      QCOMPARE(list.back(), telemetry::Phase::optimizer);
+    }
+    gate->command(TeachingCommand::next_phase);
+    QVERIFY2(done.wait_for(60s) == std::future_status::ready, "the run did not end");
+    QCOMPARE(done.get().result.steps, int64_t{2});
+  }
+
   // Without teaching mode (no gate) nothing waits: the run finishes with nobody stepping it on.
   void withoutTeachingNothingWaits() {
     launch::PreparedJob prepared = launch::prepare_job(toy(4));
