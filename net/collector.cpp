@@ -119,7 +119,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void handle(Message&& message, std::span<const uint8_t> frame);
   void on_event(Message&& message, std::span<const uint8_t> frame);
   void on_batch_mac(const BatchMac& mac);
+  // Encodes in the version chosen for this connection (its CHALLENGE's): a worker of an older
+  // version reads every frame we write.
   void send(const Message& message);
+  uint16_t version_ = kProtocolVersion;
   void write_next();
 
   Core& owner_;
@@ -465,6 +468,7 @@ void Connection::handle(Message&& message, std::span<const uint8_t> frame) {
         return;
       }
       hello_ = std::move(*hello);
+      version_ = challenge.version;  // every frame this collector writes to it from now on
       send(challenge);
       state_ = State::await_auth;
       return;
@@ -555,7 +559,7 @@ void Connection::on_batch_mac(const BatchMac& mac) {
 }
 
 void Connection::send(const Message& message) {
-  wqueue_.push_back(encode(message));
+  wqueue_.push_back(encode(message, version_));
   if (!writing_) write_next();
 }
 

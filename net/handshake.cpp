@@ -84,7 +84,7 @@ std::vector<uint8_t> WorkerHandshake::answer(const Challenge& challenge) {
              "job's collector); no telemetry was sent to it");
   Auth auth;
   std::copy(keys_.worker_proof.begin(), keys_.worker_proof.end(), auth.mac.begin());
-  return encode(Message(auth));
+  return encode(Message(auth), challenge.version);  // in the version the collector chose
 }
 
 Challenge CollectorHandshake::challenge(const Hello& hello, std::span<const uint8_t> hello_frame,
@@ -108,7 +108,8 @@ bool CollectorHandshake::check(const Auth& auth) const {
   return digest_equal(got, keys_.worker_proof);
 }
 
-BatchSealer::BatchSealer(const Digest& session_key) : mac_(session_key) {}
+BatchSealer::BatchSealer(const Digest& session_key, uint16_t version)
+    : mac_(session_key), version_(version) {}
 
 void BatchSealer::seal(std::vector<uint8_t>& out, size_t from) {
   SL_ENFORCE_T(InternalError, from <= out.size(), "seal from {} past the end {}", from, out.size());
@@ -117,7 +118,7 @@ void BatchSealer::seal(std::vector<uint8_t>& out, size_t from) {
   BatchMac b;
   const Digest d = mac_.final();
   std::copy(d.begin(), d.end(), b.mac.begin());
-  encode_into(Message(b), out);
+  encode_into(Message(b), out, version_);
 }
 
 BatchVerifier::BatchVerifier(const Digest& session_key) : mac_(session_key) {

@@ -101,12 +101,14 @@ class CollectorHandshake {
 // out[from, out.size()). Batches are numbered from 0 per connection.
 class BatchSealer {
  public:
-  explicit BatchSealer(const Digest& session_key);
+  // `version`: the connection's (the BATCH_MAC frames are written in it).
+  explicit BatchSealer(const Digest& session_key, uint16_t version = kProtocolVersion);
   void seal(std::vector<uint8_t>& out, size_t from);
   uint64_t batches() const { return index_; }
 
  private:
   HmacSha256 mac_;
+  uint16_t version_;
   uint64_t index_ = 0;
 };
 

@@ -330,7 +330,7 @@ struct Publisher::Impl {
                         ok ? std::string("unexpected reply") : why);
       return false;
     }
-    sealer.emplace(handshake->session_key());
+    sealer.emplace(handshake->session_key(), c->version);
     version = c->version;
     connected = true;
     return true;

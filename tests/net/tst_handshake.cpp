@@ -341,6 +341,29 @@ class TestHandshake : public QObject {
     QVERIFY(std::holds_alternative<AuthOk>(decoded(read_frame(s))));
     QVERIFY(wait_for([&] { return collector.stats().authenticated == 1; }));
 
+    // A worker of version 3 (it speaks 3 only): the collector chooses 3 and writes its CHALLENGE
+    // and AUTH_OK in version 3, which such a worker reads (it refuses a header of version 4).
+    tcp::socket old_worker(io);
+    old_worker.connect(loopback(collector.port()));
+    Hello v3 = grid_hello("neg", 0, 2, 1, 1, 2);
+    v3.min_version = 3;
+    v3.version = 3;
+    v3.nonce = random_nonce();
+    const Bytes hello3 = encode(Message(v3), 3);
+    asio::write(old_worker, asio::buffer(hello3));
+    const Bytes challenge3 = read_frame(old_worker);
+    QCOMPARE(int(challenge3[4]), 3);
+    const auto c3 = std::get<Challenge>(decoded(challenge3));
+    QCOMPARE(c3.version, uint16_t(3));
+    const HandshakeKeys k3 = derive_keys(kToken, 3, hello3, c3.nonce);
+    Auth auth3;
+    std::copy(k3.worker_proof.begin(), k3.worker_proof.end(), auth3.mac.begin());
+    asio::write(old_worker, asio::buffer(encode(Message(auth3), 3)));
+    const Bytes ok3 = read_frame(old_worker);
+    QCOMPARE(int(ok3[4]), 3);
+    QVERIFY(std::holds_alternative<AuthOk>(decoded(ok3)));
+    QVERIFY(wait_for([&] { return collector.stats().authenticated == 2; }));
+
     // A worker refuses a collector that chose a version it does not speak.
     WorkerHandshake worker(kToken, mine);
     Challenge old;
@@ -352,6 +375,58 @@ class TestHandshake : public QObject {
       QVERIFY2(std::string(e.what()).find("chose protocol version 2") != std::string::npos,
                e.what());
     }
+  }
+
+  // A collector of version 3 (made here by hand: it chooses 3 and proves the token) gets from a
+  // version-4 publisher every frame in version 3 and no LAYOUT, which it could not read; the
+  // events around the LAYOUT all arrive.
+  void versionThreeCollectorGetsNoLayout() {
+    asio::io_context io;
+    tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    const uint16_t port = acceptor.local_endpoint().port();
+    std::vector<Bytes> frames;  // after AUTH_OK
+    std::string failure;
+    std::thread collector([&] {
+      try {
+        tcp::socket s(io);
+        acceptor.accept(s);
+        const Bytes hello = read_frame(s);
+        // The HELLO's header: the lowest version the worker speaks, which this collector reads.
+        if (hello[4] != 3) throw std::runtime_error("HELLO header not of version 3");
+        Challenge c;
+        c.version = 3;
+        c.nonce = random_nonce();
+        const HandshakeKeys k = derive_keys(kToken, 3, hello, c.nonce);
+        std::copy(k.collector_proof.begin(), k.collector_proof.end(), c.proof.begin());
+        asio::write(s, asio::buffer(encode(Message(c), 3)));
+        const Auth a = std::get<Auth>(decoded(read_frame(s)));
+        if (!std::equal(a.mac.begin(), a.mac.end(), k.worker_proof.begin()))
+          throw std::runtime_error("the worker's proof does not check");
+        asio::write(s, asio::buffer(encode(Message(AuthOk{}), 3)));
+        for (;;) frames.push_back(read_frame(s));  // until the publisher closes
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+    });
+    {
+      Publisher pub(publisher_options(port, 2));
+      pub.publish(make_event(2, 1.0, make_step(1, 2.5, 0.1)));
+      pub.publish(make_event(2, 1.0, telemetry::LayoutEvent{}));
+      pub.publish(make_event(2, 1.0, make_step(2, 2.4, 0.1)));
+      pub.close();
+      QCOMPARE(pub.dropped(), uint64_t{0});
+    }
+    collector.join();
+    int steps = 0;
+    for (const Bytes& f : frames) {
+      QCOMPARE(int(f[4]), 3);
+      const MessageType type = static_cast<MessageType>(f[6] | (f[7] << 8));
+      QVERIFY2(type != MessageType::layout, "a LAYOUT went to a version-3 collector");
+      if (type == MessageType::step) ++steps;
+    }
+    QCOMPARE(steps, 2);
+    // The collector's loop ends when the publisher closes: the read says End of file.
+    QVERIFY2(failure.find("End of file") != std::string::npos, failure.c_str());
   }
 
   // The collector's proof sent back as a worker's proof is refused (the labels differ).
