@@ -6,10 +6,13 @@ import { isNum } from './draw.js';
 
 // ---- Shared state -------------------------------------------------------------------------------
 // window.shardlab: frames = renders done, frameTimes = their durations in ms (last 200),
-// lastFrame = the `frame` counter of the newest frame applied, received = frames applied.
+// lastFrame = the `frame` counter of the newest frame applied, received = frames applied;
+// memory = what the memory chart last drew ({modelStatesOnly, chosen: by the user, top: bytes at
+// the axis's top, tallest: bytes of the tallest drawn bar}, charts.js), gridText = the lines each
+// grid cell shows, by rank (empty when the cells hold no text; rank_grid.js).
 const S = window.shardlab = {
   frames: 0, frameTimes: [], lastFrame: null, state: emptyState(), connected: false,
-  received: 0, apply: applyFrame, renderNow,
+  received: 0, apply: applyFrame, renderNow, memory: null, gridText: [],
 };
 // The page's own state: what to redraw, the mouse, the controls' choices, the views' last layouts.
 const ui = {
