@@ -535,6 +535,7 @@ void MainWindow::markRanks(const net::RunModel& run, double now) {
     }
   }
   showShares(run);
+  grid_->setFigures(run);
   const net::CommStats& comm = run.comm();
   const bool talking = !comm.last_group().empty() && now - comm.last_end() < kCommunicatingSeconds;
   grid_->setCommunicating(talking ? comm.last_group() : std::string());

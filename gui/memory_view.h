@@ -2,7 +2,8 @@
 // the ranks measured.
 //
 // MemoryViewModel (no widgets, testable) holds the figures:
-//   - predicted: the engine's planner (engine/plan/memory/planner.h), steady-state bytes per rank by
+//   - predicted: the engine's planner (engine/plan/memory/planner.h), steady-state bytes per rank
+//   by
 //     category, recomputed by setJob() as the user edits. Strategy "none" plans one rank
 //     (plan_memory with world 1); ddp/zero1/zero2/fsdp plan every rank alike (plan_memory over
 //     model_layout(job.model)); a job with tensor or pipeline parallelism plans each rank with
@@ -18,11 +19,29 @@
 // stacked bars side by side, "planned" and "measured", with one QBarSet per category (params,
 // grads, optimizer_state, activations). Every update rebuilds the sets whole (never per-point
 // appends); a label says "first 64 of N ranks" when the job is larger.
+//
+// Model states only: activations often dwarf the model states (the 2x2x2 gpt-3d run measures
+// ~9.6 MiB of activations against ~0.3 MiB of parameters, gradients and optimizer state per
+// rank), leaving those slivers at the bottom. The "Model states only" checkbox drops the
+// activations set and scales the axis to params + grads + optimizer_state alone (the planned bars
+// are model states too, so they stay on the same axis). Until the user clicks it, it follows a
+// rule: on when the tallest model-states stack is under kModelStatesShare of the tallest whole
+// bar; once clicked (or set through setModelStatesOnly) the user's choice stays.
+//
+// Labels: QtCharts elides category labels ("...") and legend entries ("optimizer_st...") when
+// space is short, so the view draws its own. Under the plot, one row of "P" / "M" letters under
+// the planned and measured bars when each bar is wide enough for a letter, then the rank numbers
+// centred under each pair: every rank when they fit, else every k-th (k a power of two, the
+// smallest whose labels leave a gap between neighbours), then the caption. The legend is a
+// word-wrapped label under the chart that breaks only between entries: never truncated.
 #pragma once
 
 #include <QColor>
 #include <QLabel>
+#include <QList>
+#include <QRectF>
 #include <QString>
+#include <QStringList>
 #include <QWidget>
 
 #include <array>
@@ -37,6 +56,8 @@ QT_BEGIN_NAMESPACE
 class QBarCategoryAxis;
 class QChart;
 class QChartView;
+class QCheckBox;
+class QGraphicsSimpleTextItem;
 class QStackedBarSeries;
 class QValueAxis;
 QT_END_NAMESPACE
@@ -93,6 +114,18 @@ class MemoryView : public QWidget {
   static constexpr std::array<MemCategory, 4> kDrawnCategories{
       MemCategory::params, MemCategory::grads, MemCategory::optimizer_state,
       MemCategory::activations};
+  // The model states: what "Model states only" keeps.
+  static constexpr std::array<MemCategory, 3> kModelStates{MemCategory::params, MemCategory::grads,
+                                                           MemCategory::optimizer_state};
+  // Until the user chooses, "Model states only" is on when the tallest model-states stack is
+  // below this share of the tallest whole bar.
+  static constexpr double kModelStatesShare = 0.10;
+
+  // A label drawn under the plot: its text and where it is (scene coordinates).
+  struct Label {
+    QString text;
+    QRectF rect;
+  };
 
   explicit MemoryView(QWidget* parent = nullptr);
 
@@ -109,11 +142,29 @@ class MemoryView : public QWidget {
 
   QStackedBarSeries* series() const { return series_; }
   QChartView* chartView() const { return view_; }
+  QValueAxis* valueAxis() const { return axis_y_; }
   // "first 64 of N ranks", the job's problem or the planner's note.
   QString statusText() const { return status_->text(); }
 
+  // Whether only the model states are drawn now (see the file comment).
+  bool modelStatesOnly() const { return states_only_; }
+  // The user's choice: it stays, whatever the figures (the checkbox's click does the same).
+  void setModelStatesOnly(bool on);
+  // Whether the user has chosen (false: the rule decides).
+  bool modelStatesChosen() const { return user_chose_; }
+  QCheckBox* modelStatesBox() const { return states_box_; }
+
+  // The labels under the plot as drawn (after the last layout of the chart): P/M letters, rank
+  // numbers and the caption, in drawing order.
+  QList<Label> labels() const;
+  // The legend's entries, as shown: one per drawn category.
+  QStringList legendEntries() const { return legend_entries_; }
+  QLabel* legend() const { return legend_; }
+
  private:
   void showTip(bool hovering, int index, MemCategory category);
+  // Lays the labels out under the plot area (on every rebuild and plot-area change).
+  void placeLabels();
 
   MemoryViewModel model_;
   QChart* chart_;
@@ -122,6 +173,13 @@ class MemoryView : public QWidget {
   QBarCategoryAxis* axis_x_;
   QValueAxis* axis_y_;
   QLabel* status_;
+  QLabel* legend_;
+  QCheckBox* states_box_;
+  QStringList legend_entries_;
+  QList<QGraphicsSimpleTextItem*> label_items_;  // children of the chart
+  int drawn_ = 0;                                // ranks drawn by the last rebuild
+  bool states_only_ = false;
+  bool user_chose_ = false;
   double unit_ = 1;  // bytes per axis unit
   QString unit_name_ = "B";
 };

@@ -1,6 +1,8 @@
 #include "gui/rank_grid.h"
+#include "engine/core/human_format.h"
 #include "gui/palette_color.h"
 #include "gui/tool_tip.h"
+#include "net/run_model.h"
 
 #include <QFontMetrics>
 #include <QMouseEvent>
@@ -11,6 +13,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 namespace shardlab::gui {
 
@@ -146,6 +149,8 @@ void RankGrid::setTopology(const Topology& topo) {
   share_scale_ = 0;
   share_what_.clear();
   share_detail_.clear();
+  figures_.assign(n, Figures{});
+  text_dirty_ = true;
   fills_.resize(n);
   for (int r = 0; r < topo.world(); ++r)
     fills_[static_cast<size_t>(r)] = groupFillColor(topo.tp_color(r));
@@ -161,10 +166,9 @@ void RankGrid::ensureLayout() const {
   layout_size_ = size();
   const int n = world();
   rects_.assign(static_cast<size_t>(n), QRect());
-  labels_.assign(static_cast<size_t>(n), QStaticText());
   legend_ = QRect();
   cell_ = 0;
-  show_labels_ = false;
+  text_dirty_ = true;
   if (n == 0) return;
 
   const int pp = topo_->pp(), tp = topo_->tp(), dp = topo_->dp();
@@ -202,23 +206,114 @@ void RankGrid::ensureLayout() const {
     const int y = oy + c.pp * (band_h + kBandGap) + (c.dp / k) * (s + kLineGap);
     rects_[static_cast<size_t>(r)] = QRect(x, y, s - gap, s - gap);
   }
+}
 
-  // Rank numbers, when the widest one fits inside the highlight rings.
-  const int d = s - gap;
+void RankGrid::layoutText() const {
+  ensureLayout();
+  if (!text_dirty_) return;
+  text_dirty_ = false;
+  const int n = world();
+  lines_.assign(static_cast<size_t>(n), QStringList());
+  text_top_.assign(static_cast<size_t>(n), 0);
+  if (n == 0 || rects_.empty()) return;
+  const int d = rects_.front().width();
   const int ring = std::clamp(d / 9, 1, 3);
-  QFont f = font();
-  f.setPixelSize(std::clamp(d / 3, 7, 13));
-  const QFontMetrics fm(f);
+  const int bar = std::max(2, d / 6);     // the communication bar along the bottom
+  const int corner = std::max(3, d / 3);  // the flag corner, top left
+  number_font_ = font();
+  number_font_.setPixelSize(std::clamp(d / 3, 7, std::max(13, d / 9)));
+  number_font_.setBold(true);
+  figure_font_ = font();
+  figure_font_.setPixelSize(std::clamp(d / 8, 8, 14));
+  const QFontMetrics nfm(number_font_), ffm(figure_font_);
+  number_height_ = nfm.height();
+  figure_height_ = ffm.height();
+  // Inside the three highlight rings; the number alone as it always was: when the widest one fits
+  // (in width and height) every rank shows its number, centred in the cell.
   const int room = d - 6 * ring - 2;
-  if (fm.horizontalAdvance(QString::number(n - 1)) <= room && fm.height() <= room) {
-    show_labels_ = true;
-    for (int r = 0; r < n; ++r) {
-      QStaticText& t = labels_[static_cast<size_t>(r)];
-      t.setText(QString::number(r));
-      t.setTextFormat(Qt::PlainText);
-      t.prepare(QTransform(), f);
+  if (nfm.horizontalAdvance(QString::number(n - 1)) > room || nfm.height() > room) return;
+  // With figures: under the number, clear of the bar, and below the flag corner when they all fit
+  // there (else over the whole height, the corner drawn over the text's edge). They may run under
+  // the hover rings (drawn over them while a rank is hovered): small cells keep a line more.
+  const int inset = 2;
+  const int width = d - 2 * inset;
+  const int bottom = d - bar - 1;
+  const int below_corner = corner + 1;
+  for (int r = 0; r < n; ++r) {
+    const auto i = static_cast<size_t>(r);
+    QStringList& lines = lines_[i];
+    lines << QString::number(r);
+    const Figures& f = figures_[i];
+    QStringList figures;
+    if (f.step) figures << tr("step %1").arg(*f.step);
+    if (f.memory) figures << QString::fromStdString(human_bytes(*f.memory));
+    if (hasFigure(f.wait)) figures << tr("wait %1").arg(percent(f.wait));
+    if (figures.isEmpty()) {
+      text_top_[i] = (d - number_height_) / 2;
+      continue;
     }
+    // How many figure lines fit under the number in `height` pixels (in order: the first that
+    // does not fit ends the list).
+    auto fitting = [&](int height) {
+      int k = 0, h = number_height_;
+      for (const QString& line : figures) {
+        if (h + figure_height_ > height || ffm.horizontalAdvance(line) > width) break;
+        h += figure_height_;
+        ++k;
+      }
+      return k;
+    };
+    const int k_clear = fitting(bottom - below_corner);
+    const int k_full = fitting(bottom - inset);
+    const bool clear = k_clear == k_full && number_height_ <= bottom - below_corner;
+    const int k = clear ? k_clear : k_full;
+    const int top = clear ? below_corner : inset;
+    const int block = number_height_ + k * figure_height_;
+    lines << figures.mid(0, k);
+    text_top_[i] = top + std::max(0, (bottom - top - block) / 2);
   }
+}
+
+bool RankGrid::Figures::operator==(const Figures& o) const {
+  const bool same_wait = std::isnan(wait) ? std::isnan(o.wait) : wait == o.wait;
+  return step == o.step && memory == o.memory && same_wait;
+}
+
+void RankGrid::setFigures(const std::vector<Figures>& figures) {
+  std::vector<Figures> next(static_cast<size_t>(world()));
+  for (size_t r = 0; r < next.size() && r < figures.size(); ++r) next[r] = figures[r];
+  if (next == figures_) return;
+  figures_ = std::move(next);
+  text_dirty_ = true;
+  update();
+}
+
+void RankGrid::setFigures(const net::RunModel& run) {
+  std::vector<Figures> figures(static_cast<size_t>(world()));
+  for (const auto& [rank, state] : run.ranks()) {
+    if (rank < 0 || rank >= world()) continue;
+    Figures& f = figures[static_cast<size_t>(rank)];
+    if (state.series_steps > 0) f.step = state.step;
+    const int64_t memory = std::accumulate(state.memory.begin(), state.memory.end(), int64_t{0});
+    if (memory > 0) f.memory = memory;
+    const net::StepAccount w = run.time().window(rank);
+    // Collectives whose waits the backend cannot measure (nccl, old recordings) would read as
+    // "never waits": no figure instead.
+    const bool unknown = w.wait == 0 && w.transfer == 0 && w.unknown > 0;
+    if (w.steps > 0 && w.seconds > 0 && !unknown) f.wait = w.share(w.wait);
+  }
+  setFigures(figures);
+}
+
+RankGrid::Figures RankGrid::rankFigures(int rank) const {
+  if (rank < 0 || rank >= world()) return {};
+  return figures_[static_cast<size_t>(rank)];
+}
+
+QStringList RankGrid::cellLines(int rank) const {
+  layoutText();
+  if (rank < 0 || rank >= static_cast<int>(lines_.size())) return {};
+  return lines_[static_cast<size_t>(rank)];
 }
 
 int RankGrid::rankAt(QPoint p) const {
@@ -432,7 +527,7 @@ QSize RankGrid::sizeHint() const {
 }
 
 void RankGrid::paintEvent(QPaintEvent* event) {
-  ensureLayout();
+  layoutText();
   QPainter p(this);
   const QRect dirty = event->rect();
   p.fillRect(dirty, backgroundColor());
@@ -445,12 +540,6 @@ void RankGrid::paintEvent(QPaintEvent* event) {
   const QColor tp_c = highlightColor(ParallelDim::Tp), pp_c = highlightColor(ParallelDim::Pp),
                dp_c = highlightColor(ParallelDim::Dp), comm_c = communicatingColor();
   const QColor dark_text(30, 30, 30), light_text(255, 255, 255);
-  if (show_labels_) {
-    QFont f = font();
-    f.setPixelSize(std::clamp(d / 3, 7, 13));
-    p.setFont(f);
-    p.setPen(dark_text);
-  }
 
   for (size_t r = 0; r < rects_.size(); ++r) {
     const QRect& c = rects_[r];
@@ -459,13 +548,18 @@ void RankGrid::paintEvent(QPaintEvent* event) {
     p.fillRect(c, fill);
     const uint8_t m = marks_[r];
     if (m & kComm) p.fillRect(QRect(c.left(), c.bottom() - bar + 1, c.width(), bar), comm_c);
-    if (show_labels_) {
+    if (!lines_[r].isEmpty()) {
       p.setPen(luma(fill) < 0.45 ? light_text : dark_text);  // readable on the dark purples
-      const QStaticText& t = labels_[r];
-      const QSizeF ts = t.size();
-      p.drawStaticText(QPointF(c.left() + (c.width() - ts.width()) / 2.0,
-                               c.top() + (c.height() - ts.height()) / 2.0),
-                       t);
+      const QStringList& lines = lines_[r];
+      int y = c.top() + text_top_[r];
+      p.setFont(number_font_);
+      p.drawText(QRect(c.left(), y, c.width(), number_height_), Qt::AlignHCenter | Qt::AlignTop,
+                 lines.front());
+      y += number_height_;
+      if (lines.size() > 1) p.setFont(figure_font_);
+      for (qsizetype i = 1; i < lines.size(); ++i, y += figure_height_)
+        p.drawText(QRect(c.left(), y, c.width(), figure_height_), Qt::AlignHCenter | Qt::AlignTop,
+                   lines[i]);
     }
     // Nested rings: pp outermost, dp inside it, tp innermost.
     if (m & kPp) fillRing(p, c, 0, ring, pp_c);

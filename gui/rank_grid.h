@@ -15,10 +15,16 @@
 //   band; K is chosen on every resize to make the (square) cells as large as the widget allows.
 //
 // A cell is filled with its tp group's colour (a fixed palette cycled over Topology::tp_color)
-// and shows its rank number when it is large enough. Hovering a rank (or setHoveredRank) outlines
-// its three groups with nested rings of distinct colours: pp outermost, then dp, then tp. The sync
-// view marks the cells of the group that is communicating now (a dark bar along the cell's
-// bottom) and flags stragglers, silent and failed ranks with a coloured top-left corner.
+// and shows its rank number when it is large enough. During a run (setFigures) it shows under the
+// number, as far as they fit, the rank's step ("step 143"), its memory now (all categories,
+// engine/core/human_format.h: "9.5 MiB") and its wait share of its recent steps ("wait 30%"):
+// lines that do not fit the cell's width or height are left out from the last up, so small cells
+// (64 ranks in a small window) keep the number and the first figures, tiny ones nothing. The text
+// keeps clear of the communication bar and, when it can, of the flag corner. Hovering a rank (or
+// setHoveredRank) outlines its three groups with nested rings of distinct colours: pp outermost,
+// then dp, then tp. The sync view marks the cells of the group that is communicating now (a dark
+// bar along the cell's bottom) and flags stragglers, silent and failed ranks with a coloured
+// top-left corner.
 //
 // While a run goes, setShares() colours each cell instead by a share of the rank's step time
 // (the main window gives the wait or the compute share of its last steps): lavender to dark purple
@@ -27,16 +33,19 @@
 // what the colour means. Purple leaves the flag corners (amber, grey, red), the communication bar
 // (green) and the orange tp ring distinct. A rank without a figure keeps its group colour.
 //
-// Painting is cheap: cell rectangles and rank labels are precomputed when the size or the topology
-// changes, and paintEvent only does fillRect / drawStaticText over the ranks in the dirty region.
+// Painting is cheap: cell rectangles are precomputed when the size or the topology changes, the
+// cells' lines when the size or the figures change, and paintEvent only does fillRect / drawText
+// over the ranks in the dirty region.
 #pragma once
 
 #include <QColor>
+#include <QFont>
 #include <QRect>
-#include <QStaticText>
+#include <QStringList>
 #include <QWidget>
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +55,10 @@
 QT_BEGIN_NAMESPACE
 class QPainter;
 QT_END_NAMESPACE
+
+namespace shardlab::net {
+class RunModel;
+}
 
 namespace shardlab::gui {
 
@@ -125,6 +138,25 @@ class RankGrid : public QWidget {
   // The legend strip (widget coordinates); empty without shares.
   QRect legendRect() const;
 
+  // What a cell shows under its rank number during a run. Unknown: nullopt, NaN.
+  struct Figures {
+    std::optional<int64_t> step;                             // the rank's last step
+    std::optional<int64_t> memory;                           // bytes held now, all categories
+    double wait = std::numeric_limits<double>::quiet_NaN();  // share of its recent step time
+    bool operator==(const Figures& o) const;
+  };
+  // One per rank (missing ranks: none); repaints only when something changed.
+  void setFigures(const std::vector<Figures>& figures);
+  // From the run model: each rank's step (once it reported one), its current memory summed over
+  // the categories (once it reported any), and the wait share of its window of recent steps
+  // (net::TimeAccounting::window, as RunModel::table()'s WAIT%; none while the backend cannot
+  // measure its waits).
+  void setFigures(const net::RunModel& run);
+  Figures rankFigures(int rank) const;
+  // The lines drawn in the rank's cell at the current size: the rank number, then its figures as
+  // far as they fit; empty when not even the number fits.
+  QStringList cellLines(int rank) const;
+
   QSize sizeHint() const override;
   QSize minimumSizeHint() const override { return QSize(120, 80); }
 
@@ -143,6 +175,7 @@ class RankGrid : public QWidget {
   enum Mark : uint8_t { kTp = 1, kPp = 2, kDp = 4, kComm = 8 };
 
   void ensureLayout() const;  // recomputes the cell rects when the size or topology changed
+  void layoutText() const;    // the cells' lines and fonts, from the cell size and the figures
   void paintLegend(QPainter& p) const;
   void updateRanks(const std::vector<int>& ranks);
 
@@ -164,9 +197,16 @@ class RankGrid : public QWidget {
   mutable int cell_ = 0;
   mutable std::vector<QRect> rects_;
   mutable QRect legend_;
-  mutable std::vector<QStaticText> labels_;
-  std::vector<QColor> fills_;  // per rank: groupFillColor(tp_color)
-  mutable bool show_labels_ = false;
+  std::vector<QColor> fills_;     // per rank: groupFillColor(tp_color)
+  std::vector<Figures> figures_;  // per rank
+  // The cells' text (rebuilt lazily when the size or the figures changed): per rank its lines,
+  // the first in number_font_, the others in figure_font_, and the top of the first line
+  // relative to the cell's top.
+  mutable bool text_dirty_ = true;
+  mutable std::vector<QStringList> lines_;
+  mutable std::vector<int> text_top_;
+  mutable QFont number_font_, figure_font_;
+  mutable int number_height_ = 0, figure_height_ = 0;
 };
 
 }  // namespace shardlab::gui

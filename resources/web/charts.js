@@ -2,12 +2,23 @@
 // accuracy on a right axis) and memory per rank (measured bars by category beside the planned ones,
 // binned above 64 ranks). #loss-chart's data-points and #memory-chart's data-ranks are written by
 // dashboard.js (updateDataAttributes).
+// "Model states only" (#mem-states): params, grads and optimizer_state alone on their own axis, the
+// activations (which can dwarf them) and comm left out. Until the user ticks or unticks it, it is on
+// when the tallest model-states stack is under MODEL_STATES_SHARE of the tallest whole bar; the
+// user's choice then stays (setModelStatesOnly). Each render leaves what it drew on
+// window.shardlab.memory (state.js).
 import {
   PALETTE, $, isNum, fmtInt, fmtBytes, sum, niceTicks, fitCanvas, emptyMessage, line, el, AXIS, GRIDLINE, FONT,
 } from './draw.js';
 import { S } from './state.js';
 
 const MAX_MEM_BARS = 64;
+const MODEL_STATES = 3;  // params, grads, optimizer_state: job.categories' first three
+const MODEL_STATES_SHARE = 0.1;
+let statesChoice = null;  // the user's choice (true/false); null: the rule decides
+
+// The user ticked or unticked "Model states only": it stays so.
+function setModelStatesOnly(on) { statesChoice = !!on; }
 
 // The colour of memory category `c` (an index into job.categories, the server's MemCategory
 // names): the palette's, grey for a name it does not know.
@@ -120,15 +131,25 @@ function memoryGroups() {
 
 function renderMemory() {
   const { ctx, w, h } = fitCanvas($('memory-chart'), 260);
-  renderMemoryLegend();
   const M = memoryGroups();
+  // The tallest model-states stack and the tallest whole bar decide the switch until the user does.
+  const states = (g) => sum(g.meas.slice(0, MODEL_STATES));
+  const tallStates = Math.max(0, ...M.groups.map((g) => Math.max(states(g), sum(g.plan))));
+  const tallAll = Math.max(0, ...M.groups.map((g) => Math.max(sum(g.meas), sum(g.plan), g.peak, g.max)));
+  const only = statesChoice !== null ? statesChoice : tallAll > 0 && tallStates < MODEL_STATES_SHARE * tallAll;
+  const box = $('mem-states');
+  if (box) box.checked = only;
+  const hidden = Math.max(0, ...M.groups.map((g) => sum(g.meas.slice(MODEL_STATES))));
+  renderMemoryLegend(only, hidden);
+  S.memory = { modelStatesOnly: only, chosen: statesChoice !== null, top: 0, tallest: only ? tallStates : tallAll };
   if (!M.groups.some((g) => g.count || g.planCount)) { emptyMessage(ctx, w, h, 'no memory reported yet'); return; }
   const m = { l: 66, r: 8, t: 10, b: 30 };
   const [pw, ph] = [w - m.l - m.r, h - m.t - m.b];
-  const top = Math.max(1, ...M.groups.map((g) => Math.max(sum(g.meas), sum(g.plan), g.peak, g.max)));
+  const top = Math.max(1, only ? tallStates : tallAll);
   // Ticks in the binary unit of the largest value.
   const unit = Math.pow(1024, Math.max(0, Math.min(4, Math.floor(Math.log(top) / Math.log(1024)))));
   const yt = niceTicks(0, top / unit, 4);
+  S.memory.top = yt.hi * unit;  // bytes at the top of the axis
   const Y = (b) => m.t + ph - (b / unit / yt.hi) * ph;
   [ctx.strokeStyle, ctx.fillStyle, ctx.textAlign] = [GRIDLINE, AXIS, 'right'];
   for (const v of yt.ticks) {
@@ -142,7 +163,8 @@ function renderMemory() {
     const gx = left(i);
     if (M.planned) { ctx.globalAlpha = 0.45; stack(ctx, gx, bw, g.plan, Y); ctx.globalAlpha = 1; }
     const mx = M.planned ? gx + bw + 1 : gx;
-    if (g.count) stack(ctx, mx, bw, g.meas, Y);
+    if (g.count) stack(ctx, mx, bw, only ? g.meas.slice(0, MODEL_STATES) : g.meas, Y);
+    if (only) return;  // the peak and the whisker are whole totals: off this axis
     [ctx.strokeStyle, ctx.lineWidth] = ['#111827', 1];
     if (g.peak > 0) line(ctx, mx - 1, Y(g.peak), mx + bw + 1, Y(g.peak));
     if (M.bin > 1 && g.count) {  // the whisker: smallest to largest rank total of the bin
@@ -181,25 +203,29 @@ function stack(ctx, x, bw, values, Y) {
   });
 }
 
-// The category legend (from job.categories) and the note on planning and binning.
-function renderMemoryLegend() {
+// The category legend (from job.categories, names in full; with only the model states drawn, the
+// others marked "not drawn") and the note on planning, the switch and binning.
+function renderMemoryLegend(only, hidden) {
   const { job, ranks: { length: n } } = S.state;
   const cats = job && Array.isArray(job.categories) ? job.categories : [];
   const planned = !!(job && Array.isArray(job.planned));
   const box = $('mem-legend');
-  const key = JSON.stringify([cats, planned, n]);
+  const key = JSON.stringify([cats, planned, n, only, only ? fmtBytes(hidden) : '']);
   if (box.dataset.key === key) return;
   box.dataset.key = key;
   const item = (c, i) => {
-    const [s, sw] = [el('span', String(c)), el('i', '', 'sw')];
+    const off = only && i >= MODEL_STATES;
+    const [s, sw] = [el('span', off ? `${c} (not drawn)` : String(c), off ? 'muted' : ''), el('i', '', 'sw')];
     sw.style.background = catFill(i);
     sw.dataset.category = String(c);
     s.prepend(sw);
     return s;
   };
-  box.replaceChildren(...cats.map(item), el('span', '— peak total'));
+  box.replaceChildren(...cats.map(item), ...(only ? [] : [el('span', '— peak total')]));
   $('mem-sub').textContent = planned ? 'planned (P, pale) beside measured (M)' : 'measured';
-  let note = planned ? 'Planned: parameters, gradients and optimizer state only (activations and comm are not planned). ' : '';
+  let note = only && hidden > 0
+    ? `Model states only: the other categories (up to ${fmtBytes(hidden)} on a rank) are not drawn. ` : '';
+  note += planned ? 'Planned: parameters, gradients and optimizer state only (activations and comm are not planned). ' : '';
   if (n > MAX_MEM_BARS) {
     const bin = Math.ceil(n / MAX_MEM_BARS);
     note += `${fmtInt(n)} ranks in ${Math.ceil(n / bin)} bars of ${bin} consecutive ranks: each bar is the bin's mean ` +
@@ -208,4 +234,4 @@ function renderMemoryLegend() {
   $('mem-note').textContent = note;
 }
 
-export { renderLoss, renderMemory };
+export { renderLoss, renderMemory, setModelStatesOnly };

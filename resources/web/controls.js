@@ -1,11 +1,12 @@
 // ShardLab dashboard, the controls: the replay buttons, slider and speed (and the position text
-// beside them), the grid's colour and the heat map's metric, the mouse over the canvases
+// beside them), the grid's colour, the memory chart's "model states only" and the heat map's metric, the mouse over the canvases
 // (tooltips, the grid's hover rings), redraws on resize. dashboard.js wires them at start-up.
 import { $, isNum, showTip } from './draw.js';
 import { S, ui, mark, scheduleRender } from './state.js';
 import { send } from './socket.js';
 import { gridHit, rankTip } from './rank_grid.js';
 import { heatTip, timelineTip } from './comm_views.js';
+import { setModelStatesOnly } from './charts.js';
 
 // ---- Tooltip and mouse --------------------------------------------------------------------------
 // Rebuilds the visible tooltip, after a move or from a fresh frame (the mouse did not move).
@@ -54,6 +55,7 @@ function wireControls() {
   slider.addEventListener('change', () => { ui.sliderDragging = false; send({ cmd: 'seek', t: Number(slider.value) }); });
   $('replay-speed').addEventListener('change', (e) => send({ cmd: 'speed', x: Number(e.target.value) }));
   $('grid-colour').addEventListener('change', (e) => { ui.gridColour = e.target.value; mark('grid'); scheduleRender(); });
+  $('mem-states').addEventListener('change', (e) => { setModelStatesOnly(e.target.checked); mark('memory'); scheduleRender(); });
   for (const b of document.querySelectorAll('#heat-metric button')) {
     b.addEventListener('click', () => { ui.heatMetric = b.dataset.metric; mark('heat'); scheduleRender(); });
   }

@@ -1,7 +1,9 @@
 // ShardLab dashboard, the rank grid: a band per pipeline stage (pp), a block per data-parallel
 // replica (dp), a cell per tensor-parallel rank (tp); cells coloured by state or by wait/compute
 // share, flags for failed, silent and straggler ranks, and on hover rings around the rank's tp, dp and
-// pp groups with a tooltip of its figures. #rank-grid's data-cells, data-straggler and data-failed
+// pp groups with a tooltip of its figures. Up to 64 ranks each cell shows its rank number and under
+// it, as far as they fit (from the last line up), the rank's step, its memory now (all categories)
+// and its wait share of its recent steps; what each cell shows is left on window.shardlab.gridText. #rank-grid's data-cells, data-straggler and data-failed
 // are written by dashboard.js (updateDataAttributes) from ui.grid and the state.
 import {
   PALETTE, $, isNum, fmtInt, fmtPct, fmtBytes, fmtSeconds, fmtRanks, sum, fitCanvas, emptyMessage, LUT, lutIndex,
@@ -84,6 +86,7 @@ function renderGrid() {
   $('grid-legend').dataset.mode = ui.gridColour;
   if (!job || !(job.world > 0)) {
     ui.grid = null;
+    S.gridText = [];
     const { ctx, w, h } = fitCanvas(canvas, 120);
     return emptyMessage(ctx, w, h, 'no ranks yet');
   }
@@ -115,7 +118,7 @@ function renderGrid() {
     }
   }
   if (ui.hover >= 0 && ui.hover < L.n) drawHoverRings(ctx, L, ui.hover);
-  if (L.n <= 64 && d >= 20) drawCellText(ctx, L, ranks);
+  S.gridText = L.n <= 64 && d >= 20 ? drawCellText(ctx, L, ranks, !(job.waits_known === false)) : [];
 }
 
 // A filled right triangle in a cell's corner: dir 1 = top-right at (x, y), -1 = bottom-left.
@@ -149,24 +152,49 @@ function drawHoverRings(ctx, L, r) {
   ctx.strokeRect(L.xs[r] - 1, L.ys[r] - 1, d + 2, d + 2);
 }
 
-// Rank numbers (and the step or share below them in big cells), up to 64 ranks.
-function drawCellText(ctx, L, ranks) {
+// The figures under a rank's number: its step, memory now and wait share (those it has).
+function cellFigures(row, waitsKnown) {
+  if (!row) return ['not heard'];
+  const out = [];
+  if (isNum(row.step)) out.push(`step ${row.step}`);
+  if (Array.isArray(row.mem) && sum(row.mem) > 0) out.push(fmtBytes(sum(row.mem)));
+  if (waitsKnown && isNum(row.wait)) out.push(`wait ${fmtPct(row.wait)}`);
+  return out;
+}
+
+// Rank numbers and under them the figures that fit the cell (the first that does not, in width or
+// height, ends them), up to 64 ranks. Returns the lines drawn, by rank.
+function drawCellText(ctx, L, ranks, waitsKnown) {
   const d = L.d;
   const mode = ui.gridColour;
+  const numPx = Math.max(10, Math.min(16, Math.floor(d / 3.2)));
+  const figPx = Math.max(9, Math.min(12, Math.floor(d / 8)));
+  const [numH, figH] = [numPx + 3, figPx + 3];
+  const [numFont, figFont] = [`600 ${numPx}px ${FONT}`, `${figPx}px ${FONT}`];
   ctx.textAlign = 'center';
+  const shown = new Array(L.n);
   for (let r = 0; r < L.n; r++) {
     const row = ranks[r];
     const v = row && mode !== 'state' ? (mode === 'wait' ? row.wait : row.comp) : null;
-    const [cx, cy] = [L.xs[r] + d / 2, L.ys[r] + d / 2];
+    ctx.font = figFont;
+    const lines = [];
+    let h = numH;
+    for (const s of cellFigures(row, waitsKnown)) {
+      if (h + figH > d - 4 || ctx.measureText(s).width > d - 4) break;
+      lines.push(s);
+      h += figH;
+    }
+    const cx = L.xs[r] + d / 2;
+    let y = L.ys[r] + (d - h) / 2;
     ctx.fillStyle = isNum(v) && v > 0.5 ? '#ffffff' : '#1f2328';
-    ctx.font = `600 ${Math.max(10, Math.min(16, Math.floor(d / 3.2)))}px ${FONT}`;
-    if (d < 52) { ctx.fillText(String(r), cx, cy); continue; }
-    ctx.fillText(String(r), cx, cy - 9);
-    ctx.font = `11px ${FONT}`;
-    const sub = !row ? 'not heard' : mode === 'state' ? `step ${isNum(row.step) ? row.step : '–'}`
-      : `${mode === 'wait' ? 'wait' : 'comp'} ${fmtPct(v)}`;
-    ctx.fillText(sub, cx, cy + 8);
+    ctx.font = numFont;
+    ctx.fillText(String(r), cx, y + numH / 2);
+    y += numH;
+    ctx.font = figFont;
+    for (const s of lines) { ctx.fillText(s, cx, y + figH / 2); y += figH; }
+    shown[r] = [String(r), ...lines];
   }
+  return shown;
 }
 
 // A rank's tooltip: its groups and its row's figures.

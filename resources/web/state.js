@@ -6,12 +6,15 @@ import { isNum } from './draw.js';
 
 // ---- Shared state -------------------------------------------------------------------------------
 // window.shardlab: frames = renders done, frameTimes = their durations in ms (last 200),
-// lastFrame = the `frame` counter of the newest frame applied, received = frames applied,
-// holdings = what the "Who holds what" panel drew (holdings.js: each rank's lanes, their held
-// index ranges and those ranges in canvas CSS pixels, and the axis).
+// lastFrame = the `frame` counter of the newest frame applied, received = frames applied;
+// memory = what the memory chart last drew ({modelStatesOnly, chosen: by the user, top: bytes at
+// the axis's top, tallest: bytes of the tallest drawn bar}, charts.js), gridText = the lines each
+// grid cell shows, by rank (empty when the cells hold no text; rank_grid.js), holdings = what the
+// "Who holds what" panel drew (holdings.js: each rank's lanes, their held index ranges and those
+// ranges in canvas CSS pixels, and the axis).
 const S = window.shardlab = {
   frames: 0, frameTimes: [], lastFrame: null, state: emptyState(), connected: false,
-  received: 0, apply: applyFrame, renderNow, holdings: null,
+  received: 0, apply: applyFrame, renderNow, memory: null, gridText: [], holdings: null,
 };
 // The page's own state: what to redraw, the mouse, the controls' choices, the views' last layouts.
 const ui = {

@@ -1,11 +1,14 @@
 // The rank grid, offscreen: every rank gets its own cell where Topology says it lives (tp side by
 // side, pp stages in separate bands), hovering highlights exactly Topology's groups (also in the
 // pixels), the sync view marks the communicating group and the flags, cells coloured by a share
-// of step time with a legend and the diagnosis in the tooltips, and a 1,024-rank redraw is
-// benchmarked.
+// of step time with a legend and the diagnosis in the tooltips, cells showing each rank's step,
+// memory and wait share from a run model fed hand-made events (fewer lines in smaller cells; the
+// grids at 8 and 64 ranks saved to <build>/screenshots/rank-grid-{8,64}.png), and a 1,024-rank
+// redraw is benchmarked.
 #include <QtTest>
 
 #include <QApplication>
+#include <QDir>
 #include <QElapsedTimer>
 #include <QImage>
 #include <QMouseEvent>
@@ -15,6 +18,8 @@
 #include <vector>
 
 #include "gui/rank_grid.h"
+#include "net/run_model.h"
+#include "tests/common/telemetry_events.h"
 
 using namespace shardlab;
 using namespace shardlab::gui;
@@ -30,6 +35,48 @@ QImage renderGrid(RankGrid& g) {
   img.fill(Qt::white);
   g.render(&img);
   return img;
+}
+
+// A pp x tp x dp run as the collector holds it: each rank's HELLO, a MEMORY event (rank r holds
+// r + 1.5 MiB in all: params r + 1 MiB, grads 512 KiB), then steps 1 to 3 of 1 s, each with an
+// all-reduce of 0.8 s in which rank r waited (r % 8) / 10 s (step 1 is warm-up, left out of the
+// wait share).
+net::RunModel run_of(int pp, int tp, int dp) {
+  namespace tl = shardlab::telemetry;
+  net::RunModel run;
+  const int world = pp * tp * dp;
+  for (int r = 0; r < world; ++r)
+    run.add(net::Message{test::grid_hello("job", r, world, pp, tp, dp)});
+  test::EventFeeder feed(run);
+  for (int r = 0; r < world; ++r) {
+    tl::MemoryEvent mem;
+    mem.current[static_cast<size_t>(MemCategory::params)] = (r + 1) * int64_t{1 << 20};
+    mem.current[static_cast<size_t>(MemCategory::grads)] = 512 * 1024;
+    mem.peak = mem.current;
+    feed.add(r, 1000.0, mem);
+  }
+  for (int64_t step = 1; step <= 3; ++step) {
+    const double t = 1000.0 + static_cast<double>(step);
+    for (int r = 0; r < world; ++r) {
+      tl::CollectiveEvent c;
+      c.op = "all_reduce";
+      c.group = "dp[0]";
+      c.bytes = 1 << 20;
+      c.start = t - 0.9;
+      c.duration = 0.8;
+      c.wait = (r % 8) / 10.0;
+      c.last_rank = -1;
+      feed.add(r, t - 0.1, c);
+      feed.add(r, t, test::make_step(step, 2.0, 1.0));
+    }
+  }
+  return run;
+}
+
+void save(RankGrid& g, const QString& name) {
+  QDir().mkpath(QStringLiteral(SHARDLAB_BINARY_DIR "/screenshots"));
+  const QString path = QStringLiteral(SHARDLAB_BINARY_DIR "/screenshots/%1.png").arg(name);
+  QVERIFY2(renderGrid(g).save(path), qPrintable(path));
 }
 
 }  // namespace
@@ -299,6 +346,47 @@ class TestRankGrid : public QObject {
     g.setTopology(make(1, 8, 1));
     QVERIFY(!g.hasShares());
     QVERIFY(g.rankNote(1).isEmpty());
+  }
+
+  // During a run each cell says its rank's step, memory and wait share: at 8 ranks in the grid's
+  // size in the default 1600 x 1000 window (about 680 x 420) all three under the number; at 64
+  // ranks in the same size fewer lines, each a leading part of the same list; in tiny cells none.
+  void cellsShowStepMemoryAndWait() {
+    RankGrid g;
+    g.setTopology(make(2, 2, 2));
+    g.resize(680, 420);
+    QCOMPARE(g.cellLines(3), QStringList{"3"});  // before the run: the number alone
+    g.setFigures(run_of(2, 2, 2));
+    const QStringList want[8] = {
+        {"0", "step 3", "1.5 MiB", "wait 0%"},  {"1", "step 3", "2.5 MiB", "wait 10%"},
+        {"2", "step 3", "3.5 MiB", "wait 20%"}, {"3", "step 3", "4.5 MiB", "wait 30%"},
+        {"4", "step 3", "5.5 MiB", "wait 40%"}, {"5", "step 3", "6.5 MiB", "wait 50%"},
+        {"6", "step 3", "7.5 MiB", "wait 60%"}, {"7", "step 3", "8.5 MiB", "wait 70%"}};
+    for (int r = 0; r < 8; ++r) QCOMPARE(g.cellLines(r), want[r]);
+    QCOMPARE(g.rankFigures(3).step, std::optional<int64_t>(3));
+    QCOMPARE(g.rankFigures(3).memory, std::optional<int64_t>(4718592));
+    g.setRankFlag(5, RankGrid::Flag::Straggler);
+    save(g, QStringLiteral("rank-grid-8"));
+
+    // 64 ranks in the same size: smaller cells, fewer lines, the number always first.
+    g.setTopology(make(4, 4, 4));
+    g.setFigures(run_of(4, 4, 4));
+    const QStringList full = {"13", "step 3", "14.5 MiB", "wait 50%"};
+    const QStringList shown = g.cellLines(13);
+    QVERIFY2(!shown.isEmpty() && shown.size() < full.size(), qPrintable(shown.join('|')));
+    QCOMPARE(shown, full.mid(0, shown.size()));
+    for (int r = 0; r < 64; ++r) QCOMPARE(g.cellLines(r).value(0), QString::number(r));
+    save(g, QStringLiteral("rank-grid-64"));
+    // A tiny grid: no text at all.
+    g.resize(160, 100);
+    QVERIFY(g.cellLines(13).isEmpty());
+    // A rank that reported nothing keeps the number alone.
+    g.resize(680, 420);
+    std::vector<RankGrid::Figures> figures(64);
+    figures[2].step = 7;
+    g.setFigures(figures);
+    QCOMPARE(g.cellLines(13), QStringList{"13"});
+    QCOMPARE(g.cellLines(2).value(1), QString("step 7"));
   }
 
   // The app's scale goal: redrawing a 1,024-rank grid stays under 50 ms. Reports, does not gate.

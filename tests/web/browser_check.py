@@ -9,7 +9,10 @@
 
 Live (default): the page connects ("live"), draws one rank cell per rank, the loss chart's points
 grow while the run goes, memory bars for every rank, one heat-map row per rank, a communication
-table with rows, timeline lanes.
+table with rows, timeline lanes; the memory legend names optimizer_state in full (not clipped),
+the "model states only" switch (#mem-states) exists and toggling it changes the memory chart's
+scale (window.shardlab.memory.top; left as it was after), and every grid cell shows a step number
+(window.shardlab.gridText).
 --straggler N: rank N marked as the straggler in the grid and named in the diagnosis box.
 --replay: the same, plus the replay bar: pausing stops the position, the slider seeks.
 --token-file F: a dashboard off loopback; first the sign-in page (refused without a token), then
@@ -124,6 +127,7 @@ def check_page(c, ranks, replay, straggler=None):
     if first:
         c.wait_for(f"the loss chart growing past {first} points",
                    lambda: (c.int_attr("#loss-chart", "data-points") or 0) > first)
+    check_memory_and_grid(c, ranks)
     if straggler is not None:
         c.wait_for(f"rank {straggler} marked as the straggler (#rank-grid data-straggler)",
                    lambda: c.int_attr("#rank-grid", "data-straggler") == straggler)
@@ -131,6 +135,56 @@ def check_page(c, ranks, replay, straggler=None):
                    lambda: f"rank {straggler} (" in (c.text("#diagnosis") or ""))
     if replay:
         check_replay(c)
+
+
+def memory_drawn(c):
+    return c.d.execute_script("return window.shardlab && window.shardlab.memory;")
+
+
+def check_memory_and_grid(c, ranks):
+    """The memory legend in full, the model-states switch and its scale, a step in every cell."""
+    legend = c.wait_for(
+        "the memory legend names optimizer_state in full, not clipped (#mem-legend span)",
+        lambda: c.d.execute_script(
+            "for (const s of document.querySelectorAll('#mem-legend span'))"
+            "  if (s.textContent.startsWith('optimizer_state') && s.scrollWidth <= s.clientWidth + 1"
+            "      && s.getBoundingClientRect().width > 0) return s.textContent;"
+            "return null;"))
+    if legend and ("…" in legend or "..." in legend):
+        c.failed.append(f"the memory legend's entry is not elided (got {legend!r})")
+    if not c.d.find_elements(By.CSS_SELECTOR, "#mem-states"):
+        c.failed.append("the memory panel has a 'model states only' switch (#mem-states)")
+        return
+    first = c.wait_for("the memory chart reports its scale (window.shardlab.memory.top > 0)",
+                       lambda: (lambda m: m if m and m.get("top", 0) > 0 else None)(memory_drawn(c)))
+    if first:
+        tops = {first["modelStatesOnly"]: first["top"]}
+        box_checked = c.d.execute_script("return document.getElementById('mem-states').checked;")
+        if box_checked != first["modelStatesOnly"]:
+            c.failed.append(f"#mem-states shows the chart's mode ({box_checked} against "
+                            f"{first['modelStatesOnly']})")
+        c.d.execute_script("document.getElementById('mem-states').click();")
+        flipped = c.wait_for(
+            "toggling 'model states only' redraws the chart in the other mode",
+            lambda: (lambda m: m if m and m.get("modelStatesOnly") != first["modelStatesOnly"]
+                     and m.get("chosen") and m.get("top", 0) > 0 else None)(memory_drawn(c)),
+            timeout=15)
+        if flipped:
+            tops[flipped["modelStatesOnly"]] = flipped["top"]
+            if not tops[True] < tops[False]:
+                c.failed.append("with 'model states only' the memory axis tops out lower than with "
+                                f"the activations (model states {tops[True]} B, all {tops[False]} B)")
+            print(f"browser_check: memory axis top {tops[False]:.0f} B, model states only "
+                  f"{tops[True]:.0f} B (on by itself: {first['modelStatesOnly']})")
+        c.d.execute_script("document.getElementById('mem-states').click();")  # back as it was
+        c.wait_for("toggling it again goes back",
+                   lambda: (memory_drawn(c) or {}).get("modelStatesOnly") == first["modelStatesOnly"],
+                   timeout=15)
+    c.wait_for(f"each of the {ranks} grid cells shows a step number (window.shardlab.gridText)",
+               lambda: c.d.execute_script(
+                   "const t = window.shardlab.gridText || [];"
+                   "return t.length === arguments[0] && t.every((lines) => Array.isArray(lines)"
+                   "  && lines.some((l) => /^step \\d+$/.test(l)));", ranks))
 
 
 # Where each page shows a meaning whose colour it shares with the desktop app: its legend swatch

@@ -1,14 +1,15 @@
 // The dashboard in a real browser: headless Chromium (Debian chromium + chromium-driver, driven by
 // python3-selenium through tests/web/browser_check.py) opens the page that `shardlab run --http`
 // serves during a live 2x2x2 gpt-3d run, and the page that `shardlab replay --http` serves for its
-// recording, and checks what a person would see: 8 rank cells, loss points growing while the run
-// (or the replay) goes, memory bars for 8 ranks, 8 heat-map rows, the communication table, the
-// timeline; live, rank 5 (slowed for real) marked as the straggler and named in the diagnosis
-// box; in the replay, pause and seek. The live page's screenshot is kept at
-// <build>/screenshots/web-dashboard.png (the README's picture). The planner's page (/plan, served
-// by `shardlab monitor --http`): GPT-3 175B on 1024 A100s planned from the form, the table and
-// charts against /api/plan, an error on the page's error line; its screenshot is
-// <build>/screenshots/web-plan.png.
+// recording, and checks what a person would see: 8 rank cells, each showing its step, loss points
+// growing while the run (or the replay) goes, memory bars for 8 ranks with the legend's
+// optimizer_state in full and a "model states only" switch that changes the chart's scale, 8
+// heat-map rows, the communication table, the timeline; live, rank 5 (slowed for real) marked as
+// the straggler and named in the diagnosis box; in the replay, pause and seek. The live page's
+// screenshot is kept at <build>/screenshots/web-dashboard.png (the README's picture). The planner's
+// page (/plan, served by `shardlab monitor --http`): GPT-3 175B on 1024 A100s planned from the
+// form, the table and charts against /api/plan, an error on the page's error line; its screenshot
+// is <build>/screenshots/web-plan.png.
 // "Who holds what": the panel of a live run of the toy job under zero2 and fsdp against /api/run's
 // layout and the strategies' definitions, down to the canvas's pixels (screenshots
 // <build>/screenshots/web-holdings-zero2.png and -fsdp.png); and the replay of a recording
@@ -159,6 +160,7 @@ class TestBrowser : public QObject {
         app_colours(false));
     if (b.exit_code == 2) QSKIP(qPrintable("Chromium could not start here: " + b.err));
     QVERIFY2(b.exit_code == 0, qPrintable(b.out + b.err));
+    qInfo("%s", qPrintable(b.out.trimmed()));
     QVERIFY2(run.running(), qPrintable("the run ended during the checks:\n" + run.output()));
   }
 
