@@ -578,8 +578,9 @@ void encode_into(const Message& message, std::vector<uint8_t>& out, uint16_t ver
              to_string(type_of(message)), oldest_version_for(message), version);
   // A HELLO's header carries the lowest version the worker speaks, so that any collector that
   // speaks that one reads it.
+  // (Versions 3 on only: older HELLOs had another payload, which this one is not.)
   if (const auto* h = std::get_if<Hello>(&message);
-      h && h->min_version >= kOldestProtocolVersion && h->min_version < version)
+      h && h->min_version >= kOldestLiveVersion && h->min_version < version)
     version = h->min_version;
   const size_t start = out.size();
   try {
