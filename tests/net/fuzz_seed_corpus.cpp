@@ -42,6 +42,17 @@ int main(int argc, char** argv) {
   collective.bytes = 4096;
   tel::PhaseEvent phase;
   phase.phase = tel::Phase::backward;
+  // Who holds what on rank 1 of 4 (zero2) over two tensors: every list of the LAYOUT non-empty.
+  tel::LayoutEvent layout;
+  layout.strategy = "zero2";
+  layout.tensors = {{"fc.weight", 0, 12}, {"fc.bias", 12, 4}};
+  layout.params = {{0, 16}};
+  layout.grads = {{4, 8}};
+  layout.optimizer_state = {{4, 8}};
+  layout.state_arrays = {"exp_avg", "exp_avg_sq"};
+  layout.params_padding = 0;
+  layout.planned = {64, 16, 32};
+  layout.formula = "zero2: 4*Psi' + 4*Psi'/N + 8*Psi'/N";
   const std::vector<Message> messages = {
       hello,
       Challenge{},
@@ -56,6 +67,7 @@ int main(int argc, char** argv) {
       event(tel::LogLineEvent{"loss 2.5"}),
       event(tel::JobStateEvent{tel::JobState::failed, "timeout"}),
       event(tel::EvalEvent{100, 2.68, 0.263, 512}),
+      event(layout),
   };
   std::vector<uint8_t> stream;
   auto write = [&](const std::string& name, const std::vector<uint8_t>& bytes) {
