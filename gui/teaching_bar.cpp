@@ -6,26 +6,6 @@
 
 namespace shardlab::gui {
 
-QString teaching_banner(const TeachingStatus& s) {
-  if (s.free)
-    return QObject::tr("Teaching mode: the run goes on (%1)")
-        .arg(QString::fromStdString(s.why_free));
-  if (s.paused) {
-    // After the update the next step has not begun: say which step is done.
-    const QString where = s.last_phase == "optimizer"
-                              ? QObject::tr("the update of step %1").arg(s.step)
-                              : QObject::tr("the %1 of step %2")
-                                    .arg(QString::fromStdString(s.last_phase))
-                                    .arg(s.step + 1);
-    return QObject::tr(
-               "Paused on purpose after %1: every rank is held until you step on "
-               "(Next phase, Next step, or Run)")
-        .arg(where);
-  }
-  if (s.passed == 0 && s.held == 0) return QObject::tr("Teaching mode: the ranks are setting up");
-  return QObject::tr("Teaching mode: running to the next stop (%1 of the ranks held)").arg(s.held);
-}
-
 TeachingBar::TeachingBar(QWidget* parent) : QFrame(parent) {
   setObjectName("teachingBar");
   setFrameShape(QFrame::StyledPanel);
@@ -63,7 +43,7 @@ void TeachingBar::setGate(std::shared_ptr<TeachingGate> gate) {
 void TeachingBar::refresh() {
   if (!gate_) return;
   const TeachingStatus s = gate_->status();
-  banner_->setText(teaching_banner(s));
+  banner_->setText(QString::fromStdString(teaching_banner(s)));
   for (QPushButton* b : {next_phase_, next_step_, run_}) b->setEnabled(!s.free);
 }
 

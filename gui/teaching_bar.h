@@ -1,7 +1,8 @@
 // TeachingBar: the app's controls for a teaching run (job telemetry.teaching; the gate is
 // engine/telemetry/teaching_gate.h): a banner saying the run is paused on purpose, after which
 // phase of which step, and three buttons: Next phase (every rank runs one more phase), Next step
-// (to the end of the current step's update) and Run (never held again). Hidden for a run without
+// (to the end of the current step's update) and Run (never held again); the banner's words are
+// the engine's (teaching_banner), as the page's are. Hidden for a run without
 // teaching mode. The app showing the run is its viewer: RunController tells the gate so on every
 // poll, so the gate's viewer timeout only lets the run go on when the app has gone.
 #pragma once
@@ -35,10 +36,5 @@ class TeachingBar : public QFrame {
   QLabel* banner_;
   QPushButton *next_phase_, *next_step_, *run_;
 };
-
-// The banner's words for a gate's state: "Paused on purpose after the backward of step 2 (every
-// rank held): Next phase, Next step or Run", "Running to the end of the step", "Teaching mode
-// off: run chosen by the viewer".
-QString teaching_banner(const TeachingStatus& status);
 
 }  // namespace shardlab::gui

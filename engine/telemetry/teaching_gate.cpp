@@ -35,6 +35,22 @@ std::optional<TeachingCommand> teaching_command(std::string_view name) {
   return std::nullopt;
 }
 
+std::string teaching_banner(const TeachingStatus& s) {
+  if (s.free) return fmt::format("Teaching mode: the run goes on ({})", s.why_free);
+  if (s.paused) {
+    // After the update the next step has not begun: say which step is done.
+    const std::string where = s.last_phase == "optimizer"
+                                  ? fmt::format("the update of step {}", s.step)
+                                  : fmt::format("the {} of step {}", s.last_phase, s.step + 1);
+    return fmt::format(
+        "Paused on purpose after {}: every rank is held until you step on (Next phase, Next "
+        "step, or Run)",
+        where);
+  }
+  if (s.passed == 0 && s.held == 0) return "Teaching mode: the ranks are setting up";
+  return fmt::format("Teaching mode: running to the next stop ({} of the ranks held)", s.held);
+}
+
 TeachingGate::TeachingGate(TeachingOptions options)
     : options_(options),
       passed_(static_cast<size_t>(std::max(options.world, 1)), 0),
@@ -115,7 +131,6 @@ TeachingStatus TeachingGate::status_locked() const {
   s.why_free = why_free_;
   s.held = held_;
   s.paused = !free_ && held_ == options_.world;
-  s.allowed = allowed_ == kToStepEnd || to_step_end_ ? -1 : allowed_;
   s.passed = *std::min_element(passed_.begin(), passed_.end());
   s.step = *std::min_element(steps_.begin(), steps_.end());
   if (s.passed > 0) s.last_phase = telemetry::to_string(last_[0]);

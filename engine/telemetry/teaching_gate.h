@@ -53,13 +53,18 @@ struct TeachingStatus {
   bool free = false;     // the run goes on unheld (run chosen, the viewer went away, closed)
   std::string why_free;  // "run chosen by the viewer", "no viewer for 30 s", "closed"
   int held = 0;          // ranks held now
-  int64_t allowed = 0;   // boundaries every rank may pass (-1: to the end of the step)
   int64_t passed = 0;    // boundaries the slowest rank has reached
   int64_t step = 0;      // updates the slowest rank has finished
   // The phase every held rank has just finished ("forward", "backward", "optimizer"; "" none).
   std::string last_phase;
   double viewer_timeout_s = 0;
 };
+
+// The words both views show for a gate's state (the app's bar, and the page's from the frames'
+// "teaching"): "Paused on purpose after the backward of step 2: every rank is held until you step
+// on (Next phase, Next step, or Run)", "Teaching mode: running to the next stop (2 of the ranks
+// held)", "Teaching mode: the run goes on (run chosen by the viewer)".
+std::string teaching_banner(const TeachingStatus& status);
 
 class TeachingGate {
  public:

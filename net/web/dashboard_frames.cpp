@@ -348,6 +348,8 @@ std::string teaching_section(const TeachingStatus* t) {
   put_string(o, t->last_phase);
   o += ",\"viewer_timeout_s\":";
   put_number(o, t->viewer_timeout_s);
+  o += ",\"banner\":";
+  put_string(o, teaching_banner(*t));
   o += '}';
   return o;
 }

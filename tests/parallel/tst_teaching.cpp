@@ -67,9 +67,28 @@ JobSpec toy(int steps) {
   return load_job(kToy, {"train.steps=" + std::to_string(steps), "train.log_every=100"});
 }
 
-struct Run {
-  std::future<ParallelRunResult> done;
+// `job` run on threads in the background, every rank's PhaseEvents collected in `phases` and,
+// given a gate, held at it. Going, it closes the gate (the run is released) and waits for the end.
+struct ThreadRun {
+  explicit ThreadRun(const JobSpec& job, std::shared_ptr<TeachingGate> teaching = nullptr)
+      : prepared(launch::prepare_job(job)), gate(std::move(teaching)) {
+    options.telemetry = [this](int) -> telemetry::TelemetrySink* { return &phases; };
+    options.teaching = gate;
+    done =
+        std::async(std::launch::async, [this] { return launch::run_threads(prepared, options); });
+  }
+  ~ThreadRun() {
+    if (gate) gate->close();
+    if (done.valid()) done.wait();
+  }
+  ThreadRun(const ThreadRun&) = delete;
+  ThreadRun& operator=(const ThreadRun&) = delete;
+
   launch::PreparedJob prepared;
+  std::shared_ptr<TeachingGate> gate;
+  Phases phases;
+  RankRunOptions options;
+  std::future<ParallelRunResult> done;
 };
 
 }  // namespace
@@ -85,15 +104,10 @@ class TestTeaching : public QObject {
   // end of the step; Run lets the run finish.
   void eachNextAdvancesOnePhaseOnEveryRank() {
     const JobSpec job = toy(4);
-    launch::PreparedJob prepared = launch::prepare_job(job);
     auto gate = std::make_shared<TeachingGate>(TeachingOptions{4, 60});
-    Phases phases;
-    RankRunOptions options;
-    options.telemetry = [&](int) -> telemetry::TelemetrySink* { return &phases; };
-    options.teaching = gate;
-    auto done =
-        std::async(std::launch::async, [&] { return launch::run_threads(prepared, options); });
-    auto release = qScopeGuard([&] { gate->close(); });
+    ThreadRun run(job, gate);
+    const Phases& phases = run.phases;
+    auto& done = run.done;
 
     QVERIFY2(paused_at(*gate, phases, 1), "the run did not pause after its first phase");
     // Held, it stays held: nothing more is published while nobody steps on.
@@ -156,15 +170,10 @@ class TestTeaching : public QObject {
     QFETCH(int, per_step);
     std::vector<std::string> overrides = {"train.steps=2", "train.log_every=100"};
     for (const QString& g : grid) overrides.push_back(g.toStdString());
-    launch::PreparedJob prepared = launch::prepare_job(load_job(kToy, overrides));
     auto gate = std::make_shared<TeachingGate>(TeachingOptions{4, 60});
-    Phases phases;
-    RankRunOptions options;
-    options.telemetry = [&](int) -> telemetry::TelemetrySink* { return &phases; };
-    options.teaching = gate;
-    auto done =
-        std::async(std::launch::async, [&] { return launch::run_threads(prepared, options); });
-    auto release = qScopeGuard([&] { gate->close(); });
+    ThreadRun run(load_job(kToy, overrides), gate);
+    const Phases& phases = run.phases;
+    auto& done = run.done;
     const size_t total = 2 * static_cast<size_t>(per_step);
     for (size_t n = 1; n < total; ++n) {
       QVERIFY2(paused_at(*gate, phases, n), qPrintable(QString("no pause at phase %1").arg(n)));
@@ -182,12 +191,9 @@ class TestTeaching : public QObject {
 
   // Without teaching mode (no gate) nothing waits: the run finishes with nobody stepping it on.
   void withoutTeachingNothingWaits() {
-    launch::PreparedJob prepared = launch::prepare_job(toy(4));
-    Phases phases;
-    RankRunOptions options;
-    options.telemetry = [&](int) -> telemetry::TelemetrySink* { return &phases; };
-    auto done =
-        std::async(std::launch::async, [&] { return launch::run_threads(prepared, options); });
+    ThreadRun run(toy(4));
+    const Phases& phases = run.phases;
+    auto& done = run.done;
     QVERIFY2(done.wait_for(60s) == std::future_status::ready, "a run without teaching waited");
     QVERIFY(all_at(phases, 4, 12));
     // And a job without telemetry.teaching makes no gate.
@@ -198,15 +204,10 @@ class TestTeaching : public QObject {
   // A viewer that never comes (or went away): once held for the timeout with nobody calling
   // viewer_seen() or a command, the run goes on and finishes; a viewer seen keeps it held.
   void lostViewerReleasesTheRun() {
-    launch::PreparedJob prepared = launch::prepare_job(toy(3));
     auto gate = std::make_shared<TeachingGate>(TeachingOptions{4, 0.5});
-    Phases phases;
-    RankRunOptions options;
-    options.telemetry = [&](int) -> telemetry::TelemetrySink* { return &phases; };
-    options.teaching = gate;
-    auto done =
-        std::async(std::launch::async, [&] { return launch::run_threads(prepared, options); });
-    auto release = qScopeGuard([&] { gate->close(); });
+    ThreadRun run(toy(3), gate);
+    const Phases& phases = run.phases;
+    auto& done = run.done;
     QVERIFY(paused_at(*gate, phases, 1));
     // A viewer watching for 1.5 s (three timeouts): still held.
     for (int i = 0; i < 15; ++i) {

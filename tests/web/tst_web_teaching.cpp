@@ -21,6 +21,11 @@ namespace {
 
 const QString kToy = QStringLiteral(SHARDLAB_SOURCE_DIR "/resources/jobs/toy.json");
 
+// The toy job in teaching mode for 3 steps, serving the page.
+const QStringList kTeachingRun = {
+    "run",           kToy,     "--set",      "telemetry.teaching=true", "--set",
+    "train.steps=3", "--http", "127.0.0.1:0"};
+
 uint16_t port_of(const QString& url) {
   return static_cast<uint16_t>(QUrl(url).port());
 }
@@ -47,9 +52,7 @@ class TestWebTeaching : public QObject {
  private slots:
   void pageStepsTheRunOn() {
     QTemporaryDir dir;
-    ServingChild run({"run", kToy, "--set", "telemetry.teaching=true", "--set", "train.steps=3",
-                      "--http", "127.0.0.1:0"},
-                     dir.path());
+    ServingChild run(kTeachingRun, dir.path());
     const QString url = run.url();
     QVERIFY2(!url.isEmpty(), qPrintable(run.output()));
     const uint16_t port = port_of(url);
@@ -100,9 +103,7 @@ class TestWebTeaching : public QObject {
   // first forward, and its buttons step the run; the run then finishes by itself.
   void pageBarInTheBrowser() {
     QTemporaryDir dir;
-    ServingChild run({"run", kToy, "--set", "telemetry.teaching=true", "--set", "train.steps=3",
-                      "--http", "127.0.0.1:0"},
-                     dir.path());
+    ServingChild run(kTeachingRun, dir.path());
     const QString url = run.url();
     QVERIFY2(!url.isEmpty(), qPrintable(run.output()));
     ProcessOptions o;
