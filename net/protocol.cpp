@@ -139,7 +139,7 @@ void write_ranges(Writer& w, const std::vector<telemetry::LayoutRange>& ranges, 
   }
 }
 
-void write_layout(Writer& w, const telemetry::LayoutEvent& l) {
+void write_layout(Writer& w, const telemetry::LayoutEvent& l, uint16_t version) {
   w.str(l.strategy, "strategy");
   w.i64(l.bytes_per_element);
   w.u32(static_cast<uint32_t>(l.tensors.size()));
@@ -159,9 +159,17 @@ void write_layout(Writer& w, const telemetry::LayoutEvent& l) {
   for (int64_t b : l.planned) w.i64(b);
   w.str(l.formula, "formula");
   w.boolean(l.truncated);
+  if (version < 5) return;  // version 4 knew no units
+  size_t total = 0;
+  for (const auto& unit : l.units) total += unit.size();
+  SL_ENFORCE(total <= telemetry::kMaxLayoutRanges,
+             "layout units of {} ranges in all exceed the limit of {}", total,
+             telemetry::kMaxLayoutRanges);
+  w.u32(static_cast<uint32_t>(l.units.size()));
+  for (const auto& unit : l.units) write_ranges(w, unit, "units");
 }
 
-void write_payload(Writer& w, const telemetry::Payload& payload) {
+void write_payload(Writer& w, const telemetry::Payload& payload, uint16_t version) {
   std::visit(Overloaded{
                  [&](const telemetry::StepEvent& s) {
                    w.i64(s.step);
@@ -188,6 +196,13 @@ void write_payload(Writer& w, const telemetry::Payload& payload) {
                    w.boolean(c.ok);
                    w.f64(c.wait);
                    w.i32(c.last_rank);
+                   if (version >= 5) {
+                     const auto array = static_cast<uint8_t>(c.array);
+                     SL_ENFORCE(array <= static_cast<uint8_t>(telemetry::CollectiveArray::grads),
+                                "collective array {} is out of range", array);
+                     w.u8(array);
+                     w.i32(c.unit);
+                   }
                  },
                  [&](const telemetry::PhaseEvent& p) {
                    const auto phase = static_cast<uint8_t>(p.phase);
@@ -214,12 +229,12 @@ void write_payload(Writer& w, const telemetry::Payload& payload) {
                    w.f64(e.accuracy);
                    w.i64(e.samples);
                  },
-                 [&](const telemetry::LayoutEvent& l) { write_layout(w, l); },
+                 [&](const telemetry::LayoutEvent& l) { write_layout(w, l, version); },
              },
              payload);
 }
 
-void write_message(Writer& w, const Message& message) {
+void write_message(Writer& w, const Message& message, uint16_t version) {
   std::visit(Overloaded{
                  [&](const Hello& h) {
                    w.u16(h.version);
@@ -249,7 +264,7 @@ void write_message(Writer& w, const Message& message) {
                    w.i32(e.rank);
                    w.u64(e.seq);
                    w.f64(e.time);
-                   write_payload(w, e.payload);
+                   write_payload(w, e.payload, version);
                  },
              },
              message);
@@ -404,7 +419,7 @@ std::vector<telemetry::LayoutRange> read_ranges(Reader& r, const char* field) {
   return out;
 }
 
-telemetry::LayoutEvent read_layout(Reader& r) {
+telemetry::LayoutEvent read_layout(Reader& r, uint16_t version) {
   telemetry::LayoutEvent l;
   l.strategy = r.str("strategy");
   l.bytes_per_element = r.i64("bytes_per_element");
@@ -429,6 +444,16 @@ telemetry::LayoutEvent read_layout(Reader& r) {
   for (auto& b : l.planned) b = r.i64("planned");
   l.formula = r.str("formula");
   l.truncated = r.boolean("truncated");
+  if (version < 5 || r.failed()) return l;  // version 4 knew no units
+  const uint32_t units = read_count(r, 4, "units");
+  size_t total = 0;
+  for (uint32_t i = 0; i < units && !r.failed(); ++i) {
+    l.units.push_back(read_ranges(r, "units"));
+    total += l.units.back().size();
+    if (total > telemetry::kMaxLayoutRanges)
+      r.fail(
+          fmt::format("layout units of more than {} ranges in all", telemetry::kMaxLayoutRanges));
+  }
   return l;
 }
 
@@ -465,6 +490,14 @@ telemetry::Payload read_event_payload(Reader& r, MessageType type, uint16_t vers
       if (version >= 2) {  // version 1 knew no waits: they stay unknown (-1)
         c.wait = r.f64("wait");
         c.last_rank = r.i32("last_rank");
+      }
+      if (version >= 5) {  // before, what a collective moved was not said (unknown, -1)
+        const uint8_t array = r.u8("array");
+        if (!r.failed() && array > static_cast<uint8_t>(telemetry::CollectiveArray::grads))
+          r.fail(fmt::format("collective array {} out of range (0..{})", array,
+                             static_cast<int>(telemetry::CollectiveArray::grads)));
+        c.array = static_cast<telemetry::CollectiveArray>(array);
+        c.unit = r.i32("unit");
       }
       return c;
     }
@@ -508,7 +541,7 @@ telemetry::Payload read_event_payload(Reader& r, MessageType type, uint16_t vers
         r.fail(fmt::format("a layout event needs protocol version 4 (the frame says {})", version));
         return telemetry::HeartbeatEvent{};
       }
-      return read_layout(r);
+      return read_layout(r, version);
     default:
       break;
   }
@@ -589,7 +622,7 @@ void encode_into(const Message& message, std::vector<uint8_t>& out, uint16_t ver
     w.u16(version);
     w.u16(static_cast<uint16_t>(type_of(message)));
     w.u32(0);  // length, patched below
-    write_message(w, message);
+    write_message(w, message, version);
   } catch (...) {
     out.resize(start);  // leave `out` as it was: no half frame in a batch
     throw;

@@ -1,4 +1,4 @@
-// The telemetry wire protocol, version 4: length-prefixed binary frames over TCP, little-endian.
+// The telemetry wire protocol, version 5: length-prefixed binary frames over TCP, little-endian.
 //
 //   frame   = header (12 bytes) + payload (header.length bytes, at most the receiver's limit,
 //             1 MiB by default)
@@ -6,9 +6,10 @@
 //             u16 message type, u32 payload length
 //
 // Versions: 1 the first; 2 added the collective's wait and last rank; 3 mutual authentication and
-// the stream's integrity (the oldest a live connection speaks); 4 the LAYOUT event. After the
-// handshake a worker writes its frames in the version the collector chose, and sends no LAYOUT to
-// a collector that chose 3.
+// the stream's integrity (the oldest a live connection speaks); 4 the LAYOUT event; 5 what a
+// collective moved (its array and unit) and the LAYOUT's units. After the handshake a worker
+// writes its frames in the version the collector chose (leaving out what that version lacks), and
+// sends no LAYOUT to a collector that chose 3.
 //
 // Connection (version 3; net/handshake.h has the cryptography and the reasons): the worker sends
 // HELLO with the versions it speaks and a fresh nonce; the collector picks the highest version
@@ -36,7 +37,8 @@
 //     MEMORY      i64 x kMemCategories current, i64 x kMemCategories peak
 //     COLLECTIVE  str op, str group, i64 bytes, f64 start, f64 duration, f64 algbw, f64 busbw,
 //                 u64 seq, u8 ok, f64 wait, i32 last rank (version 2; version 1 frames end at
-//                 ok and read as wait -1, last rank -1)
+//                 ok and read as wait -1, last rank -1), u8 array (0 unknown, 1 params, 2 grads),
+//                 i32 unit (version 5; older frames read as unknown, -1)
 //     PHASE       i32 stage, i32 micro-batch, u8 phase (0 forward, 1 backward, 2 optimizer; a
 //                 recording from before the optimizer phase reads as 0/1), f64 start, f64 end
 //     HEARTBEAT   nothing;  LOG  str text;  JOB_STATE  u8 state, str reason
@@ -45,7 +47,9 @@
 //                 i64 size) tensors, then params, grads and optimizer_state, each u32 n (at most
 //                 kMaxLayoutRanges) x (i64 begin, i64 end), u32 n x str state arrays, i64 params
 //                 padding, i64 grads padding, i64 state padding, i64 x 3 planned bytes, str
-//                 formula, u8 truncated (engine/telemetry/events.h, LayoutEvent)
+//                 formula, u8 truncated, then (version 5) u32 n units x (u32 m x (i64 begin,
+//                 i64 end)), at most kMaxLayoutRanges ranges in all (engine/telemetry/events.h,
+//                 LayoutEvent)
 //
 // decode_frame() is a pure function over bytes (no I/O, no allocation beyond its result) so it
 // can be fuzzed; it never reads past the span and rejects anything malformed with a reason.
@@ -64,7 +68,7 @@
 namespace shardlab::net {
 
 inline constexpr uint32_t kMagic = 0x4D544C53;  // bytes "SLTM"
-inline constexpr uint16_t kProtocolVersion = 4;
+inline constexpr uint16_t kProtocolVersion = 5;
 // Frames of versions kOldestProtocolVersion..kProtocolVersion decode (recordings made by older
 // builds replay).
 inline constexpr uint16_t kOldestProtocolVersion = 1;

@@ -78,6 +78,9 @@ void Timeline::add(const telemetry::Event& event) {
     span.start = c->start;
     span.end = c->start + c->duration;
     span.ok = c->ok;
+    span.seq = c->seq;
+    span.array = c->array;
+    span.unit = c->unit;
     label_scratch_.assign(c->op);
     label_scratch_ += ' ';
     label_scratch_ += c->group;

@@ -30,6 +30,11 @@ struct Span {
   int32_t virtual_stage = -1;
   uint32_t label = 0;  // collective: index into Timeline::labels() ("all_reduce dp[1]")
   bool ok = true;      // collective: false when it failed
+  // collective: its communicator's sequence number (the same on every rank of the group), and
+  // what it moved (CollectiveEvent::array, unit).
+  uint64_t seq = 0;
+  telemetry::CollectiveArray array = telemetry::CollectiveArray::unknown;
+  int32_t unit = -1;
 };
 
 struct StepMark {

@@ -2,6 +2,17 @@
 
 namespace shardlab {
 
+const char* to_string(CommArray array) {
+  switch (array) {
+    case CommArray::params:
+      return "params";
+    case CommArray::grads:
+      return "grads";
+    default:
+      return "unknown";
+  }
+}
+
 const char* to_string(CommOp op) {
   switch (op) {
     case CommOp::AllReduce:

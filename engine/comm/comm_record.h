@@ -24,6 +24,17 @@ const char* to_string(ReduceOp op);
 // nccl-tests' bus-bandwidth factor for `op` over a group of n ranks.
 double bus_factor(CommOp op, int n);
 
+// What a collective moved, as its caller says: a gradient bucket or a parameter block of a
+// sharding strategy (`unit` indexes the strategy's ShardLayout units, IShardedOptimizer::
+// comm_units()). For telemetry only: the teaching view lights up the ranges a collective moved.
+// Unknown (the default) for everything else: activations, losses, norms, benchmarks.
+enum class CommArray : uint8_t { unknown = 0, params = 1, grads = 2 };
+const char* to_string(CommArray array);
+struct CommSubject {
+  CommArray array = CommArray::unknown;
+  int32_t unit = -1;  // -1: not a unit
+};
+
 struct CommRecord {
   CommOp op = CommOp::Barrier;
   std::string group;  // the communicator's name: "world", "dp[3]", ...
@@ -47,6 +58,7 @@ struct CommRecord {
   // backend cannot know. wait is -1 where the backend cannot know (nccl; send).
   double wait = -1;
   int last = -1;
+  CommSubject subject;  // what the caller said it moves
   double seconds() const;
   double algbw_gbs() const;  // GB/s (1e9 bytes)
   double busbw_gbs() const;

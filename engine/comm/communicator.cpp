@@ -28,8 +28,10 @@ std::string Communicator::Call::describe() const {
   return fmt::format("{} on group {} (seq {})", to_string(record.op), record.group, record.seq);
 }
 
-Communicator::Call Communicator::make_call(CommOp op, int64_t bytes, int peer, int tag) {
+Communicator::Call Communicator::make_call(CommOp op, int64_t bytes, int peer, int tag,
+                                           CommSubject subject) {
   Call c;
+  c.record.subject = subject;
   c.record.op = op;
   c.record.group = name_;
   c.record.rank = rank_;
@@ -166,14 +168,14 @@ bool overlap(std::span<const float> a, std::span<const float> b) {
 
 }  // namespace
 
-WorkHandle Communicator::all_reduce_async(std::span<float> data, ReduceOp op) {
-  Call c = make_call(CommOp::AllReduce, static_cast<int64_t>(data.size()) * kF, -1, 0);
+WorkHandle Communicator::all_reduce_async(std::span<float> data, ReduceOp op, CommSubject subject) {
+  Call c = make_call(CommOp::AllReduce, static_cast<int64_t>(data.size()) * kF, -1, 0, subject);
   c.reduce = op;
   return issue(c, [&] { return do_all_reduce(data, c); });
 }
 
 WorkHandle Communicator::reduce_scatter_async(std::span<const float> input, std::span<float> output,
-                                              ReduceOp op) {
+                                              ReduceOp op, CommSubject subject) {
   const auto total = static_cast<int64_t>(input.size());
   const IndexRange mine = chunk_range(total, size_, rank_);
   SL_ENFORCE(static_cast<int64_t>(output.size()) == mine.size(),
@@ -182,12 +184,13 @@ WorkHandle Communicator::reduce_scatter_async(std::span<const float> input, std:
              name_, rank_, mine.size(), total, output.size());
   SL_ENFORCE(!overlap(input, output),
              "reduce_scatter on group {}: input and output overlap; pass separate buffers", name_);
-  Call c = make_call(CommOp::ReduceScatter, total * kF, -1, 0);
+  Call c = make_call(CommOp::ReduceScatter, total * kF, -1, 0, subject);
   c.reduce = op;
   return issue(c, [&] { return do_reduce_scatter(input, output, c); });
 }
 
-WorkHandle Communicator::all_gather_async(std::span<const float> input, std::span<float> output) {
+WorkHandle Communicator::all_gather_async(std::span<const float> input, std::span<float> output,
+                                          CommSubject subject) {
   const auto total = static_cast<int64_t>(output.size());
   const IndexRange mine = chunk_range(total, size_, rank_);
   SL_ENFORCE(static_cast<int64_t>(input.size()) == mine.size(),
@@ -196,7 +199,7 @@ WorkHandle Communicator::all_gather_async(std::span<const float> input, std::spa
              name_, rank_, mine.size(), total, input.size());
   SL_ENFORCE(!overlap(input, output),
              "all_gather on group {}: input and output overlap; pass separate buffers", name_);
-  const Call c = make_call(CommOp::AllGather, total * kF, -1, 0);
+  const Call c = make_call(CommOp::AllGather, total * kF, -1, 0, subject);
   return issue(c, [&] { return do_all_gather(input, output, c); });
 }
 

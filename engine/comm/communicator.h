@@ -115,13 +115,15 @@ class Communicator {
   virtual const char* backend() const = 0;  // "threads", "mpi", "nccl"
 
   // In place over `data` (the same count on every rank). Avg divides the sum by size().
-  WorkHandle all_reduce_async(std::span<float> data, ReduceOp op);
+  // `subject`: what the caller moves (comm_record.h), carried to the operation's record.
+  WorkHandle all_reduce_async(std::span<float> data, ReduceOp op, CommSubject subject = {});
   // input: the whole array (the same count on every rank); output: this rank's chunk of the
   // reduced array, chunk_range(input.size(), size(), rank()).size() elements.
   WorkHandle reduce_scatter_async(std::span<const float> input, std::span<float> output,
-                                  ReduceOp op);
+                                  ReduceOp op, CommSubject subject = {});
   // input: this rank's chunk of an array of output.size() elements; output: the whole array.
-  WorkHandle all_gather_async(std::span<const float> input, std::span<float> output);
+  WorkHandle all_gather_async(std::span<const float> input, std::span<float> output,
+                              CommSubject subject = {});
   // Root's data is copied to every rank's `data` (the same count on every rank).
   WorkHandle broadcast_async(std::span<float> data, int root);
   WorkHandle barrier_async();
@@ -133,8 +135,8 @@ class Communicator {
   void reduce_scatter(std::span<const float> input, std::span<float> output, ReduceOp op) {
     reduce_scatter_async(input, output, op)->wait();
   }
-  void all_gather(std::span<const float> input, std::span<float> output) {
-    all_gather_async(input, output)->wait();
+  void all_gather(std::span<const float> input, std::span<float> output, CommSubject subject = {}) {
+    all_gather_async(input, output, subject)->wait();
   }
   void broadcast(std::span<float> data, int root) { broadcast_async(data, root)->wait(); }
   void barrier() { barrier_async()->wait(); }
@@ -179,7 +181,7 @@ class Communicator {
   std::exception_ptr report_failure(CommRecord record, std::exception_ptr error) const noexcept;
 
  private:
-  Call make_call(CommOp op, int64_t bytes, int peer, int tag);
+  Call make_call(CommOp op, int64_t bytes, int peer, int tag, CommSubject subject = {});
   // Runs a backend's do_*: an exception thrown before it returns a handle fails the entry.
   template <typename F>
   WorkHandle issue(const Call& call, F&& f);

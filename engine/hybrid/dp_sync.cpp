@@ -75,13 +75,16 @@ void DataParallelSync::reduce(std::span<float> grads) {
   std::vector<WorkHandle> pending;
   if (strategy_ == "zero2" && grad_shard_.empty())
     grad_shard_ = make_buffer(MemCategory::grads, layout_.shard_size());
-  for (const ShardUnit& u : layout_.units()) {
+  for (int32_t i = 0; i < static_cast<int32_t>(layout_.units().size()); ++i) {
+    const ShardUnit& u = layout_.units()[static_cast<size_t>(i)];
     std::span<float> g = grads.subspan(u.padded_begin, u.padded);
+    const CommSubject subject{CommArray::grads, i};
     if (strategy_ == "zero2")
       pending.push_back(dp_.reduce_scatter_async(
-          g, std::span<float>(grad_shard_).subspan(u.shard_offset, u.chunk), ReduceOp::Avg));
+          g, std::span<float>(grad_shard_).subspan(u.shard_offset, u.chunk), ReduceOp::Avg,
+          subject));
     else
-      pending.push_back(dp_.all_reduce_async(g, ReduceOp::Avg));
+      pending.push_back(dp_.all_reduce_async(g, ReduceOp::Avg, subject));
   }
   for (auto& h : pending) h->wait();
 }
@@ -126,10 +129,12 @@ void DataParallelSync::update(Optimizer& optimizer, std::span<float> params,
     optimizer.step(shard, grad_shard_, lr);
   }
   std::vector<WorkHandle> gathers;
-  for (const ShardUnit& u : layout_.units())
+  for (int32_t i = 0; i < static_cast<int32_t>(layout_.units().size()); ++i) {
+    const ShardUnit& u = layout_.units()[static_cast<size_t>(i)];
     gathers.push_back(
         dp_.all_gather_async(std::span<const float>(shard).subspan(u.shard_offset, u.chunk),
-                             params.subspan(u.padded_begin, u.padded)));
+                             params.subspan(u.padded_begin, u.padded), {CommArray::params, i}));
+  }
   for (auto& h : gathers) h->wait();
 }
 

@@ -84,6 +84,7 @@ class HybridShardedOptimizer : public ShardedOptimizerBase {
 
   // The global indices of this rank's slice (tp_slicing.h) of its stage, cut by the dp strategy.
   CheckpointView checkpoint_view() override;
+  std::vector<std::vector<IndexRange>> comm_units() override;
 
   // The full model's flat parameters, reassembled from every stage and tp slice, on every rank.
   std::vector<float> gather_params() override;

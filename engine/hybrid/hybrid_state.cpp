@@ -8,8 +8,9 @@
 
 #include "engine/core/bytes.h"
 #include "engine/core/error.h"
-#include "engine/model/model_file.h"
 #include "engine/hybrid/hybrid_impl.h"
+#include "engine/model/model_file.h"
+#include "engine/sharding/holdings.h"
 #include "engine/strategies/strategies.h"
 
 namespace shardlab {
@@ -40,6 +41,23 @@ CheckpointView HybridShardedOptimizer::checkpoint_view() {
                       : compose(state_to_local, tp_map(im.stage->slices(), local, full_layout(),
                                                        /*skip_replicated=*/true));
   return v;
+}
+
+std::vector<std::vector<IndexRange>> HybridShardedOptimizer::comm_units() {
+  // A unit is a range of this rank's local (tensor-sliced, stage's) flat buffer: map it through
+  // the slices to the full model's indices.
+  const IndexMap to_global = tp_map(impl_->stage->slices(), local_layout(), full_layout());
+  std::vector<std::vector<IndexRange>> out;
+  for (const ShardUnit& u : impl_->dp_sync->layout().units()) {
+    IndexMap part;
+    for (const IndexRun& r : to_global) {
+      const int64_t b = std::max(r.local, u.begin),
+                    e = std::min(r.local + r.count, u.begin + u.size);
+      if (b < e) part.push_back({b, r.global + (b - r.local), e - b});
+    }
+    out.push_back(global_ranges(part));
+  }
+  return out;
 }
 
 std::span<float> HybridShardedOptimizer::held_params() {

@@ -35,6 +35,13 @@ void CommTelemetrySink::on_record(const CommRecord& r) {
   c.seq = r.seq;
   c.ok = r.ok;
   c.wait = r.wait;
+  // The same numbering on both sides (comm_record.h and events.h say so).
+  static_assert(static_cast<int>(CommArray::grads) ==
+                static_cast<int>(telemetry::CollectiveArray::grads));
+  static_assert(static_cast<int>(CommArray::params) ==
+                static_cast<int>(telemetry::CollectiveArray::params));
+  c.array = static_cast<telemetry::CollectiveArray>(r.subject.array);
+  c.unit = r.subject.unit;
   if (r.last >= 0)
     c.last_rank =
         topology_ ? topology_->world_rank(r.group, r.last) : (r.group == "world" ? r.last : -1);

@@ -34,6 +34,15 @@ telemetry::LayoutEvent layout_event(const RankHoldings& held,
   e.planned = {plan.steady[MemCategory::params], plan.steady[MemCategory::grads],
                plan.steady[MemCategory::optimizer_state]};
   e.formula = plan.formula;
+  size_t room = telemetry::kMaxLayoutRanges;
+  for (const std::vector<IndexRange>& unit : held.units) {
+    if (unit.size() > room) {
+      e.truncated = true;
+      break;
+    }
+    room -= unit.size();
+    e.units.push_back(ranges_of(unit, e.truncated));
+  }
   return e;
 }
 

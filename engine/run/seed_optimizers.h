@@ -73,6 +73,7 @@ class StrategyOptimizer : public IShardedOptimizer {
   const ParamLayout& full_layout() const override { return impl_->full_layout(); }
   const PipelineTimes& pipeline_times() const override { return impl_->pipeline_times(); }
   CheckpointView checkpoint_view() override { return impl_->checkpoint_view(); }
+  std::vector<std::vector<IndexRange>> comm_units() override { return impl_->comm_units(); }
   TrainingProgress progress() const override { return impl_->progress(); }
   void restore_progress(const TrainingProgress& p) override { impl_->restore_progress(p); }
   std::vector<float> gather_params() override { return impl_->gather_params(); }

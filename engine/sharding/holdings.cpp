@@ -45,6 +45,7 @@ RankHoldings holdings_of(IShardedOptimizer& optimizer) {
     h.params_padding =
         std::max<int64_t>(0, owned * optimizer.topology().dp() - elements_in(h.params));
   h.grads_padding = sharded_grads ? h.state_padding : h.params_padding;
+  h.units = optimizer.comm_units();
   return h;
 }
 

@@ -44,6 +44,8 @@ struct RankHoldings {
   // Elements the rank's buffers hold beyond the ranges: padding (ZeRO pads the flat buffer to a
   // multiple of the world size, FSDP every block). In each state array for the optimizer state.
   int64_t params_padding = 0, grads_padding = 0, state_padding = 0;
+  // The units its data-parallel collectives move (IShardedOptimizer::comm_units()).
+  std::vector<std::vector<IndexRange>> units;
 };
 
 // The tensors of a model's flat layout, in order.

@@ -155,6 +155,10 @@ class IShardedOptimizer {
   // and where training stands. restore_progress() sets the step count, data position,
   // early-stopping state and the base optimizer's step count (the same on every rank).
   virtual CheckpointView checkpoint_view() = 0;
+  // The units this rank's data-parallel collectives move (its ShardLayout: the gradient buckets
+  // of DDP and ZeRO, the blocks of FSDP), each as ranges of the full model's flat indices, sorted
+  // and merged, padding left out. A CommSubject's unit (comm_record.h) indexes this list.
+  virtual std::vector<std::vector<IndexRange>> comm_units() = 0;
   virtual TrainingProgress progress() const = 0;
   virtual void restore_progress(const TrainingProgress& p) = 0;
 

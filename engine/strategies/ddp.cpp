@@ -23,7 +23,8 @@ class Ddp final : public BucketedOptimizer {
 
   WorkHandle launch_bucket(int unit) override {
     const ShardUnit& u = layout_.units()[static_cast<size_t>(unit)];
-    return comm_.all_reduce_async(model_->grads().subspan(u.begin, u.size), ReduceOp::Avg);
+    return comm_.all_reduce_async(model_->grads().subspan(u.begin, u.size), ReduceOp::Avg,
+                                  {CommArray::grads, unit});
   }
 
   double owned_grad_square_sum() override {

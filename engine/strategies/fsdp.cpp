@@ -62,7 +62,8 @@ class Fsdp final : public ShardedOptimizer {
     auto& buf = gathered_[static_cast<size_t>(block)];
     buf = make_buffer(MemCategory::params, unit.padded);
     gather_work_[static_cast<size_t>(block)] = comm_.all_gather_async(
-        std::span<const float>(param_shard_).subspan(unit.shard_offset, unit.chunk), buf);
+        std::span<const float>(param_shard_).subspan(unit.shard_offset, unit.chunk), buf,
+        {CommArray::params, u});
   }
 
   float* gathered(int block) {
@@ -135,7 +136,8 @@ class Fsdp final : public ShardedOptimizer {
       p.partial = make_buffer(MemCategory::comm, unit.chunk);
       out = p.partial;
     }
-    p.work = comm_.reduce_scatter_async(grad_bufs_[static_cast<size_t>(block)], out, ReduceOp::Avg);
+    p.work = comm_.reduce_scatter_async(grad_bufs_[static_cast<size_t>(block)], out, ReduceOp::Avg,
+                                        {CommArray::grads, u});
     pending_.push_back(std::move(p));
     if (!options_.sharding.overlap) finish_reductions();
   }
@@ -183,9 +185,11 @@ class Fsdp final : public ShardedOptimizer {
   }
 
   void gather_full_params(std::span<float> full) override {
-    for (const ShardUnit& u : layout_.units()) {
+    for (int32_t i = 0; i < static_cast<int32_t>(layout_.units().size()); ++i) {
+      const ShardUnit& u = layout_.units()[static_cast<size_t>(i)];
       Buffer unit = make_buffer(MemCategory::comm, u.padded);
-      comm_.all_gather(std::span<const float>(param_shard_).subspan(u.shard_offset, u.chunk), unit);
+      comm_.all_gather(std::span<const float>(param_shard_).subspan(u.shard_offset, u.chunk), unit,
+                       {CommArray::params, i});
       std::copy_n(unit.begin(), u.size, full.begin() + u.begin);
     }
   }

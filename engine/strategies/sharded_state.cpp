@@ -168,6 +168,14 @@ CheckpointView ShardedOptimizer::checkpoint_view() {
   return v;
 }
 
+std::vector<std::vector<IndexRange>> ShardedOptimizer::comm_units() {
+  // The flat buffer is the full model's: a unit's real elements are its global indices.
+  std::vector<std::vector<IndexRange>> out;
+  out.reserve(layout_.units().size());
+  for (const ShardUnit& u : layout_.units()) out.push_back({{u.begin, u.begin + u.size}});
+  return out;
+}
+
 void ShardedOptimizer::load_model(const std::string& path) {
   const std::vector<float> full = read_model_file(path, model_->layout());
   load_full_params(full);

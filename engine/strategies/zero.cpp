@@ -44,9 +44,11 @@ class Zero final : public BucketedOptimizer {
   WorkHandle launch_bucket(int unit) override {
     const ShardUnit& u = layout_.units()[static_cast<size_t>(unit)];
     std::span<float> grads = model_->padded_grads().subspan(u.padded_begin, u.padded);
-    if (stage_ == 1) return comm_.all_reduce_async(grads, ReduceOp::Avg);
+    const CommSubject subject{CommArray::grads, unit};
+    if (stage_ == 1) return comm_.all_reduce_async(grads, ReduceOp::Avg, subject);
     return comm_.reduce_scatter_async(
-        grads, std::span<float>(grad_shard_).subspan(u.shard_offset, u.chunk), ReduceOp::Avg);
+        grads, std::span<float>(grad_shard_).subspan(u.shard_offset, u.chunk), ReduceOp::Avg,
+        subject);
   }
 
   void buckets_reduced() override {
@@ -82,10 +84,12 @@ class Zero final : public BucketedOptimizer {
       optimizer_->step(params, grad_shard_, lr);
     }
     std::vector<WorkHandle> gathers;
-    for (const ShardUnit& u : layout_.units())
-      gathers.push_back(
-          comm_.all_gather_async(std::span<const float>(params).subspan(u.shard_offset, u.chunk),
-                                 model_->padded_params().subspan(u.padded_begin, u.padded)));
+    for (int32_t i = 0; i < static_cast<int32_t>(layout_.units().size()); ++i) {
+      const ShardUnit& u = layout_.units()[static_cast<size_t>(i)];
+      gathers.push_back(comm_.all_gather_async(
+          std::span<const float>(params).subspan(u.shard_offset, u.chunk),
+          model_->padded_params().subspan(u.padded_begin, u.padded), {CommArray::params, i}));
+    }
     wait_all(gathers);
   }
 

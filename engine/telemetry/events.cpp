@@ -4,6 +4,17 @@
 
 namespace shardlab::telemetry {
 
+const char* to_string(CollectiveArray array) {
+  switch (array) {
+    case CollectiveArray::params:
+      return "params";
+    case CollectiveArray::grads:
+      return "grads";
+    default:
+      return "unknown";
+  }
+}
+
 const char* to_string(Phase phase) {
   switch (phase) {
     case Phase::forward:

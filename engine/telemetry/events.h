@@ -34,6 +34,10 @@ struct MemoryEvent {
 };
 
 // One completed (or failed) communication operation (engine/comm/comm_record.h).
+// What a collective moved (CollectiveEvent::array).
+enum class CollectiveArray : uint8_t { unknown = 0, params = 1, grads = 2 };
+const char* to_string(CollectiveArray array);
+
 struct CollectiveEvent {
   std::string op;     // "all_reduce", "send", ...
   std::string group;  // "world", "tp[1]", ...
@@ -49,6 +53,11 @@ struct CollectiveEvent {
   // recordings). engine/comm/communicator.h, "Waits".
   double wait = -1;
   int32_t last_rank = -1;  // world rank that arrived last (a recv: the sender); -1 none/unknown
+  // What it moved, as the strategy said (protocol version 5; engine/comm/comm_record.h,
+  // CommSubject): the gradients or parameters of unit `unit` of the rank's LayoutEvent::units.
+  // unknown / -1 for everything else (activations, losses, norms) and older recordings.
+  CollectiveArray array = CollectiveArray::unknown;
+  int32_t unit = -1;
 };
 
 // What a rank's compute was doing during a PhaseEvent's span.
@@ -108,6 +117,11 @@ struct LayoutEvent {
   std::array<int64_t, 3> planned{};
   std::string formula;
   bool truncated = false;  // a list was cut at kMaxLayoutRanges
+  // The units the rank's data-parallel collectives move (protocol version 5): the gradient
+  // buckets of DDP and ZeRO, the blocks of FSDP, each as sorted ranges of the full model's flat
+  // indices (a CollectiveEvent's unit indexes this). All units' ranges together are at most
+  // kMaxLayoutRanges; units past the cap are left out and `truncated` set.
+  std::vector<std::vector<LayoutRange>> units;
 };
 
 struct HeartbeatEvent {};

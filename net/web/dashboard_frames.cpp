@@ -11,6 +11,7 @@
 #include "engine/core/json_text.h"
 #include "engine/core/memory.h"
 #include "net/web/layout_json.h"
+#include "net/web/step_json.h"
 
 namespace shardlab::net {
 
@@ -400,6 +401,8 @@ FrameBuilder::Frame FrameBuilder::build(const FrameInput& in, bool want_full) {
       number_ == 0 || wall - timeline_at_ >= std::chrono::duration<double>(timeline_seconds_);
   std::string timeline =
       timeline_due || want_full ? timeline_section(in.model, straggler) : std::string();
+  // The newest complete step phase by phase (net/web/step_json.h): as often as the timeline.
+  std::string step = timeline_due || want_full ? step_section(in.model) : std::string();
   std::vector<std::string> rows(static_cast<size_t>(s.world), "null");
   for (const auto& [rank, r] : in.model.ranks())
     if (rank >= 0 && rank < s.world) rows[static_cast<size_t>(rank)] = rank_row(in, rank, r);
@@ -482,6 +485,7 @@ FrameBuilder::Frame FrameBuilder::build(const FrameInput& in, bool want_full) {
     section("layout", layout, layout_);
     section("teaching", teaching, teaching_);
     if (timeline_due) section("timeline", timeline, timeline_);
+    if (timeline_due) section("step", step, step_);
     if (changed) {
       ++number_;
       frame.delta = std::make_shared<const std::string>(head("delta", number_) + d + "}");
@@ -509,8 +513,9 @@ FrameBuilder::Frame FrameBuilder::build(const FrameInput& in, bool want_full) {
       first_col = false;
       f += col;
     }
-    fmt::format_to(Out(f), "]}},\"comm\":{},\"layout\":{},\"teaching\":{},\"timeline\":{}}}", comm,
-                   layout, teaching, timeline);
+    fmt::format_to(Out(f),
+                   "]}},\"comm\":{},\"layout\":{},\"teaching\":{},\"timeline\":{},\"step\":{}}}",
+                   comm, layout, teaching, timeline, step);
     frame.full = std::make_shared<const std::string>(std::move(f));
   }
 
@@ -523,6 +528,7 @@ FrameBuilder::Frame FrameBuilder::build(const FrameInput& in, bool want_full) {
   layouts_ = in.model.layouts();
   if (timeline_due) {
     timeline_ = std::move(timeline);
+    step_ = std::move(step);
     timeline_at_ = wall;
   }
   rows_ = std::move(rows);

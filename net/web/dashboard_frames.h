@@ -83,6 +83,7 @@ class FrameBuilder {
   uint64_t number_ = 0;
   std::string job_, replay_, diagnosis_, comm_;
   std::string timeline_;  // as the delta viewers have it
+  std::string step_;      // net/web/step_json.h, as the delta viewers have it
   std::string teaching_;
   std::string layout_ = "null";  // net/web/layout_json.h, built when RunModel::layouts() changes
   uint64_t layouts_ = 0;

@@ -39,7 +39,12 @@ void put_rank(std::string& o, int rank, const telemetry::LayoutEvent& l) {
                  l.params_padding, l.grads_padding, l.state_padding, l.planned[0], l.planned[1],
                  l.planned[2]);
   append_json_string(o, l.formula);
-  fmt::format_to(Out(o), ",\"truncated\":{}}}", l.truncated ? "true" : "false");
+  o += ",\"units\":[";
+  for (size_t i = 0; i < l.units.size(); ++i) {
+    if (i) o += ',';
+    put_ranges(o, l.units[i]);
+  }
+  fmt::format_to(Out(o), "],\"truncated\":{}}}", l.truncated ? "true" : "false");
 }
 
 }  // namespace

@@ -8,7 +8,10 @@
 //               "state_arrays": ["exp_avg", ...],
 //               "padding": {"params", "grads", "optimizer_state"},   elements beyond the ranges
 //               "planned": {"params", "grads", "optimizer_state"},   the planner's bytes
-//               "formula", "truncated"}]}
+//               "formula",
+//               "units": [[[begin, end], ...], ...],   the buckets (blocks under FSDP) its
+//                                                      collectives move (protocol version 5)
+//               "truncated"}]}
 //
 // Ranges are [begin, end) in the full model's flat indices, padding left out. A rank with no
 // LAYOUT (an older worker, a recording from before protocol version 4) is not in "ranks"; null

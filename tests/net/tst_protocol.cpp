@@ -84,6 +84,7 @@ tel::LayoutEvent sample_layout() {
   l.planned = {64, 16, -(int64_t{1} << 40)};
   l.formula = "zero2: 4*Psi' + 4*Psi'/N + 8*Psi'/N";
   l.truncated = true;
+  l.units = {{{0, 8}}, {}, {{8, 16}, {0x1'0000'0000LL, 0x1'0000'0001LL}}};
   return l;
 }
 
@@ -154,6 +155,8 @@ std::vector<Message> samples() {
   col.ok = false;
   col.wait = 3.5e-6;
   col.last_rank = 1023;
+  col.array = tel::CollectiveArray::grads;
+  col.unit = -0x7FFF'FFFF;
   out.push_back(make_event(col));
 
   tel::PhaseEvent p;
@@ -265,6 +268,8 @@ void compare(const Message& got, const Message& want) {
       QCOMPARE(g.ok, w->ok);
       QCOMPARE(bits(g.wait), bits(w->wait));
       QCOMPARE(g.last_rank, w->last_rank);
+      QCOMPARE(g.array, w->array);
+      QCOMPARE(g.unit, w->unit);
     } else if (const auto* w = std::get_if<tel::PhaseEvent>(&we.payload)) {
       const auto& g = std::get<tel::PhaseEvent>(ge.payload);
       QCOMPARE(g.stage, w->stage);
@@ -298,6 +303,7 @@ void compare(const Message& got, const Message& want) {
       QCOMPARE(g.state_padding, w->state_padding);
       QVERIFY(g.planned == w->planned);
       QCOMPARE(g.formula, w->formula);
+      QVERIFY(g.units == w->units);
       QCOMPARE(g.truncated, w->truncated);
     }
   }
@@ -387,7 +393,7 @@ class TestProtocol : public QObject {
     e.payload = tel::HeartbeatEvent{};
     const std::vector<uint8_t> want = {
         'S',  'L',  'T',  'M',                           // magic
-        4,    0,                                         // version
+        5,    0,                                         // version
         20,   0,                                         // heartbeat
         20,   0,    0,    0,                             // payload length
         0x04, 0x03, 0x02, 0x01,                          // rank
@@ -531,9 +537,9 @@ class TestProtocol : public QObject {
     expect_error(bad, {"bad magic", "0x4E544C53"});
 
     bad = good;
-    static_assert(kProtocolVersion == 4, "update the unknown version below");
-    bad[4] = 5;
-    expect_error(bad, {"version 5", "reads 1 to 4"});
+    static_assert(kProtocolVersion == 5, "update the unknown version below");
+    bad[4] = 6;
+    expect_error(bad, {"version 6", "reads 1 to 5"});
     bad[4] = 0;
     expect_error(bad, {"version 0"});
     bad[4] = 0;
@@ -558,15 +564,18 @@ class TestProtocol : public QObject {
     const Message layout = make_event(sample_layout());
     QVERIFY(speaks(layout, 4));
     QVERIFY(!speaks(layout, 3));
-    std::vector<uint8_t> frame = encode(layout);
+    std::vector<uint8_t> frame = encode(layout, 4);
     QCOMPARE(frame[4], uint8_t{4});
     frame[4] = 3;
     expect_error(frame, {"layout", "version 4", "says 3"});
     QVERIFY_THROWS_EXCEPTION(InvalidArgument, encode(layout, 3));
     QVERIFY_THROWS_EXCEPTION(InvalidArgument, encode(make_event(tel::HeartbeatEvent{}), 2));
-    QVERIFY_THROWS_EXCEPTION(InvalidArgument, encode(make_event(tel::HeartbeatEvent{}), 5));
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, encode(make_event(tel::HeartbeatEvent{}), 6));
     for (const Message& m : samples()) {
       if (!speaks(m, 3)) continue;
+      if (const auto* e = std::get_if<tel::Event>(&m);
+          e && std::holds_alternative<tel::CollectiveEvent>(e->payload))
+        continue;  // version 5 added to it (versionFiveSaysWhatMoved)
       std::vector<uint8_t> v3 = encode(m, 3), v4 = encode(m, 4);
       v4[4] = v3[4];
       QVERIFY(v3 == v4);
@@ -579,6 +588,46 @@ class TestProtocol : public QObject {
     Hello h;
     h.min_version = 3;
     QCOMPARE(encode(Message(h))[4], uint8_t{3});
+  }
+
+  // Version 5 says what a collective moved (array, unit) and carries the LAYOUT's units. The
+  // same events written in version 4 leave those out and decode as unknown / no units, as
+  // recordings of version 4 do; every other message encodes in 4 exactly as in 5.
+  void versionFiveSaysWhatMoved() {
+    for (const Message& m : samples()) {
+      std::vector<uint8_t> v4 = encode(m, 4), v5 = encode(m, 5);
+      const auto* e = std::get_if<tel::Event>(&m);
+      const bool grew = e && (std::holds_alternative<tel::CollectiveEvent>(e->payload) ||
+                              std::holds_alternative<tel::LayoutEvent>(e->payload));
+      if (!grew) {
+        v4[4] = v5[4];
+        QVERIFY(v4 == v5);
+        continue;
+      }
+      QVERIFY(v4.size() < v5.size());
+      const DecodeResult r = decode_frame(v4);
+      QVERIFY2(r.status == Status::ok, r.error.c_str());
+      const auto& got = std::get<tel::Event>(r.message).payload;
+      if (const auto* c = std::get_if<tel::CollectiveEvent>(&got)) {
+        QCOMPARE(c->array, tel::CollectiveArray::unknown);
+        QCOMPARE(c->unit, -1);
+        QCOMPARE(c->op, std::get<tel::CollectiveEvent>(e->payload).op);
+      } else {
+        const auto& l = std::get<tel::LayoutEvent>(got);
+        QVERIFY(l.units.empty());
+        QVERIFY(l.optimizer_state == std::get<tel::LayoutEvent>(e->payload).optimizer_state);
+      }
+    }
+    // An array this build does not know is refused.
+    tel::CollectiveEvent c;
+    c.array = tel::CollectiveArray::grads;
+    std::vector<uint8_t> frame = encode(make_event(c));
+    frame[frame.size() - 5] = 3;  // the array byte, before the i32 unit
+    expect_error(frame, {"collective array 3", "out of range"});
+    // Units of more than kMaxLayoutRanges ranges in all are refused on both sides.
+    tel::LayoutEvent l;
+    l.units.assign(2, std::vector<tel::LayoutRange>(tel::kMaxLayoutRanges / 2 + 1, {0, 1}));
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, encode(make_event(l)));
   }
 
   // A layout list's count is checked against what is left of the payload before anything is
@@ -611,8 +660,8 @@ class TestProtocol : public QObject {
     c.duration = 0.25;
     c.wait = 0.125;
     c.last_rank = 3;
-    std::vector<uint8_t> frame = encode(Message(make_event(c)));
-    frame.resize(frame.size() - 12);  // f64 wait + i32 last rank
+    std::vector<uint8_t> frame = encode(Message(make_event(c)), 4);  // before array and unit
+    frame.resize(frame.size() - 12);                                 // f64 wait + i32 last rank
     fix_length(frame);
     expect_error(frame, {"collective"});
     frame[4] = 1;

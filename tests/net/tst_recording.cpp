@@ -227,8 +227,8 @@ class TestRecording : public QObject {
     col.busbw = 12.5;
     col.ok = true;
     tl::Event ce{1, 0, 1.7e9, col};
-    auto collective = encode(Message(ce));
-    cut(collective, 8 + 4);  // wait and last rank came with version 2
+    auto collective = encode(Message(ce), 4);  // array and unit came with version 5
+    cut(collective, 8 + 4);                    // wait and last rank with version 2
     set_version(collective, 1);
     tl::StepEvent st;
     st.step = 7;
