@@ -61,8 +61,8 @@ int64_t mulClamped(int64_t a, int64_t b) {
 }
 
 bool isModelParallel(ParallelLayout l) {
-  return l == ParallelLayout::tensor || l == ParallelLayout::pipeline ||
-         l == ParallelLayout::hybrid;
+  return l == ParallelLayout::tensor || l == ParallelLayout::tensor_data ||
+         l == ParallelLayout::pipeline || l == ParallelLayout::hybrid;
 }
 
 }  // namespace
@@ -286,7 +286,9 @@ void JobForm::onEdited(size_t index) {
 // In the model-parallel layouts the world is pp x tp x dp.
 void JobForm::followWorld() {
   if (!isModelParallel(layout_)) return;
-  const int64_t dp = layout_ == ParallelLayout::hybrid ? num("parallel.dp") : 1;
+  const int64_t dp = layout_ == ParallelLayout::hybrid || layout_ == ParallelLayout::tensor_data
+                         ? num("parallel.dp")
+                         : 1;
   if (dp >= 1)
     put("parallel.world_size", mulClamped(mulClamped(num("parallel.pp"), num("parallel.tp")), dp));
 }
@@ -332,6 +334,11 @@ void JobForm::applyLayout(ParallelLayout layout) {
     case ParallelLayout::tensor:  // tp ranks (the current tp if it has one, else the world)
       model_parallel(1, tp > 1 ? tp : std::max<int64_t>(world, 2), 1);
       break;
+    case ParallelLayout::tensor_data: {  // tp x dp: 2 x 2 from a 4-rank job
+      const int64_t t = tp > 1 ? tp : 2;
+      model_parallel(1, t, dp > 1 ? dp : std::max<int64_t>(2, world / t));
+      break;
+    }
     case ParallelLayout::pipeline:
       model_parallel(pp > 1 ? pp : std::max<int64_t>(world, 2), 1, 1);
       break;
@@ -347,7 +354,8 @@ ParallelLayout JobForm::deriveLayout() const {
   const int64_t pp = num("parallel.pp"), tp = num("parallel.tp"), dp = num("parallel.dp");
   const int64_t world = num("parallel.world_size");
   const int64_t dp_eff = dp >= 1 ? dp : (pp >= 1 && tp >= 1 ? world / mulClamped(pp, tp) : 1);
-  if ((pp > 1 && tp > 1) || ((pp > 1 || tp > 1) && dp_eff > 1)) return ParallelLayout::hybrid;
+  if (pp > 1 && (tp > 1 || dp_eff > 1)) return ParallelLayout::hybrid;
+  if (tp > 1 && dp_eff > 1) return ParallelLayout::tensor_data;
   if (tp > 1) return ParallelLayout::tensor;
   if (pp > 1) return ParallelLayout::pipeline;
   const std::string s = str("parallel.strategy");
@@ -425,8 +433,11 @@ bool JobForm::layoutAllows(const Field& f) const {
     return (l != ParallelLayout::single && !isModelParallel(l)) ||
            (l == ParallelLayout::hybrid && num("parallel.dp") < 1);
   if (f.path == "parallel.pp") return l == ParallelLayout::pipeline || l == ParallelLayout::hybrid;
-  if (f.path == "parallel.tp") return l == ParallelLayout::tensor || l == ParallelLayout::hybrid;
-  if (f.path == "parallel.dp") return l == ParallelLayout::hybrid;
+  if (f.path == "parallel.tp")
+    return l == ParallelLayout::tensor || l == ParallelLayout::tensor_data ||
+           l == ParallelLayout::hybrid;
+  if (f.path == "parallel.dp")
+    return l == ParallelLayout::hybrid || l == ParallelLayout::tensor_data;
   if (f.path == "parallel.strategy") return isModelParallel(l);
   return true;
 }

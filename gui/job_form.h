@@ -31,10 +31,23 @@ enum class LaunchChoice { threads, mpirun, remote };
 
 // The parallel layouts the form offers; choosing one sets parallel.strategy, pp, tp, dp and
 // world_size: single is strategy none on one rank; ddp..fsdp that strategy with pp = tp = 1;
-// tensor pp = dp = 1 and world = tp (the current tp if > 1, else the world); pipeline likewise with
-// pp; hybrid pp x tp x dp = world (dp -1, "auto", lets the world size be set instead). With pp or
-// tp > 1 the strategy combo picks the data-parallel dimension's strategy (ddp, zero1, zero2).
-enum class ParallelLayout { single, ddp, zero1, zero2, fsdp, tensor, pipeline, hybrid };
+// tensor pp = dp = 1 and world = tp (the current tp if > 1, else the world); tensor_data pp = 1,
+// tp the current tp if > 1 else 2, dp the current dp if > 1 else world / tp (at least 2), so a
+// 4-rank job becomes 2 x 2 keeping its data-parallel strategy (the teaching comparison of ddp,
+// zero1, zero2, fsdp and tp x dp on the same job); pipeline pp = world likewise; hybrid pp x tp x
+// dp = world (dp -1, "auto", lets the world size be set instead). With pp or tp > 1 the strategy
+// combo picks the data-parallel dimension's strategy (ddp, zero1, zero2).
+enum class ParallelLayout {
+  single,
+  ddp,
+  zero1,
+  zero2,
+  fsdp,
+  tensor,
+  tensor_data,
+  pipeline,
+  hybrid
+};
 
 class JobForm : public QWidget {
   Q_OBJECT

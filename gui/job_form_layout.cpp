@@ -67,6 +67,7 @@ QStringList layoutNames() {
           JobForm::tr("ZeRO-2"),
           JobForm::tr("FSDP (ZeRO-3)"),
           JobForm::tr("Tensor parallel"),
+          JobForm::tr("Tensor × data parallel"),
           JobForm::tr("Pipeline parallel"),
           JobForm::tr("Hybrid 3D")};
 }

@@ -373,6 +373,42 @@ class TestJobEditor : public QObject {
     QVERIFY(widget<QSpinBox>(form, "parallel.micro_batches")->isEnabled());
   }
 
+  // The teaching comparison: one choice switches the toy job (ZeRO-2 on 4 ranks) between ddp,
+  // zero1, zero2, fsdp and tp 2 x dp 2, every one a valid job of 4 ranks, and back.
+  void toyJobSwitchesBetweenTheStrategiesAndTpByDp() {
+    JobEditor e;
+    e.setText(readJob("toy.json"));
+    JobForm* form = e.form();
+    QVERIFY(form->parallelLayout() == ParallelLayout::zero2);
+    auto* combo = widget<QComboBox>(form, "parallel");
+    QCOMPARE(combo->itemText(int(ParallelLayout::tensor_data)), QString("Tensor × data parallel"));
+    combo->setCurrentIndex(int(ParallelLayout::tensor_data));
+    QVERIFY(form->parallelLayout() == ParallelLayout::tensor_data);
+    QVERIFY2(e.isValid(), qPrintable(e.problem()));
+    auto p = e.job().parallel;
+    QCOMPARE(p.world_size, 4);
+    QCOMPARE(p.pp, 1);
+    QCOMPARE(p.tp, 2);
+    QCOMPARE(p.dp, 2);
+    QCOMPARE(p.strategy, "zero2");  // the data-parallel dimension keeps the job's strategy
+    QVERIFY(!widget<QSpinBox>(form, "parallel.pp")->isEnabled());
+    QVERIFY(widget<QSpinBox>(form, "parallel.dp")->isEnabled());
+    // A text with that layout is recognised as it.
+    JobEditor again;
+    again.setText(QString::fromStdString(form->document().dump()));
+    QVERIFY(again.form()->parallelLayout() == ParallelLayout::tensor_data);
+    for (ParallelLayout l : {ParallelLayout::ddp, ParallelLayout::zero1, ParallelLayout::zero2,
+                             ParallelLayout::fsdp}) {
+      combo->setCurrentIndex(int(l));
+      QVERIFY2(e.isValid(), qPrintable(e.problem()));
+      p = e.job().parallel;
+      QCOMPARE(p.world_size, 4);
+      QCOMPARE(p.tp, 1);
+      QCOMPARE(p.pp, 1);
+    }
+    QCOMPARE(e.job().parallel.strategy, "fsdp");
+  }
+
   void pipelineLayoutSetsTpToOne() {
     JobEditor e;
     e.setText(readJob("gpt-3d.json"));

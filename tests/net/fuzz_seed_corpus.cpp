@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
   collective.op = "all_reduce";
   collective.group = "world";
   collective.bytes = 4096;
+  collective.array = tel::CollectiveArray::grads;  // version 5: what it moved
+  collective.unit = 1;
   tel::PhaseEvent phase;
   phase.phase = tel::Phase::backward;
   // Who holds what on rank 1 of 4 (zero2) over two tensors: every list of the LAYOUT non-empty.
@@ -53,6 +55,7 @@ int main(int argc, char** argv) {
   layout.params_padding = 0;
   layout.planned = {64, 16, 32};
   layout.formula = "zero2: 4*Psi' + 4*Psi'/N + 8*Psi'/N";
+  layout.units = {{{0, 8}}, {{8, 16}}};  // version 5: two buckets
   const std::vector<Message> messages = {
       hello,
       Challenge{},
