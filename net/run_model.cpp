@@ -5,6 +5,7 @@
 #include "engine/core/display_text.h"
 #include "engine/core/human_format.h"
 #include "net/host_watch.h"
+#include "net/step_replay.h"
 
 #include <algorithm>
 #include <numeric>
@@ -65,6 +66,24 @@ int comm_kind(const std::string& group) {
   return -1;
 }
 
+void RunModel::capture_step(int64_t step) {
+  // The step is complete once every rank of the world has reported it: its spans are all in the
+  // timeline now, and may not be for long (a run's evaluation after training can fill the ring).
+  if (newest_replay_ && newest_replay_->step >= step) return;
+  int world = ranks_.empty() ? 0 : ranks_.rbegin()->first + 1;
+  for (const auto& [rank, r] : ranks_)
+    if (r.hello) world = std::max(world, r.hello->world);
+  int& reported = step_reports_[step];
+  if (++reported < world) {
+    while (step_reports_.size() > 64)
+      step_reports_.erase(step_reports_.begin());  // never completed
+    return;
+  }
+  step_reports_.erase(step_reports_.begin(), step_reports_.upper_bound(step));
+  auto replay = std::make_shared<StepReplay>(replay_from_timeline(*this, step));
+  if (replay->step == step) newest_replay_ = std::move(replay);
+}
+
 void RunModel::add(const Message& message, double received) {
   if (const auto* hello = std::get_if<Hello>(&message)) {
     RankState& r = ranks_[hello->rank];
@@ -109,6 +128,7 @@ void RunModel::add(const Message& message, double received) {
   comm_.add(*event);
   timeline_.add(*event);
   transfers_.add(*event);
+  if (const auto* s = std::get_if<telemetry::StepEvent>(&event->payload)) capture_step(s->step);
   if (std::holds_alternative<telemetry::StepEvent>(event->payload) ||
       std::holds_alternative<telemetry::PhaseEvent>(event->payload) ||
       std::holds_alternative<telemetry::CollectiveEvent>(event->payload)) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +17,8 @@
 #include "net/transfer_watch.h"
 
 namespace shardlab::net {
+
+struct StepReplay;  // net/step_replay.h
 
 struct RankState {
   std::optional<Hello> hello;
@@ -99,6 +102,9 @@ class RunModel {
   const Diagnosis& diagnosis() const;
   // The newest step any rank has reported.
   int64_t newest_step() const { return newest_step_; }
+  // The newest step every rank has reported, phase by phase (net/step_replay.h), taken when its
+  // last rank reported it, while the timeline still held all of its spans; null before one.
+  const StepReplay* newest_replay() const { return newest_replay_.get(); }
   // Each rank's place for the diagnosis: its stage, the pipeline depth and "pp0 tp1 dp2".
   std::map<int, RankPlace> places() const;
   // The rank the diagnosis names slow. Silent: no heartbeat (or other event) for more than 5 s
@@ -142,6 +148,9 @@ class RunModel {
   int pp_ = 1;  // the pipeline depth the HELLOs announce
   int64_t newest_step_ = 0;
   mutable std::optional<Diagnosis> diagnosis_;  // reset by add()
+  void capture_step(int64_t step);
+  std::map<int64_t, int> step_reports_;  // STEP events per step not yet complete
+  std::shared_ptr<const StepReplay> newest_replay_;
 };
 
 // Follows the diagnosis as a run unfolds (a replay goes through every step): one entry each time

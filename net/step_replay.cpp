@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <tuple>
+#include <utility>
 
 namespace shardlab::net {
 
@@ -205,14 +206,13 @@ struct Window {
 };
 
 std::optional<Window> window_of(const Timeline& tl, int rank, int64_t step) {
-  const auto& marks = tl.steps(rank);
-  for (size_t i = 0; i < marks.size(); ++i) {
-    if (marks[i].step != step) continue;
-    if (i > 0 && marks[i - 1].step == step - 1)
-      return Window{marks[i - 1].end, marks[i].end, false};
-    return Window{marks[i].start, marks[i].end, true};
-  }
-  return std::nullopt;
+  const auto& marks = tl.steps(rank);  // sorted by step
+  const auto at = std::lower_bound(marks.begin(), marks.end(), step,
+                                   [](const StepMark& m, int64_t s) { return m.step < s; });
+  if (at == marks.end() || at->step != step) return std::nullopt;
+  if (at != marks.begin() && std::prev(at)->step == step - 1)
+    return Window{std::prev(at)->end, at->end, false};
+  return Window{at->start, at->end, true};
 }
 
 int world_of(const RunModel& model) {
@@ -227,6 +227,21 @@ int world_of(const RunModel& model) {
 }  // namespace
 
 StepReplay replay_step(const RunModel& model, int64_t step) {
+  const StepReplay* newest = model.newest_replay();
+  if (newest && (step <= 0 || step == newest->step)) {
+    StepReplay out = *newest;
+    // The steps the timeline can replay now, and the newest.
+    out.steps = replay_from_timeline(model, -1).steps;
+    if (!std::binary_search(out.steps.begin(), out.steps.end(), newest->step)) {
+      out.steps.push_back(newest->step);
+      std::sort(out.steps.begin(), out.steps.end());
+    }
+    return out;
+  }
+  return replay_from_timeline(model, step);
+}
+
+StepReplay replay_from_timeline(const RunModel& model, int64_t step) {
   StepReplay out;
   const Timeline& tl = model.timeline();
   const int world = world_of(model);
@@ -249,7 +264,8 @@ StepReplay replay_step(const RunModel& model, int64_t step) {
                                    : "no step completed by every rank is still in the timeline";
     return out;
   }
-  if (step <= 0) step = out.steps.back();
+  if (step < 0) return out;  // only the list of steps wanted
+  if (step == 0) step = out.steps.back();
   if (!std::binary_search(out.steps.begin(), out.steps.end(), step)) {
     out.note = fmt::format("step {} cannot be replayed (steps {} to {} can)", step,
                            out.steps.front(), out.steps.back());
@@ -268,6 +284,7 @@ StepReplay replay_step(const RunModel& model, int64_t step) {
     const Window w = *window_of(tl, r, step);
     const auto& spans = tl.spans(r);
     std::vector<std::pair<double, Key>> phases;  // this rank's phase spans: end, frame
+    int before_phases = 0;  // tp/pp communication before the rank's first phase of the step
     std::vector<const Span*> folded;
     for (const Span& s : spans) {
       const bool in = w.open_start ? s.start >= w.from : s.start > w.from;
@@ -295,15 +312,17 @@ StepReplay replay_step(const RunModel& model, int64_t step) {
           proto.array = s.array;
           proto.unit = s.unit;
           const bool p2p = proto.op == "send" || proto.op == "recv";
-          if (s.array == tel::CollectiveArray::unknown && (p2p || !phases.empty())) {
-            // Inside or right after a forward/backward of this rank: counted there.
-            const auto during = std::find_if(phases.rbegin(), phases.rend(), [&](const auto& p) {
-              return p2p || s.start <= p.first;
-            });
-            if (during != phases.rend()) {
-              frames[during->second].inside += 1;
-              continue;
-            }
+          // Tensor parallelism's activations and the pipeline's sends belong to the forward or
+          // backward they serve: counted in this rank's latest one (the same on every rank of
+          // the group, however the spans' ends fall).
+          const bool model_parallel =
+              proto.group.starts_with("tp[") || proto.group.starts_with("pp[") || p2p;
+          if (s.array == tel::CollectiveArray::unknown && model_parallel) {
+            if (phases.empty())
+              ++before_phases;  // counted in the first one
+            else
+              frames[phases.back().second].inside += 1;
+            continue;
           }
           key = {static_cast<int>(ReplayKind::collective), 0, 0, s.label, s.seq};
           if (p2p) key.kind = 10 + r;
@@ -318,8 +337,10 @@ StepReplay replay_step(const RunModel& model, int64_t step) {
       rr.start = s.start;
       rr.end = s.end;
       f.ranks.push_back(std::move(rr));
-      if (s.kind == SpanKind::forward || s.kind == SpanKind::backward)
+      if (s.kind == SpanKind::forward || s.kind == SpanKind::backward) {
         phases.emplace_back(s.end, key);
+        f.inside += std::exchange(before_phases, 0);
+      }
     }
   }
   for (auto& [key, f] : frames) {

@@ -18,8 +18,9 @@
 //   update           reads the gradients of its own slice and writes its parameters and
 //                    optimizer state there (the rank's optimizer-state ranges)
 // A collective that moved something else (activations, the loss, a norm: what the strategy did
-// not label) or that came from a worker older than protocol version 5 touches nothing. Those that
-// ran inside a rank's forward or backward are counted in that frame (`inside`); the others are
+// not label) or that came from a worker older than protocol version 5 touches nothing. Those of
+// tensor parallelism and the pipeline (tp and pp groups, sends and receives) are counted in the
+// rank's latest forward or backward before them (`inside`); the others (the loss, norms) are
 // frames of their own.
 #pragma once
 
@@ -62,7 +63,7 @@ struct ReplayFrame {
   std::string op, group;             // collective: "reduce_scatter", "dp[0]"
   telemetry::CollectiveArray array = telemetry::CollectiveArray::unknown;
   int unit = -1;
-  int inside = 0;  // forward/backward: unlabelled collectives its ranks ran during it
+  int inside = 0;  // forward/backward: tp/pp communication its ranks ran during or after it
   std::vector<ReplayRank> ranks;  // sorted by rank
 };
 
@@ -73,10 +74,12 @@ struct StepReplay {
   std::string note;                 // why there is nothing, or what is missing
 };
 
-// The replay of `step`: 0 picks the newest step every rank has completed. A step can be replayed
-// when every rank of the world has reported it and the timeline still holds its spans (it keeps
-// the newest Timeline::kMaxSpans per rank). Ranks without a LAYOUT show their spans but touch
-// nothing.
+// The replay of `step`: 0 picks the newest step every rank has completed (RunModel::
+// newest_replay(), taken when it completed). Another step can be replayed while every rank of the
+// world has reported it and the timeline still holds its spans (it keeps the newest
+// Timeline::kMaxSpans per rank). Ranks without a LAYOUT show their spans but touch nothing.
 StepReplay replay_step(const RunModel& model, int64_t step = 0);
+// The same from the timeline alone (what RunModel calls when a step completes).
+StepReplay replay_from_timeline(const RunModel& model, int64_t step);
 
 }  // namespace shardlab::net

@@ -254,6 +254,35 @@ class TestStepReplay : public QObject {
     QVERIFY(collectives > 0);
   }
 
+  // The newest complete step is taken when its last rank reports it: communication after the run
+  // (an evaluation's, thousands of spans) that pushes its spans out of the timeline's ring does
+  // not lose it, while the timeline alone can no longer replay it.
+  void newestStepOutlivesTheTimeline() {
+    JobSpec job = mlp_job("zero2", 4, "adam");
+    std::vector<tel::Event> events = run(job);
+    const net::StepReplay before = net::replay_step(model_of(events));
+    QCOMPARE(before.step, int64_t{3});
+    double t = 0;
+    for (const tel::Event& e : events) t = std::max(t, e.time);
+    for (int r = 0; r < 4; ++r)
+      for (size_t i = 0; i < net::Timeline::kMaxSpans + 10; ++i) {
+        tel::CollectiveEvent c;
+        c.op = "all_reduce";
+        c.group = "world";
+        c.seq = 100000 + i;
+        c.start = t + 1 + 1e-6 * static_cast<double>(i);
+        c.duration = 1e-7;
+        events.push_back({r, 0, c.start, c});
+      }
+    const net::RunModel model = model_of(events);
+    QCOMPARE(net::replay_from_timeline(model, 3).step, int64_t{0});
+    const net::StepReplay after = net::replay_step(model);
+    QCOMPARE(after.step, int64_t{3});
+    QCOMPARE(after.frames.size(), before.frames.size());
+    for (size_t i = 0; i < after.frames.size(); ++i)
+      QCOMPARE(after.frames[i].title, before.frames[i].title);
+  }
+
   // ZeRO-2 on a 2 x 2 tp x dp GPT and ZeRO-1 on a 2 x 2 pp x dp GPT.
   void tensorAndPipelineLayouts_data() {
     QTest::addColumn<int>("tp");
