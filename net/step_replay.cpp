@@ -215,6 +215,16 @@ std::optional<Window> window_of(const Timeline& tl, int rank, int64_t step) {
   return Window{at->start, at->end, true};
 }
 
+// Every rank has the step's mark, and its spans reach back to the window's start.
+bool replayable(const Timeline& tl, int world, int64_t step) {
+  for (int r = 0; r < world; ++r) {
+    const auto w = window_of(tl, r, step);
+    const auto& spans = tl.spans(r);
+    if (!w || spans.empty() || spans.front().start > w->from) return false;
+  }
+  return true;
+}
+
 int world_of(const RunModel& model) {
   int world = 0;
   for (const auto& [rank, r] : model.ranks()) {
@@ -226,12 +236,46 @@ int world_of(const RunModel& model) {
 
 }  // namespace
 
+std::vector<int64_t> replayable_steps(const RunModel& model) {
+  // Per rank, the oldest step whose window its spans still reach and its newest mark: the steps
+  // of rank 0 between the latest of the first and the earliest of the second (O(world log)).
+  const Timeline& tl = model.timeline();
+  const int world = world_of(model);
+  if (world == 0) return {};
+  int64_t first = std::numeric_limits<int64_t>::min(), last = std::numeric_limits<int64_t>::max();
+  for (int r = 0; r < world; ++r) {
+    const auto& marks = tl.steps(r);
+    const auto& spans = tl.spans(r);
+    if (marks.empty() || spans.empty()) return {};
+    const double oldest = spans.front().start;
+    // The first mark whose window starts at or after the oldest span (a window starts at the
+    // previous mark's end, or its own start).
+    size_t lo = 0, hi = marks.size();
+    while (lo < hi) {
+      const size_t mid = (lo + hi) / 2;
+      const double from = mid > 0 && marks[mid - 1].step == marks[mid].step - 1 ? marks[mid - 1].end
+                                                                                : marks[mid].start;
+      if (from >= oldest)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    if (lo == marks.size()) return {};
+    first = std::max(first, marks[lo].step);
+    last = std::min(last, marks.back().step);
+  }
+  std::vector<int64_t> out;
+  for (const StepMark& m : tl.steps(0))
+    if (m.step >= first && m.step <= last) out.push_back(m.step);
+  return out;
+}
+
 StepReplay replay_step(const RunModel& model, int64_t step) {
   const StepReplay* newest = model.newest_replay();
   if (newest && (step <= 0 || step == newest->step)) {
     StepReplay out = *newest;
     // The steps the timeline can replay now, and the newest.
-    out.steps = replay_from_timeline(model, -1).steps;
+    out.steps = replayable_steps(model);
     if (!std::binary_search(out.steps.begin(), out.steps.end(), newest->step)) {
       out.steps.push_back(newest->step);
       std::sort(out.steps.begin(), out.steps.end());
@@ -249,27 +293,20 @@ StepReplay replay_from_timeline(const RunModel& model, int64_t step) {
     out.note = "no rank has reported yet";
     return out;
   }
-  // Replayable: every rank has the mark, and its spans reach back to the window's start.
-  for (const StepMark& m : tl.steps(0)) {
-    bool ok = true;
-    for (int r = 0; r < world && ok; ++r) {
-      const auto w = window_of(tl, r, m.step);
-      const auto& spans = tl.spans(r);
-      ok = w && !spans.empty() && spans.front().start <= w->from;
+  if (step <= 0 || !replayable(tl, world, step)) {
+    out.steps = replayable_steps(model);
+    if (out.steps.empty()) {
+      out.note = tl.steps(0).empty() ? "no step has completed yet"
+                                     : "no step completed by every rank is still in the timeline";
+      return out;
     }
-    if (ok) out.steps.push_back(m.step);
-  }
-  if (out.steps.empty()) {
-    out.note = tl.steps(0).empty() ? "no step has completed yet"
-                                   : "no step completed by every rank is still in the timeline";
-    return out;
-  }
-  if (step < 0) return out;  // only the list of steps wanted
-  if (step == 0) step = out.steps.back();
-  if (!std::binary_search(out.steps.begin(), out.steps.end(), step)) {
-    out.note = fmt::format("step {} cannot be replayed (steps {} to {} can)", step,
-                           out.steps.front(), out.steps.back());
-    return out;
+    if (step <= 0) {
+      step = out.steps.back();
+    } else {
+      out.note = fmt::format("step {} cannot be replayed (steps {} to {} can)", step,
+                             out.steps.front(), out.steps.back());
+      return out;
+    }
   }
   out.step = step;
 
@@ -282,13 +319,15 @@ StepReplay replay_from_timeline(const RunModel& model, int64_t step) {
   // frame that takes its count, per rank and kind of frame.
   for (int r = 0; r < world; ++r) {
     const Window w = *window_of(tl, r, step);
-    const auto& spans = tl.spans(r);
+    const auto& all = tl.spans(r);  // sorted by start: from the first in the window on
+    const auto from = std::lower_bound(all.begin(), all.end(), w.from,
+                                       [](const Span& s, double t) { return s.start < t; });
+
     std::vector<std::pair<double, Key>> phases;  // this rank's phase spans: end, frame
     int before_phases = 0;  // tp/pp communication before the rank's first phase of the step
-    std::vector<const Span*> folded;
-    for (const Span& s : spans) {
-      const bool in = w.open_start ? s.start >= w.from : s.start > w.from;
-      if (!in || s.start > w.to) continue;
+    for (auto it = from; it != all.end() && it->start <= w.to; ++it) {
+      const Span& s = *it;
+      if (!w.open_start && s.start <= w.from) continue;
       Key key;
       ReplayFrame proto;
       switch (s.kind) {

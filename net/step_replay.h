@@ -79,7 +79,10 @@ struct StepReplay {
 // world has reported it and the timeline still holds its spans (it keeps the newest
 // Timeline::kMaxSpans per rank). Ranks without a LAYOUT show their spans but touch nothing.
 StepReplay replay_step(const RunModel& model, int64_t step = 0);
-// The same from the timeline alone (what RunModel calls when a step completes).
+// The same from the timeline alone (what RunModel calls when a step completes); `steps` is filled
+// only when the step cannot be replayed (or is 0).
 StepReplay replay_from_timeline(const RunModel& model, int64_t step);
+// The steps the timeline can replay now, ascending.
+std::vector<int64_t> replayable_steps(const RunModel& model);
 
 }  // namespace shardlab::net
