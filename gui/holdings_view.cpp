@@ -12,6 +12,7 @@
 #include "gui/palette_color.h"
 #include "gui/tool_tip.h"
 #include "net/run_model.h"
+#include "net/step_replay.h"
 
 namespace shardlab::gui {
 
@@ -218,6 +219,62 @@ QString HoldingsView::bytesText(const Strip& s, const Lane& l) const {
   const QString measured =
       s.measured ? tr("%1 measured").arg(bytes(l.measured)) : tr("not measured");
   return measured + QString::fromUtf8(" · ") + tr("%1 formula").arg(bytes(l.planned));
+}
+
+QColor HoldingsView::roleColor(const QString& role) {
+  // Apart from the memory palette's blue, orange and teal the lanes are drawn in.
+  if (role == "send") return QColor(215, 25, 50);      // red
+  if (role == "receive") return QColor(120, 40, 200);  // purple
+  if (role == "read") return QColor(25, 25, 25);       // black
+  return QColor(225, 0, 150);                          // write: magenta
+}
+
+void HoldingsView::setFrame(const net::ReplayFrame* frame) {
+  framed_ = frame != nullptr;
+  touches_.clear();
+  in_frame_.clear();
+  if (frame) {
+    for (const net::ReplayRank& r : frame->ranks) {
+      if (r.rank < 0 || r.rank >= (1 << 16)) continue;
+      const auto at = static_cast<size_t>(r.rank);
+      if (touches_.size() <= at) {
+        touches_.resize(at + 1);
+        in_frame_.resize(at + 1, false);
+      }
+      in_frame_[at] = true;
+      for (const net::ReplayTouch& t : r.touches)
+        touches_[at].push_back(
+            {static_cast<int>(t.lane), QString(net::to_string(t.role)), t.ranges});
+    }
+  }
+  QWidget::update();
+}
+
+std::vector<HoldingsView::DrawnHighlight> HoldingsView::drawnHighlights() const {
+  ensureLayout();
+  std::vector<DrawnHighlight> out;
+  for (const LaneGeometry& g : lanes_) {
+    const auto rank = static_cast<size_t>(g.strip);
+    if (rank >= touches_.size()) continue;
+    const Lane& l = strips_[rank].lanes[static_cast<size_t>(g.lane)];
+    for (const Touch& t : touches_[rank]) {
+      if (t.list != l.list) continue;
+      DrawnHighlight h;
+      h.rank = g.strip;
+      h.lane = l.name;
+      h.role = t.role;
+      const bool upper = t.role == "send" || t.role == "read";
+      const double half = std::floor(g.box.height() / 2);
+      h.bar =
+          QRectF(g.box.left(), upper ? g.box.top() : g.box.bottom() - half, g.box.width(), half);
+      for (const telemetry::LayoutRange& r : t.ranges) {
+        h.x_ranges.emplace_back(xOf(r.begin), std::max(xOf(r.end), xOf(r.begin) + 1));
+        h.index_ranges.emplace_back(r.begin, r.end);
+      }
+      out.push_back(std::move(h));
+    }
+  }
+  return out;
 }
 
 double HoldingsView::xOf(int64_t index) const {
@@ -616,6 +673,19 @@ void HoldingsView::paintEvent(QPaintEvent* event) {
       }
       p.setPen(text);
       textAt(bytes_x_, row, bytesText(s, l));
+    }
+    if (framed_ && (r >= in_frame_.size() || !in_frame_[r]))
+      p.fillRect(QRect(0, top, width(), bottom - top), dimColor());
+  }
+  // What the frame touches, over the lanes.
+  for (const DrawnHighlight& h : drawnHighlights()) {
+    if (h.bar.bottom() < dirty.top() || h.bar.top() > dirty.bottom()) continue;
+    const QColor c = roleColor(h.role);
+    for (const auto& [x0, x1] : h.x_ranges) {
+      const QRectF bar(x0, h.bar.top(), x1 - x0, h.bar.height());
+      p.fillRect(bar, c);
+      p.setPen(c.darker(160));
+      p.drawRect(bar.adjusted(0, 0, -1, -1));
     }
   }
 }

@@ -33,6 +33,13 @@
 //   the lane and whether the rank holds that element; over a padding stub the padding; over the
 //   bytes the exact figures.
 //
+// - One step, phase by phase: setFrame() lights up what a frame of a step's replay touches
+//   (net/step_replay.h; gui/step_scrubber.h picks it): on each rank in the frame, on the touched
+//   lane (every state-array lane for the optimizer state), a bar over each touched range at its
+//   offset, over the upper half of the lane for what it sends or reads, over the lower half for
+//   what it receives or writes, in the role's colour (roleColor()) with a dark edge; the strips
+//   of ranks not in the frame are dimmed.
+//
 // update(run) copies the layouts only when RunModel::layouts() (or the model) changed; the
 // measured bytes are taken on every call. Geometry is computed lazily when the size or the data
 // changed (held ranges rasterised into runs of pixel columns); paintEvent draws only the strips in
@@ -54,7 +61,8 @@
 
 namespace shardlab::net {
 class RunModel;
-}
+struct ReplayFrame;
+}  // namespace shardlab::net
 
 namespace shardlab::gui {
 
@@ -71,6 +79,19 @@ class HoldingsView : public QWidget {
     std::vector<std::pair<int64_t, int64_t>> index_ranges;  // the held [begin, end)
     int64_t padding = 0;                                    // elements
   };
+
+  // What setFrame() lit up on one lane (widget coordinates).
+  struct DrawnHighlight {
+    int rank = 0;
+    QString lane;  // as DrawnLane::lane
+    QString role;  // "send", "receive", "read", "write"
+    QRectF bar;    // the band of the lane the role's bars fill (x: the axis' extent)
+    std::vector<std::pair<double, double>> x_ranges;
+    std::vector<std::pair<int64_t, int64_t>> index_ranges;
+  };
+  // The bars' colours per role (net::ReplayRole), and a dimmed strip's veil.
+  static QColor roleColor(const QString& role);
+  static QColor dimColor() { return QColor(255, 255, 255, 170); }
 
   static QColor backgroundColor() { return QColor(255, 255, 255); }
   static QColor bandColor() { return QColor(244, 245, 247); }   // every other strip's background
@@ -106,6 +127,10 @@ class HoldingsView : public QWidget {
   std::vector<DrawnLane> drawnLanes() const;
   // The hover tooltip at `p` (see the file comment); empty where there is nothing to say.
   QString toolTipAt(QPoint p) const;
+
+  // Lights up what `frame` touches (see the file comment); null: nothing lit, nothing dimmed.
+  void setFrame(const net::ReplayFrame* frame);
+  std::vector<DrawnHighlight> drawnHighlights() const;
 
   QSize sizeHint() const override;
   QSize minimumSizeHint() const override;
@@ -175,6 +200,16 @@ class HoldingsView : public QWidget {
   mutable std::vector<int> strip_top_, strip_bottom_;
   mutable std::vector<LaneGeometry> lanes_;
   mutable std::vector<double> boundaries_;  // tensor boundaries drawn (x), at least 2 px apart
+
+  // The frame lit up: per rank, its touches (lane 0 params, 1 grads, 2 optimizer state).
+  struct Touch {
+    int list = 0;
+    QString role;
+    std::vector<telemetry::LayoutRange> ranges;
+  };
+  bool framed_ = false;
+  std::vector<std::vector<Touch>> touches_;  // by rank
+  std::vector<bool> in_frame_;               // by rank
 };
 
 }  // namespace shardlab::gui

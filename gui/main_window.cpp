@@ -245,9 +245,16 @@ void MainWindow::buildViews() {
   holdings_scroll->setWidget(holdings_);
   holdings_scroll->setWidgetResizable(true);
   holdings_scroll->setFrameShape(QFrame::NoFrame);
+  scrubber_ = new StepScrubber;
+  connect(scrubber_, &StepScrubber::frameChanged, holdings_, &HoldingsView::setFrame);
+  auto* holdings_page = new QWidget;
+  auto* holdings_column = new QVBoxLayout(holdings_page);
+  holdings_column->setContentsMargins(0, 0, 0, 0);
+  holdings_column->addWidget(scrubber_);
+  holdings_column->addWidget(holdings_scroll, 1);
   views_->addTab(labelled(tr("Who holds what: each rank's parameters, gradients and optimizer "
                              "state over the model's flat layout"),
-                          holdings_scroll),
+                          holdings_page),
                  tr("Who holds what"));
 
   replay_bar_ = new QWidget;
@@ -491,7 +498,10 @@ void MainWindow::showRun(const net::RunModel& run, double now, bool all) {
     table_->update(run);
   }
   if (all || tab == kTimeline) timeline_->update(run);
-  if (all || tab == kHoldings) holdings_->update(run);
+  if (all || tab == kHoldings) {
+    holdings_->update(run);
+    scrubber_->update(run);
+  }
   markRanks(run, now);
 }
 

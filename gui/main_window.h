@@ -8,7 +8,8 @@
 //   |  every field)        | Log:           output, failures, the remote-worker command      |
 //   |                      | Plan:          a large job's layouts, ranked (gui/plan_view.h)  |
 //   |                      | Who holds what: each rank's slices of params, grads, optimizer  |
-//   |                      |                state over the model (gui/holdings_view.h)      |
+//   |                      |                state over the model (gui/holdings_view.h), under |
+//   |                      |                one step replayed frame by frame (step_scrubber.h) |
 //   |                      | [replay bar: play/pause, position slider] (recordings only)     |
 //   +------------------------------------------------------------------------------------------+
 //
@@ -40,6 +41,7 @@
 #include "gui/rank_grid.h"
 #include "gui/replay_controller.h"
 #include "gui/run_controller.h"
+#include "gui/step_scrubber.h"
 #include "gui/teaching_bar.h"
 #include "gui/timeline_view.h"
 
@@ -78,6 +80,7 @@ class MainWindow : public QMainWindow {
   TimelineView* timeline() const { return timeline_; }
   PlanView* planView() const { return plan_; }
   HoldingsView* holdingsView() const { return holdings_; }
+  StepScrubber* stepScrubber() const { return scrubber_; }
   RunController* runController() const { return run_; }
   ReplayController* replayController() const { return replay_; }
   QTabWidget* views() const { return views_; }
@@ -149,6 +152,7 @@ class MainWindow : public QMainWindow {
   TimelineView* timeline_;
   PlanView* plan_;
   HoldingsView* holdings_;
+  StepScrubber* scrubber_;  // one step, phase by phase, above the strips
   QPlainTextEdit* log_;
   QWidget* remote_box_;
   QLineEdit* remote_mpirun_;

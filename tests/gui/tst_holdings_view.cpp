@@ -15,6 +15,9 @@
 
 #include <QDir>
 #include <QImage>
+#include <QCheckBox>
+#include <QPushButton>
+#include <QVBoxLayout>
 #include <QTemporaryDir>
 
 #include <algorithm>
@@ -25,6 +28,7 @@
 #include "engine/job/job_spec.h"
 #include "engine/telemetry/palette.h"
 #include "gui/holdings_view.h"
+#include "gui/step_scrubber.h"
 #include "gui/run_controller.h"
 #include "net/run_model.h"
 #include "tests/common/telemetry_events.h"
@@ -272,6 +276,118 @@ class TestHoldingsView : public QObject {
           QPoint(static_cast<int>(axis.right()) + 9, static_cast<int>(d.rect.center().y())));
       QVERIFY2(pad.contains(QString("+%1 padding elements").arg(d.padding)), qPrintable(pad));
     }
+  }
+
+  // One step, phase by phase, on the same real runs: ▶ moves exactly one frame; at the first
+  // reduce-scatter of gradients every rank's receive bar on its grads lane covers its own chunk
+  // of the unit (the unit padded to a multiple of 4 and cut in 4 equal chunks, chunk r for rank
+  // r: ZeRO paper section 5, written here) at its offset within 1.5 px, its pixels are the
+  // receive colour and the middle of every other rank's chunk is not; the send bar covers the
+  // whole unit; at the update every rank's write bar on exp_avg covers its optimizer state.
+  void scrubberLightsUpWhatAStepMoves_data() {
+    QTest::addColumn<QString>("strategy");
+    QTest::newRow("zero2") << QString("zero2");
+    QTest::newRow("fsdp") << QString("fsdp");
+  }
+
+  void scrubberLightsUpWhatAStepMoves() {
+    QFETCH(QString, strategy);
+    net::RunModel model;
+    QVERIFY(runToy(strategy, model));
+    QWidget page;
+    auto* column = new QVBoxLayout(&page);
+    auto* scrubber = new StepScrubber;
+    auto* view = new HoldingsView;
+    column->addWidget(scrubber);
+    column->addWidget(view, 1);
+    QObject::connect(scrubber, &StepScrubber::frameChanged, view, &HoldingsView::setFrame);
+    view->update(model);
+    scrubber->update(model);
+    QVERIFY(scrubber->live());
+    QCOMPARE(scrubber->replay().step, int64_t{40});  // the toy's last step
+    QCOMPARE(scrubber->frameIndex(), 0);
+    page.resize(kWidth, scrubber->sizeHint().height() + view->minimumSizeHint().height() + 30);
+    auto* next = scrubber->findChild<QPushButton*>("replayNext");
+    QVERIFY(next);
+    const auto is = [&](const char* op, telemetry::CollectiveArray array) {
+      const net::ReplayFrame* f = scrubber->currentFrame();
+      return f && f->op == op && f->array == array;
+    };
+    while (!is("reduce_scatter", telemetry::CollectiveArray::grads)) {
+      const int before = scrubber->frameIndex();
+      QTest::mouseClick(next, Qt::LeftButton);
+      QCOMPARE(scrubber->frameIndex(), before + 1);
+      QVERIFY(!scrubber->live());
+    }
+    QVERIFY2(scrubber->titleText().startsWith("reduce_scatter of grads"),
+             qPrintable(scrubber->titleText()));
+    const int unit = scrubber->currentFrame()->unit;
+    const telemetry::LayoutEvent& l0 = *model.ranks().at(0).layout;
+    QVERIFY(unit >= 0 && unit < static_cast<int>(l0.units.size()));
+    QCOMPARE(l0.units[static_cast<size_t>(unit)].size(), size_t{1});
+    const int64_t ub = l0.units[static_cast<size_t>(unit)][0].begin;
+    const int64_t ue = l0.units[static_cast<size_t>(unit)][0].end;
+    const int64_t chunk = (ue - ub + 3) / 4;
+    const auto chunkOf = [&](int r) {
+      return std::pair<int64_t, int64_t>(std::min(ue, ub + r * chunk),
+                                         std::min(ue, ub + (r + 1) * chunk));
+    };
+    const QImage image = page.grab().toImage().convertToFormat(QImage::Format_RGB32);
+    const QString dir = QStringLiteral(SHARDLAB_BINARY_DIR "/screenshots");
+    QVERIFY(QDir().mkpath(dir));
+    QVERIFY(image.save(dir + QStringLiteral("/app-step-%1.png").arg(strategy)));
+
+    const QRectF axis = view->axisRect();
+    const int64_t total = view->total();
+    const auto xOf = [&](int64_t i) {
+      return axis.left() + static_cast<double>(i) / static_cast<double>(total) * axis.width();
+    };
+    const QPoint offset = view->mapTo(&page, QPoint(0, 0));
+    const QColor receive = HoldingsView::roleColor("receive");
+    int receives = 0, sends = 0;
+    for (const HoldingsView::DrawnHighlight& h : view->drawnHighlights()) {
+      QCOMPARE(h.lane, QString("grads"));
+      const QString where = QString("rank %1 %2").arg(h.rank).arg(h.role);
+      if (h.role == "send") {
+        ++sends;
+        QCOMPARE(h.index_ranges, (Ranges{{ub, ue}}));
+        continue;
+      }
+      QCOMPARE(h.role, QString("receive"));
+      ++receives;
+      const auto [b, e] = chunkOf(h.rank);
+      QCOMPARE(h.index_ranges, (Ranges{{b, e}}));
+      QVERIFY2(std::abs(h.x_ranges[0].first - xOf(b)) <= 1.5, qPrintable(where));
+      QVERIFY2(std::abs(h.x_ranges[0].second - xOf(e)) <= 1.5, qPrintable(where));
+      const int y = offset.y() + static_cast<int>(h.bar.center().y());
+      const int mid = offset.x() + static_cast<int>((xOf(b) + xOf(e)) / 2);
+      QVERIFY2(image.pixelColor(mid, y) == receive, qPrintable(where));
+      for (int other = 0; other < 4; ++other) {
+        if (other == h.rank) continue;
+        const auto [ob, oe] = chunkOf(other);
+        const int ox = offset.x() + static_cast<int>((xOf(ob) + xOf(oe)) / 2);
+        QVERIFY2(image.pixelColor(ox, y) != receive, qPrintable(where));
+      }
+    }
+    QCOMPARE(receives, 4);
+    QCOMPARE(sends, 4);
+
+    while (scrubber->currentFrame()->kind != net::ReplayKind::update) {
+      const int before = scrubber->frameIndex();
+      QTest::mouseClick(next, Qt::LeftButton);
+      QCOMPARE(scrubber->frameIndex(), before + 1);
+    }
+    int writes = 0;
+    for (const HoldingsView::DrawnHighlight& h : view->drawnHighlights()) {
+      if (h.lane != "exp_avg" || h.role != "write") continue;
+      ++writes;
+      QCOMPARE(h.index_ranges, toPairs(model.ranks().at(h.rank).layout->optimizer_state));
+    }
+    QCOMPARE(writes, 4);
+    // Live again: the newest step, and the frames stay.
+    scrubber->findChild<QCheckBox*>("replayLive")->setChecked(true);
+    QVERIFY(scrubber->live());
+    QCOMPARE(scrubber->replay().step, int64_t{40});
   }
 
   // A recording made before protocol version 4: HELLO, STEP and MEMORY, no LAYOUT.
