@@ -13,12 +13,12 @@
 // overlap, no text cut. The images go to <build>/screenshots/app-holdings-*.png.
 #include <QtTest>
 
+#include <QCheckBox>
 #include <QDir>
 #include <QImage>
-#include <QCheckBox>
 #include <QPushButton>
-#include <QVBoxLayout>
 #include <QTemporaryDir>
+#include <QVBoxLayout>
 
 #include <algorithm>
 #include <cmath>
@@ -28,8 +28,8 @@
 #include "engine/job/job_spec.h"
 #include "engine/telemetry/palette.h"
 #include "gui/holdings_view.h"
-#include "gui/step_scrubber.h"
 #include "gui/run_controller.h"
+#include "gui/step_scrubber.h"
 #include "net/run_model.h"
 #include "tests/common/telemetry_events.h"
 
@@ -411,6 +411,17 @@ class TestHoldingsView : public QObject {
     QVERIFY(view.toolTipAt(QPoint(200, 100)).isEmpty());
     const QImage image = grabOf(view);
     QVERIFY(!image.isNull());
+    // Nothing to replay: the scrubber says why and its controls are off; nothing is lit.
+    StepScrubber scrubber;
+    scrubber.update(model);
+    QCOMPARE(scrubber.replay().step, int64_t{0});
+    QVERIFY(scrubber.currentFrame() == nullptr);
+    QVERIFY(!scrubber.findChild<QPushButton*>("replayNext")->isEnabled());
+    QVERIFY2(scrubber.titleText() == QString::fromStdString(scrubber.replay().note) &&
+                 !scrubber.titleText().isEmpty(),
+             qPrintable(scrubber.titleText()));
+    view.setFrame(nullptr);
+    QVERIFY(view.drawnHighlights().empty());
   }
 
   // 64 ranks (a hand-made fsdp-like layout; rank 5 sent none): strips stacked without overlap, the
