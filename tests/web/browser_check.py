@@ -585,9 +585,11 @@ def check_step(c, url, ranks, screenshot):
             c.failed.append(f"{what} sends the whole unit [{b}, {en}) at {X(b):.1f}..{X(en):.1f} px (page: {sent})")
         y = (got[0]["y0"] + got[0]["y1"]) / 2
         pts = []
-        x = sample_x(X(cb), X(ce), bounds)
-        if x is not None:
+        for x in spots(X(cb), X(ce), bounds):  # its middle, and 2.5 px inside either end
             pts.append((f"{what}: inside its chunk at x {x:.1f}", x, True))
+        for x in (X(cb) - 2.5, X(ce) + 2.5):  # just outside either end (within the axis)
+            if x0 < x < x1 and all(abs(x - a) >= 1.5 for a in bounds):
+                pts.append((f"{what}: just outside its chunk at x {x:.1f}", x, False))
         for q, (qb, qe) in enumerate(cuts):
             if q != r and X(qe) - X(qb) >= 4:
                 x = sample_x(X(qb), X(qe), bounds)
