@@ -5,6 +5,7 @@
     browser_check.py URL --frame-times N     (prints frame-time figures as JSON, checks nothing)
     browser_check.py URL --plan [--screenshot OUT.png]   (the planner's page, URL/plan)
     browser_check.py URL --holdings zero2|fsdp --ranks 4 --colour memory.params=#... [--screenshot P]
+                     [--step [--step-screenshot P]]
     browser_check.py URL --holdings-unknown [--screenshot P]   (the "Who holds what" panel)
 
 Live (default): the page connects ("live"), draws one rank cell per rank, the loss chart's points
@@ -29,6 +30,17 @@ per category and state array for every rank, holding /api/run's ranges, each dra
 x0 + b/total*(x1-x0) .. x0 + e/total*(x1-x0) within 1.5 px; the canvas's pixels in the middle of
 each drawn range are the lane's category colour (--colour memory.*), and in the middle of each gap
 of 4 px or more they are not. --screenshot then shoots the panel alone.
+--step (with --holdings): the step scrubber over the strips (step_replay.js): it follows the run
+("step N (live)", frame 0); ▶ clicked until window.shardlab.step.title starts with "reduce_scatter"
+(each click moves the index by exactly one and leaves live), which must move the gradients; for
+each rank its receive highlight on the grads lane is its own chunk of the frame's unit (the layout's
+units: [b, e) padded to a multiple of --ranks, cut in --ranks chunks, chunk r clipped to e) at the
+axis's x within 1.5 px, the canvas's pixels in the receive colour (the legend's --hl) in it, not
+just outside it nor in the others' chunks; the send highlight spans the whole unit. Then on to
+"update": each state-array lane's write highlight is the rank's held optimizer state. ◀ goes back
+one; live follows a newer step; a step-0 section shows its note, disabled, nothing lit; the axis
+stays at the top of the box while the strips scroll. --step-screenshot P: the panel on the
+reduce_scatter frame.
 --holdings-unknown: a page whose run sent no LAYOUT (/api/run's layout is null): the panel says
 "Layout unknown: ..." and draws no strips (--screenshot: the panel alone).
 --colour MEANING=#rrggbb (repeated; MEANING as in /palette.js, e.g. span.backward, memory.params):
@@ -625,6 +637,33 @@ def check_step(c, url, ranks, screenshot):
     c.d.find_element(By.ID, "step-live").click()
     c.wait_for("'live' follows the run again (window.shardlab.step.live, a newer step)",
                lambda: (lambda s: s.get("live") and s.get("step", 0) > st["step"])(page_step(c)), timeout=20)
+    # A step section with nothing to replay (step 0, as before every rank completed one): the
+    # scrubber shows its note, disabled. Applied as the server's delta frame would be, and read in
+    # the same script (a real frame cannot come in between); the next real one puts it back.
+    note = "no step completed by every rank yet (injected by browser_check)"
+    got = c.d.execute_script(
+        "const S = window.shardlab; const before = S.state.step;"
+        "S.apply({step: {step: 0, first: 0, last: 0, strategy: '', note: arguments[0], frames: [],"
+        "  truncated: false}}); S.renderNow();"
+        "const out = {title: document.getElementById('step-title').textContent,"
+        "  slider: document.getElementById('step-slider').disabled,"
+        "  next: document.getElementById('step-next').disabled,"
+        "  prev: document.getElementById('step-prev').disabled,"
+        "  highlights: S.holdings.highlights.length, index: S.step.index};"
+        "S.apply({step: before}); S.renderNow(); return out;", note)
+    if got != {"title": note, "slider": True, "next": True, "prev": True, "highlights": 0, "index": -1}:
+        c.failed.append(f"with step 0 the scrubber shows the note, disabled, and nothing lit (page: {got})")
+    # The axis stays at the top of the box while the strips scroll under it (the box made short
+    # here so that 4 ranks scroll in it, as 64 do at its usual height).
+    stuck = c.d.execute_script(
+        "const b = document.getElementById('holdings-box'), a = document.getElementById('holdings-axis');"
+        "const was = b.style.maxHeight; b.style.maxHeight = '160px'; b.scrollTop = 120;"
+        "const out = {scrolled: b.scrollTop, gap: a.getBoundingClientRect().top - b.getBoundingClientRect().top,"
+        "  canvas: document.getElementById('holdings').getBoundingClientRect().top - b.getBoundingClientRect().top};"
+        "b.scrollTop = 0; b.style.maxHeight = was; return out;")
+    if not (stuck["scrolled"] > 100 and abs(stuck["gap"]) <= 1.5 and stuck["canvas"] < 0):
+        c.failed.append(f"the axis (#holdings-axis) stays at the top of #holdings-box while the strips scroll "
+                        f"(page: {stuck})")
     print(f"browser_check: step scrubber: {rs['title']!r} at frame {rs['index']}, {checked} pixels of "
           f"the receive highlights checked")
 
