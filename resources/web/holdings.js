@@ -5,12 +5,15 @@
 // vertical lines mark the tensors' boundaries; a hatched stub after the axis's end marks padding
 // (not to scale). Beside each lane the ledger's measured bytes and the planner's. From the frames'
 // `layout` section (README.md; net/web/layout_json.h). What it drew is window.shardlab.holdings
-// ({ranks: [{rank, lanes: [{lane, ranges, index_ranges, y0, y1, padding}]}], axis: {x0, x1, total}},
-// ranges in canvas CSS pixels), and #holdings's data-ranks the ranks drawn with a layout.
+// ({ranks: [{rank, lanes: [{lane, ranges, index_ranges, y0, y1, padding}]}], axis: {x0, x1, total},
+// highlights: what the step scrubber's frame touches, step_replay.js}, ranges in canvas CSS pixels),
+// and #holdings's data-ranks the ranks drawn with a layout. The axis's ruler and the tensors' names
+// are a canvas of their own (#holdings-axis), sticky at the top of the box the strips scroll in.
 import {
   PALETTE, $, isNum, fmtInt, fmtBytes, niceTicks, fitCanvas, line, showTip, tint, widths, AXIS, FONT,
 } from './draw.js';
 import { S, mark, scheduleRender } from './state.js';
+import { renderStep, drawHighlights, wireStep } from './step_replay.js';
 
 const CATS = ['params', 'grads', 'optimizer_state'];
 const BOUNDARY = 'rgba(17, 24, 39, 0.45)';  // a tensor boundary, across every strip
@@ -150,6 +153,7 @@ function renderHoldings() {
     ? layout.ranks.filter((e) => e && isNum(e.rank)).sort((a, b) => a.rank - b.rank) : [];
   const total = totalOf(layout);
   const world = Math.max(job ? job.world | 0 : 0, entries.length ? entries[entries.length - 1].rank + 1 : 0);
+  renderStep();
   renderText(layout, entries, world);
   const msg = !layout || !entries.length || !(total > 0) ? unknownMessage() : '';
   $('holdings-msg').textContent = msg;
@@ -158,7 +162,7 @@ function renderHoldings() {
   box.hidden = !!msg;
   if (msg) {
     geo = null;
-    S.holdings = { ranks: [], axis: null, unknown: [], message: msg };
+    S.holdings = { ranks: [], axis: null, unknown: [], highlights: [], message: msg };
     canvas.dataset.ranks = '0';
     return;
   }
@@ -185,7 +189,8 @@ function renderHoldings() {
   const x1 = W - right;
   if (!(x1 - x0 >= 40)) x0 = Math.max(0, x1 - 40);
   const X = (i) => x0 + (i / total) * (x1 - x0);
-  const top = 34;  // index ticks, then the names of the tensors wide enough to hold them
+  const top = 6;  // the axis (index ticks, tensor names) is #holdings-axis, above the strips
+  const axisH = 34;
   const lanesH = (k) => k * T.laneH + (k - 1) * T.laneGap;
   const strips = [];
   let y = top;
@@ -196,9 +201,13 @@ function renderHoldings() {
     strips.push({ rank: r, entry: e, lanes, y, h });
     y += h + T.stripGap;
   }
+  widths.set('holdings-axis', W);
+  const axisCtx = fitCanvas($('holdings-axis'), axisH).ctx;
+  drawAxis(axisCtx, layout, total, X, x0, x1, axisH);
+  [axisCtx.strokeStyle, axisCtx.lineWidth] = [BOUNDARY, 1];
+  for (const o of boundaries(layout, total)) line(axisCtx, X(o), axisH - 4, X(o), axisH);
   const { ctx, w, h } = fitCanvas(canvas, y - T.stripGap + 8);
-  drawAxis(ctx, layout, total, X, x0, x1, top);
-  const model = { ranks: [], axis: { x0, x1, total }, unknown: [] };
+  const model = { ranks: [], axis: { x0, x1, total }, unknown: [], highlights: [] };
   const every = Math.max(1, Math.ceil(14 / (strips.length ? strips[0].h + T.stripGap : 14)));
   strips.forEach((s, i) => {
     const row = S.state.ranks[s.rank];
@@ -241,13 +250,16 @@ function renderHoldings() {
   [ctx.strokeStyle, ctx.lineWidth] = [BOUNDARY, 1];
   const offsets = boundaries(layout, total);
   const runs = [];
-  let from = top - 4;
+  let from = 0;
   for (const s of strips) {
     if (s.entry) continue;
     if (s.y - 2 > from) runs.push([from, s.y - 2]);
     from = s.y + s.h + 2;
   }
   if (h - 8 > from) runs.push([from, h - 8]);
+  // What the step scrubber's frame touches, over the lanes (the tensors' boundaries above it).
+  model.highlights = drawHighlights(ctx, strips, (s, k) => s.y + k * (T.laneH + T.laneGap), T.laneH, X, w);
+  [ctx.strokeStyle, ctx.lineWidth] = [BOUNDARY, 1];
   for (const o of offsets) for (const [ya, yb] of runs) line(ctx, X(o), ya, X(o), yb);
   geo = { strips, T, x0, x1, total, X, layout, offsets, w };
   S.holdings = model;
@@ -338,6 +350,7 @@ function holdingsTip(x, y) {
 
 // The mouse over the strips (the tooltip), and a redraw when the panel's width changes.
 function wireHoldings() {
+  wireStep();
   const canvas = $('holdings');
   canvas.addEventListener('mousemove', (e) => {
     const box = canvas.getBoundingClientRect();

@@ -11,10 +11,11 @@ import { isNum } from './draw.js';
 // the axis's top, tallest: bytes of the tallest drawn bar}, charts.js), gridText = the lines each
 // grid cell shows, by rank (empty when the cells hold no text; rank_grid.js), holdings = what the
 // "Who holds what" panel drew (holdings.js: each rank's lanes, their held index ranges and those
-// ranges in canvas CSS pixels, and the axis).
+// ranges in canvas CSS pixels, the axis, and the step scrubber's highlights), step = the scrubber's
+// frame ({index, title, live, step, frames}; step_replay.js).
 const S = window.shardlab = {
   frames: 0, frameTimes: [], lastFrame: null, state: emptyState(), connected: false,
-  received: 0, apply: applyFrame, renderNow, memory: null, gridText: [], holdings: null,
+  received: 0, apply: applyFrame, renderNow, memory: null, gridText: [], holdings: null, step: null,
 };
 // The page's own state: what to redraw, the mouse, the controls' choices, the views' last layouts.
 const ui = {
@@ -26,7 +27,7 @@ let renderer = () => {};
 function emptyState() {
   return { frame: 0, now: 0, job: null, replay: null, ranks: [], diagnosis: { straggler: -1, lines: [], busy: [] },
     loss: [], evals: [], heat: { first: 0, last: 0, cols: [] }, comm: [], timeline: null, layout: null,
-    teaching: null };
+    teaching: null, step: null };
 }
 
 // ---- Applying frames ----------------------------------------------------------------------------
@@ -60,6 +61,8 @@ function applyFrame(f) {
   if (f.timeline) { st.timeline = f.timeline; mark('timeline'); }
   // Who holds what: the whole section whenever it changed (null: no rank sent a LAYOUT).
   if (f.layout !== undefined) { st.layout = f.layout; mark('holdings'); }
+  // One step phase by phase (net/web/step_json.h): the holdings panel's scrubber (step_replay.js).
+  if (f.step !== undefined) { st.step = f.step; mark('holdings'); }
   if ('teaching' in f) { st.teaching = f.teaching; mark('teaching'); }
   S.received++;
   scheduleRender();

@@ -5,6 +5,7 @@
     browser_check.py URL --frame-times N     (prints frame-time figures as JSON, checks nothing)
     browser_check.py URL --plan [--screenshot OUT.png]   (the planner's page, URL/plan)
     browser_check.py URL --holdings zero2|fsdp --ranks 4 --colour memory.params=#... [--screenshot P]
+                     [--step [--step-screenshot P]]
     browser_check.py URL --holdings-unknown [--screenshot P]   (the "Who holds what" panel)
 
 Live (default): the page connects ("live"), draws one rank cell per rank, the loss chart's points
@@ -29,6 +30,17 @@ per category and state array for every rank, holding /api/run's ranges, each dra
 x0 + b/total*(x1-x0) .. x0 + e/total*(x1-x0) within 1.5 px; the canvas's pixels in the middle of
 each drawn range are the lane's category colour (--colour memory.*), and in the middle of each gap
 of 4 px or more they are not. --screenshot then shoots the panel alone.
+--step (with --holdings): the step scrubber over the strips (step_replay.js): it follows the run
+("step N (live)", frame 0); ▶ clicked until window.shardlab.step.title starts with "reduce_scatter"
+(each click moves the index by exactly one and leaves live), which must move the gradients; for
+each rank its receive highlight on the grads lane is its own chunk of the frame's unit (the layout's
+units: [b, e) padded to a multiple of --ranks, cut in --ranks chunks, chunk r clipped to e) at the
+axis's x within 1.5 px, the canvas's pixels in the receive colour (the legend's --hl) in it, not
+just outside it nor in the others' chunks; the send highlight spans the whole unit. Then on to
+"update": each state-array lane's write highlight is the rank's held optimizer state. ◀ goes back
+one; live follows a newer step; a step-0 section shows its note, disabled, nothing lit; the axis
+stays at the top of the box while the strips scroll. --step-screenshot P: the panel on the
+reduce_scatter frame.
 --holdings-unknown: a page whose run sent no LAYOUT (/api/run's layout is null): the panel says
 "Layout unknown: ..." and draws no strips (--screenshot: the panel alone).
 --colour MEANING=#rrggbb (repeated; MEANING as in /palette.js, e.g. span.backward, memory.params):
@@ -391,7 +403,7 @@ def spots(xa, xb, avoid):
     return out
 
 
-def check_holdings(c, url, strategy, ranks, colours, screenshot):
+def check_holdings(c, url, strategy, ranks, colours, screenshot, step_screenshot=None):
     def drawn():
         h = c.d.execute_script("return window.shardlab && window.shardlab.holdings;")
         return h if h and len(h.get("ranks") or []) == ranks else None
@@ -465,6 +477,195 @@ def check_holdings(c, url, strategy, ranks, colours, screenshot):
           f"ranges and {len(outside)} in gaps checked against /api/run")
     if screenshot:
         panel_screenshot(c, screenshot)
+    if step_screenshot is not None:
+        check_step(c, url, ranks, step_screenshot)
+
+
+# ---- One step, phase by phase (step_replay.js) -------------------------------------------------
+def page_step(c):
+    return c.d.execute_script("return window.shardlab && window.shardlab.step;") or {}
+
+
+def page_highlights(c):
+    return (c.d.execute_script("return window.shardlab && window.shardlab.holdings;") or {}).get(
+        "highlights") or []
+
+
+def click_next(c, what):
+    """Clicks ▶ once: the frame's index goes up by exactly one (and the scrubber leaves 'live')."""
+    before = page_step(c).get("index", -1)
+    c.d.find_element(By.ID, "step-next").click()
+    after = c.wait_for(f"{what}: one click on ▶ moves the scrubber on from frame {before}",
+                       lambda: (lambda s: s if s.get("index", -1) != before else None)(page_step(c)),
+                       timeout=10)
+    if not after:
+        return None
+    if after["index"] != before + 1 or after.get("live"):
+        c.failed.append(f"{what}: one click on ▶ moves from frame {before} to {before + 1}, not live "
+                        f"(page: {after})")
+        return None
+    return after
+
+
+def click_until(c, what, predicate):
+    """Clicks ▶ until predicate(window.shardlab.step.title) holds; the step then, or None."""
+    st = page_step(c)
+    for _ in range(st.get("frames", 0) + 1):
+        if predicate(st.get("title", "")):
+            return st
+        st = click_next(c, what)
+        if st is None:
+            return None
+    c.failed.append(f"{what}: no frame found by clicking ▶ (last: {st})")
+    return None
+
+
+def hl_of(hls, rank, lane, role):
+    return [h for h in hls if h["rank"] == rank and h["lane"] == lane and h["role"] == role]
+
+
+def role_rgb(c, role):
+    """The legend swatch's colour of a role (its --hl), as (r, g, b)."""
+    v = c.d.execute_script(
+        "const e = document.querySelector('#step-legend .hl-' + arguments[0]);"
+        "return e ? getComputedStyle(e).getPropertyValue('--hl').trim() : null;", role) or ""
+    m = re.fullmatch(r"#([0-9a-fA-F]{6})", v)
+    return tuple(int(m.group(1)[i:i + 2], 16) for i in (0, 2, 4)) if m else None
+
+
+def check_step(c, url, ranks, screenshot):
+    """The scrubber over the strips: the first reduce_scatter of the gradients, picked with ▶,
+    lights up each rank's own chunk of the unit as received and the whole unit as sent, where the
+    layout's units put them (computed here); the update writes each rank's optimizer state."""
+    st = c.wait_for("the scrubber follows a step (window.shardlab.step: live, frames > 0)",
+                    lambda: (lambda s: s if s.get("live") and s.get("frames", 0) > 0
+                             and s.get("index", -1) >= 0 else None)(page_step(c)))
+    if not st:
+        return
+    label = c.text("#step-label") or ""
+    if not re.match(rf"step {st['step']:,} \(live\)", label):
+        c.failed.append(f"the scrubber says 'step {st['step']:,} (live)' (#step-label: {label!r})")
+    if st["index"] != 0:
+        c.failed.append(f"the scrubber starts at the step's first frame (index {st['index']})")
+    rs = click_until(c, "the first reduce_scatter", lambda t: t.startswith("reduce_scatter"))
+    if not rs:
+        return
+    if not re.fullmatch(r"reduce_scatter of grads.*", rs["title"]):
+        c.failed.append(f"the first reduce_scatter moves the gradients (title {rs['title']!r})")
+        return
+    doc = api_run(url)
+    layout, api_step = doc["layout"], doc["step"] or {}
+    frames = api_step.get("frames") or []
+    f = frames[rs["index"]] if rs["index"] < len(frames) else {}
+    # The page holds the step it showed when ▶ was first clicked; the run has gone on since, with
+    # the same frames in every step.
+    if f.get("title") != rs["title"]:
+        c.failed.append(f"/api/run's step has frame {rs['index']} titled {rs['title']!r} (got {f.get('title')!r})")
+        return
+    total = max(t["offset"] + t["size"] for t in layout["tensors"])
+    page = c.d.execute_script("return window.shardlab.holdings;")
+    x0, x1 = page["axis"]["x0"], page["axis"]["x1"]
+    X = lambda i: x0 + i / total * (x1 - x0)  # noqa: E731
+    bounds = [X(t["offset"]) for t in layout["tensors"] if 0 < t["offset"] < total]
+    hls = page["highlights"]
+    receive = role_rgb(c, "receive")
+    if receive is None:
+        c.failed.append("the legend has a 'receives' swatch (#step-legend .hl-receive, its --hl)")
+        return
+    u = f["unit"]
+    checked = 0
+    for e in sorted(layout["ranks"], key=lambda e: e["rank"]):
+        r = e["rank"]
+        unit = e["units"][u] if 0 <= u < len(e["units"]) else None
+        if not unit or len(unit) != 1:
+            c.failed.append(f"rank {r}: /api/run's layout has unit {u} as one range (got {unit})")
+            continue
+        b, en = unit[0]
+        chunk = -(-(en - b) // ranks)  # the unit padded to a multiple of `ranks`, cut in `ranks`
+        cuts = [(min(b + q * chunk, en), min(b + (q + 1) * chunk, en)) for q in range(ranks)]
+        what = f"{rs['title']}: rank {r}"
+        got = hl_of(hls, r, "grads", "receive")
+        cb, ce = cuts[r]
+        if len(got) != 1 or got[0]["ranges"] != [[cb, ce]] or len(got[0]["x"]) != 1 or \
+                abs(got[0]["x"][0][0] - X(cb)) > 1.5 or abs(got[0]["x"][0][1] - X(ce)) > 1.5:
+            c.failed.append(f"{what} receives its chunk [{cb}, {ce}) of unit {u} [{b}, {en}) on its grads "
+                            f"lane at {X(cb):.1f}..{X(ce):.1f} px (page: {got})")
+            continue
+        sent = hl_of(hls, r, "grads", "send")
+        if len(sent) != 1 or merged(sent[0]["ranges"]) != [[b, en]] or \
+                abs(min(x for x, _ in sent[0]["x"]) - X(b)) > 1.5 or abs(max(x for _, x in sent[0]["x"]) - X(en)) > 1.5:
+            c.failed.append(f"{what} sends the whole unit [{b}, {en}) at {X(b):.1f}..{X(en):.1f} px (page: {sent})")
+        y = (got[0]["y0"] + got[0]["y1"]) / 2
+        pts = []
+        for x in spots(X(cb), X(ce), bounds):  # its middle, and 2.5 px inside either end
+            pts.append((f"{what}: inside its chunk at x {x:.1f}", x, True))
+        for x in (X(cb) - 2.5, X(ce) + 2.5):  # just outside either end (within the axis)
+            if x0 < x < x1 and all(abs(x - a) >= 1.5 for a in bounds):
+                pts.append((f"{what}: just outside its chunk at x {x:.1f}", x, False))
+        for q, (qb, qe) in enumerate(cuts):
+            if q != r and X(qe) - X(qb) >= 4:
+                x = sample_x(X(qb), X(qe), bounds)
+                if x is not None:
+                    pts.append((f"{what}: in rank {q}'s chunk at x {x:.1f}", x, False))
+        px = canvas_pixels(c, [[x, y] for _, x, _ in pts])
+        for (w, _, inside), p in zip(pts, px):
+            checked += 1
+            if (tuple(p[:3]) == receive and p[3] == 255) != inside:
+                c.failed.append(f"{w}: {'painted' if inside else 'not painted'} in the receive colour "
+                                f"{receive} (pixel {p})")
+    if not checked:
+        c.failed.append("pixels of the receive highlights were checked")
+    if screenshot:
+        panel_screenshot(c, screenshot)
+    up = click_until(c, "the update", lambda t: t == "update")
+    if up:
+        hls = page_highlights(c)
+        for e in layout["ranks"]:
+            held = e["held"]["optimizer_state"]
+            for a in e["state_arrays"]:
+                got = hl_of(hls, e["rank"], a, "write")
+                xs = [[X(b), X(en)] for b, en in held]
+                if len(got) != 1 or got[0]["ranges"] != held or len(got[0]["x"]) != len(xs) or any(
+                        abs(p - q) > 1.5 for gx, wx in zip(got[0]["x"], xs) for p, q in zip(gx, wx)):
+                    c.failed.append(f"update: rank {e['rank']} writes its optimizer state {held} on lane {a} "
+                                    f"(page: {got})")
+    # ◀ goes back by one; "live" follows the run again.
+    before = page_step(c).get("index", -1)
+    c.d.find_element(By.ID, "step-prev").click()
+    c.wait_for(f"◀ goes back from frame {before} to {before - 1}",
+               lambda: page_step(c).get("index") == before - 1, timeout=10)
+    c.d.find_element(By.ID, "step-live").click()
+    c.wait_for("'live' follows the run again (window.shardlab.step.live, a newer step)",
+               lambda: (lambda s: s.get("live") and s.get("step", 0) > st["step"])(page_step(c)), timeout=20)
+    # A step section with nothing to replay (step 0, as before every rank completed one): the
+    # scrubber shows its note, disabled. Applied as the server's delta frame would be, and read in
+    # the same script (a real frame cannot come in between); the next real one puts it back.
+    note = "no step completed by every rank yet (injected by browser_check)"
+    got = c.d.execute_script(
+        "const S = window.shardlab; const before = S.state.step;"
+        "S.apply({step: {step: 0, first: 0, last: 0, strategy: '', note: arguments[0], frames: [],"
+        "  truncated: false}}); S.renderNow();"
+        "const out = {title: document.getElementById('step-title').textContent,"
+        "  slider: document.getElementById('step-slider').disabled,"
+        "  next: document.getElementById('step-next').disabled,"
+        "  prev: document.getElementById('step-prev').disabled,"
+        "  highlights: S.holdings.highlights.length, index: S.step.index};"
+        "S.apply({step: before}); S.renderNow(); return out;", note)
+    if got != {"title": note, "slider": True, "next": True, "prev": True, "highlights": 0, "index": -1}:
+        c.failed.append(f"with step 0 the scrubber shows the note, disabled, and nothing lit (page: {got})")
+    # The axis stays at the top of the box while the strips scroll under it (the box made short
+    # here so that 4 ranks scroll in it, as 64 do at its usual height).
+    stuck = c.d.execute_script(
+        "const b = document.getElementById('holdings-box'), a = document.getElementById('holdings-axis');"
+        "const was = b.style.maxHeight; b.style.maxHeight = '160px'; b.scrollTop = 120;"
+        "const out = {scrolled: b.scrollTop, gap: a.getBoundingClientRect().top - b.getBoundingClientRect().top,"
+        "  canvas: document.getElementById('holdings').getBoundingClientRect().top - b.getBoundingClientRect().top};"
+        "b.scrollTop = 0; b.style.maxHeight = was; return out;")
+    if not (stuck["scrolled"] > 100 and abs(stuck["gap"]) <= 1.5 and stuck["canvas"] < 0):
+        c.failed.append(f"the axis (#holdings-axis) stays at the top of #holdings-box while the strips scroll "
+                        f"(page: {stuck})")
+    print(f"browser_check: step scrubber: {rs['title']!r} at frame {rs['index']}, {checked} pixels of "
+          f"the receive highlights checked")
 
 
 def panel_screenshot(c, path):
@@ -603,6 +804,10 @@ def main():
                     help="check the planner's page (URL/plan) instead of the live dashboard")
     ap.add_argument("--holdings", choices=("zero2", "fsdp"),
                     help="check the 'Who holds what' panel of a live run of this strategy")
+    ap.add_argument("--step", action="store_true",
+                    help="with --holdings: also check the step scrubber over the strips")
+    ap.add_argument("--step-screenshot", default="",
+                    help="with --step: the panel on the first reduce_scatter frame")
     ap.add_argument("--holdings-unknown", action="store_true",
                     help="check that the panel says the layout is unknown (no LAYOUT sent)")
     ap.add_argument("--frame-times", type=float, default=0,
@@ -646,7 +851,8 @@ def main():
             return 0 if not c.failed else 1
         c = Checks(driver, args.timeout)
         if args.holdings:
-            check_holdings(c, args.url, args.holdings, args.ranks, args.colour, args.screenshot)
+            check_holdings(c, args.url, args.holdings, args.ranks, args.colour, args.screenshot,
+                           args.step_screenshot if args.step else None)
         elif args.holdings_unknown:
             check_holdings_unknown(c, args.url, args.screenshot)
         elif args.plan:

@@ -14,7 +14,8 @@
 // layout and the strategies' definitions, down to the canvas's pixels (screenshots
 // <build>/screenshots/web-holdings-zero2.png and -fsdp.png); and the replay of a recording
 // without LAYOUT events (as one made before protocol version 4) says the layout is unknown
-// (web-holdings-unknown.png).
+// (web-holdings-unknown.png). Its step scrubber: the first reduce_scatter of the gradients and the
+// update, lit where the layout's units and holdings put them (web-step-zero2.png, -fsdp.png).
 // Both pages must show the run's meanings in the desktop app's colours: the app's colour of a
 // backward span, a params bar, the straggler flag, ... is handed to browser_check.py (--colour),
 // which reads the page's legend swatches and the pixels its canvases paint.
@@ -213,9 +214,15 @@ class TestBrowser : public QObject {
     QDir().mkpath(QStringLiteral(SHARDLAB_BINARY_DIR "/screenshots"));
     const QString shot =
         QStringLiteral(SHARDLAB_BINARY_DIR "/screenshots/web-holdings-") + strategy + ".png";
+    // Then the step scrubber over the strips (browser_check.py --step): the first reduce_scatter
+    // of the gradients picked with ▶, each rank's own chunk of the unit lit as received where the
+    // layout's units put it, the whole unit as sent; the update writes the optimizer state held.
+    const QString step_shot =
+        QStringLiteral(SHARDLAB_BINARY_DIR "/screenshots/web-step-") + strategy + ".png";
     const ProcessOutcome b = check_in_browser(
         QStringList{url, QStringLiteral("--holdings"), strategy, QStringLiteral("--ranks"),
-                    QStringLiteral("4"), QStringLiteral("--screenshot"), shot} +
+                    QStringLiteral("4"), QStringLiteral("--screenshot"), shot,
+                    QStringLiteral("--step"), QStringLiteral("--step-screenshot"), step_shot} +
         memory_colours());
     if (b.exit_code == 2) QSKIP(qPrintable("Chromium could not start here: " + b.err));
     QVERIFY2(b.exit_code == 0, qPrintable(b.out + b.err));
