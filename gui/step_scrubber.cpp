@@ -105,13 +105,16 @@ const net::ReplayFrame* StepScrubber::currentFrame() const {
 }
 
 void StepScrubber::update(const net::RunModel& run) {
+  // Another model, or the same one started afresh (fewer events than before): replay again.
+  const bool fresh = run_ != &run || run.events() < events_;
   run_ = &run;
+  events_ = run.events();
   if (live_) {
     const net::StepReplay* newest = run.newest_replay();
     const int64_t step = newest ? newest->step : 0;
-    if (step == replay_.step && (step != 0 || replay_.note.size() > 0)) return;
+    if (!fresh && step == replay_.step && (step != 0 || !replay_.note.empty())) return;
     take(net::replay_step(run, 0));
-  } else if (wanted_ != replay_.step) {
+  } else if (fresh || wanted_ != replay_.step) {
     take(net::replay_step(run, wanted_));
   }
 }

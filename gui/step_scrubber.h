@@ -68,6 +68,7 @@ class StepScrubber : public QWidget {
   void refresh();
 
   const net::RunModel* run_ = nullptr;
+  uint64_t events_ = 0;  // run_->events() when last updated
   net::StepReplay replay_;
   int64_t wanted_ = 0;  // the step picked (0: live)
   int index_ = -1;
