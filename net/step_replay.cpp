@@ -164,7 +164,7 @@ void describe(ReplayFrame& f, const std::string& strategy) {
     case ReplayKind::update:
       f.title = "update";
       f.explain = strategy == "ddp" || strategy.empty()
-                      ? "Every rank runs the same optimizer step on the whole model."
+                      ? "Every rank runs the same optimizer step on everything it holds."
                       : "Each rank runs the optimizer on the slice it owns only: its parameters "
                         "and optimizer state there.";
       break;
