@@ -8,6 +8,7 @@
 #include <QtTest>
 
 #include <QDir>
+#include <QFileInfo>
 #include <QElapsedTimer>
 #include <QRegularExpression>
 #include <QTemporaryDir>
@@ -25,10 +26,14 @@ namespace {
 const QString kMlp = QStringLiteral(SHARDLAB_SOURCE_DIR "/resources/jobs/fashion_mlp.json");
 
 // The newest step-N folder of a checkpoint directory (0: none yet).
+// The newest complete checkpoint: its manifest.json is written last (checkpoint_store.h). A
+// step's directory appears before its shards are all in, so cutting the link once the directory
+// exists could leave it incomplete, and the resume rightly fall back to the one before.
 int newest_checkpoint(const QString& dir) {
   int newest = 0;
   for (const QString& e : QDir(dir).entryList({"step-*"}, QDir::Dirs))
-    newest = std::max(newest, e.mid(5).toInt());
+    if (QFileInfo::exists(dir + "/" + e + "/manifest.json"))
+      newest = std::max(newest, e.mid(5).toInt());
   return newest;
 }
 
