@@ -250,6 +250,11 @@ void HoldingsView::setFrame(const net::ReplayFrame* frame) {
   QWidget::update();
 }
 
+bool HoldingsView::dimmed(int rank) const {
+  if (!framed_ || rank < 0) return false;
+  return static_cast<size_t>(rank) >= in_frame_.size() || !in_frame_[static_cast<size_t>(rank)];
+}
+
 std::vector<HoldingsView::DrawnHighlight> HoldingsView::drawnHighlights() const {
   ensureLayout();
   std::vector<DrawnHighlight> out;
@@ -674,8 +679,7 @@ void HoldingsView::paintEvent(QPaintEvent* event) {
       p.setPen(text);
       textAt(bytes_x_, row, bytesText(s, l));
     }
-    if (framed_ && (r >= in_frame_.size() || !in_frame_[r]))
-      p.fillRect(QRect(0, top, width(), bottom - top), dimColor());
+    if (dimmed(static_cast<int>(r))) p.fillRect(QRect(0, top, width(), bottom - top), dimColor());
   }
   // What the frame touches, over the lanes.
   for (const DrawnHighlight& h : drawnHighlights()) {

@@ -131,6 +131,8 @@ class HoldingsView : public QWidget {
   // Lights up what `frame` touches (see the file comment); null: nothing lit, nothing dimmed.
   void setFrame(const net::ReplayFrame* frame);
   std::vector<DrawnHighlight> drawnHighlights() const;
+  // Whether `rank`'s strip is dimmed: a frame is set and the rank is not in it.
+  bool dimmed(int rank) const;
 
   QSize sizeHint() const override;
   QSize minimumSizeHint() const override;

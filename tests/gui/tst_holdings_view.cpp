@@ -88,9 +88,14 @@ class TestHoldingsView : public QObject {
   Q_OBJECT
 
   // A real threads run of toy.json under `strategy` (the app's RunController, to the end).
-  bool runToy(const QString& strategy, net::RunModel& out) {
+  bool runToy(const QString& strategy, net::RunModel& out, int pp = 1) {
     JobSpec job = load_job(SHARDLAB_SOURCE_DIR "/resources/jobs/toy.json");
     job.parallel.strategy = strategy.toStdString();
+    if (pp > 1) {  // pp x dp on the same 4 ranks
+      job.parallel.pp = pp;
+      job.parallel.dp = 4 / pp;
+      job.parallel.micro_batches = 2;
+    }
     RunController run;
     QSignalSpy finished(&run, &RunController::finished);
     LaunchOptions options;
@@ -388,6 +393,42 @@ class TestHoldingsView : public QObject {
     scrubber->findChild<QCheckBox*>("replayLive")->setChecked(true);
     QVERIFY(scrubber->live());
     QCOMPARE(scrubber->replay().step, int64_t{40});
+  }
+
+  // pp 2 x dp 2: a stage's forward is a frame of that stage's 2 ranks; the other stage's strips
+  // are dimmed (veiled: their held parameters no longer in the lane's colour), its own are not.
+  void scrubberDimsRanksNotInTheFrame() {
+    net::RunModel model;
+    QVERIFY(runToy("zero1", model, 2));
+    HoldingsView view;
+    StepScrubber scrubber;
+    QObject::connect(&scrubber, &StepScrubber::frameChanged, &view, &HoldingsView::setFrame);
+    view.update(model);
+    scrubber.update(model);
+    const net::ReplayFrame* f = scrubber.currentFrame();
+    QVERIFY(f);
+    QCOMPARE(f->kind, net::ReplayKind::forward);
+    QCOMPARE(int(f->ranks.size()), 2);
+    std::vector<bool> in(4, false);
+    for (const net::ReplayRank& r : f->ranks) in[static_cast<size_t>(r.rank)] = true;
+    const QImage image = grabOf(view);
+    const QColor params = HoldingsView::laneColor(MemCategory::params);
+    int checked = 0;
+    for (const HoldingsView::DrawnLane& d : view.drawnLanes()) {
+      if (d.lane != "params" || d.x_ranges.empty()) continue;
+      QCOMPARE(view.dimmed(d.rank), !in[static_cast<size_t>(d.rank)]);
+      // Across its held ranges, in the lane's lower quarter (clear of the bars over its upper
+      // half): pixels of the lane's colour where not dimmed, none where dimmed.
+      const int y = static_cast<int>(d.rect.bottom() - d.rect.height() / 4);
+      int coloured = 0;
+      for (const auto& [x0, x1] : d.x_ranges)
+        for (int x = static_cast<int>(x0) + 1; x < static_cast<int>(x1) - 1; ++x)
+          coloured += image.pixelColor(x, y) == params;
+      QVERIFY2(view.dimmed(d.rank) ? coloured == 0 : coloured > 10,
+               qPrintable(QString("rank %1: %2 pixels").arg(d.rank).arg(coloured)));
+      ++checked;
+    }
+    QCOMPARE(checked, 4);
   }
 
   // A recording made before protocol version 4: HELLO, STEP and MEMORY, no LAYOUT.
