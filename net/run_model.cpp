@@ -66,6 +66,13 @@ int comm_kind(const std::string& group) {
   return -1;
 }
 
+int RunModel::world() const {
+  int world = ranks_.empty() ? 0 : ranks_.rbegin()->first + 1;
+  for (const auto& [rank, r] : ranks_)
+    if (r.hello) world = std::max(world, r.hello->world);
+  return world;
+}
+
 void RunModel::capture_step(int64_t step) {
   // The step is complete once every rank of the world has reported it: its spans are all in the
   // timeline now, and may not be for long (a run's evaluation after training can fill the ring).
@@ -77,10 +84,7 @@ void RunModel::capture_step(int64_t step) {
       step_reports_.erase(step_reports_.begin());  // never completed
     return;
   }
-  int world = ranks_.rbegin()->first + 1;
-  for (const auto& [rank, r] : ranks_)
-    if (r.hello) world = std::max(world, r.hello->world);
-  if (reported < world) return;
+  if (reported < world()) return;
   step_reports_.erase(step_reports_.begin(), step_reports_.upper_bound(step));
   auto replay = std::make_shared<StepReplay>(replay_from_timeline(*this, step));
   if (replay->step == step) newest_replay_ = std::move(replay);

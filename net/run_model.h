@@ -84,6 +84,8 @@ class RunModel {
   // (job id, host or pid) for a rank that had finished or failed starts it afresh (starting).
   void add(const Message& message, double received = 0);
   const std::map<int, RankState>& ranks() const { return ranks_; }
+  // The world size: the largest a HELLO gave, or the highest rank seen + 1 (0 before any rank).
+  int world() const;
   uint64_t events() const { return events_; }
   // LAYOUT events taken so far: a view caches what it built from the layouts until this changes.
   uint64_t layouts() const { return layouts_; }

@@ -225,22 +225,13 @@ bool replayable(const Timeline& tl, int world, int64_t step) {
   return true;
 }
 
-int world_of(const RunModel& model) {
-  int world = 0;
-  for (const auto& [rank, r] : model.ranks()) {
-    if (r.hello) world = std::max(world, r.hello->world);
-    world = std::max(world, rank + 1);
-  }
-  return world;
-}
-
 }  // namespace
 
 std::vector<int64_t> replayable_steps(const RunModel& model) {
   // Per rank, the oldest step whose window its spans still reach and its newest mark: the steps
   // of rank 0 between the latest of the first and the earliest of the second (O(world log)).
   const Timeline& tl = model.timeline();
-  const int world = world_of(model);
+  const int world = model.world();
   if (world == 0) return {};
   int64_t first = std::numeric_limits<int64_t>::min(), last = std::numeric_limits<int64_t>::max();
   for (int r = 0; r < world; ++r) {
@@ -287,8 +278,10 @@ StepReplay replay_step(const RunModel& model, int64_t step) {
 
 StepReplay replay_from_timeline(const RunModel& model, int64_t step) {
   StepReplay out;
+  for (const auto& [rank, r] : model.ranks())
+    if (r.layout && out.strategy.empty()) out.strategy = r.layout->strategy;
   const Timeline& tl = model.timeline();
-  const int world = world_of(model);
+  const int world = model.world();
   if (world == 0) {
     out.note = "no rank has reported yet";
     return out;
@@ -309,10 +302,6 @@ StepReplay replay_from_timeline(const RunModel& model, int64_t step) {
     }
   }
   out.step = step;
-
-  std::string strategy;
-  for (const auto& [rank, r] : model.ranks())
-    if (r.layout && strategy.empty()) strategy = r.layout->strategy;
 
   std::map<Key, ReplayFrame> frames;
   // Unlabelled communication that ran inside (or right after) a rank's forward or backward: the
@@ -391,7 +380,7 @@ StepReplay replay_from_timeline(const RunModel& model, int64_t step) {
           it != model.ranks().end() && it->second.layout ? &*it->second.layout : nullptr;
       rr.touches = touches_of(f, l);
     }
-    describe(f, strategy);
+    describe(f, out.strategy);
     out.frames.push_back(std::move(f));
   }
   std::stable_sort(out.frames.begin(), out.frames.end(),

@@ -72,6 +72,7 @@ struct StepReplay {
   std::vector<int64_t> steps;       // the steps that can be replayed now, ascending
   std::vector<ReplayFrame> frames;  // by start
   std::string note;                 // why there is nothing, or what is missing
+  std::string strategy;             // the first LAYOUT's strategy ("" before one)
 };
 
 // The replay of `step`: 0 picks the newest step every rank has completed (RunModel::

@@ -46,17 +46,11 @@ void put_frame(std::string& o, const ReplayFrame& f, double t0) {
 
 std::string step_section(const RunModel& model, int64_t step) {
   const StepReplay replay = replay_step(model, step);
-  std::string strategy;
-  for (const auto& [rank, r] : model.ranks())
-    if (r.layout) {
-      strategy = r.layout->strategy;
-      break;
-    }
   std::string o;
   fmt::format_to(Out(o), "{{\"step\":{},\"first\":{},\"last\":{},\"strategy\":", replay.step,
                  replay.steps.empty() ? 0 : replay.steps.front(),
                  replay.steps.empty() ? 0 : replay.steps.back());
-  append_json_string(o, strategy);
+  append_json_string(o, replay.strategy);
   o += ",\"note\":";
   append_json_string(o, replay.note);
   o += ",\"frames\":[";
