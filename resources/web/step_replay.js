@@ -5,7 +5,8 @@
 // optimizer_state touch on every state-array lane), the touched ranges at their true offsets as
 // bands over the lane's top third (send, read) or bottom third (receive, write), the held ranges
 // still showing in the middle; ranks not in the frame are dimmed. It follows each new step
-// ("live") until the viewer moves the slider or clicks ◀/▶; "live" follows again.
+// ("live") until the viewer moves the slider, clicks ◀/▶ or presses Left/Right on the bar; "live"
+// follows again.
 // What it shows is window.shardlab.step ({index, title, live, step, frames}) and, drawn by
 // holdings.js through drawHighlights, window.shardlab.holdings.highlights
 // ([{rank, lane, role, x: [[x0, x1], ...] in canvas CSS px, ranges: [[b, e], ...], y0, y1}]).
@@ -122,6 +123,14 @@ function wireStep() {
   $('step-next').addEventListener('click', () => go(view.index + 1));
   $('step-live').addEventListener('click', () => go(view.index, true));
   $('step-slider').addEventListener('input', (e) => go(Number(e.target.value)));
+  // Left and Right anywhere on the bar, as in the app (the slider moves itself on them).
+  $('step-replay').addEventListener('keydown', (e) => {
+    if (e.target === $('step-slider') || e.altKey || e.ctrlKey || e.metaKey) return;
+    const by = { ArrowLeft: -1, ArrowRight: 1 }[e.key];
+    if (!by || !framesOf(shown()).length) return;
+    e.preventDefault();
+    go(view.index + by);
+  });
 }
 
 export { renderStep, wireStep, drawHighlights, currentFrame, ROLES };

@@ -6,6 +6,7 @@
     browser_check.py URL --plan [--screenshot OUT.png]   (the planner's page, URL/plan)
     browser_check.py URL --holdings zero2|fsdp --ranks 4 --colour memory.params=#... [--screenshot P]
                      [--step [--step-screenshot P]]
+    browser_check.py URL --step-dims --ranks 4 --colour memory.params=#...
     browser_check.py URL --holdings-unknown [--screenshot P]   (the "Who holds what" panel)
 
 Live (default): the page connects ("live"), draws one rank cell per rank, the loss chart's points
@@ -38,9 +39,15 @@ units: [b, e) padded to a multiple of --ranks, cut in --ranks chunks, chunk r cl
 axis's x within 1.5 px, the canvas's pixels in the receive colour (the legend's --hl) in it, not
 just outside it nor in the others' chunks; the send highlight spans the whole unit. Then on to
 "update": each state-array lane's write highlight is the rank's held optimizer state. ◀ goes back
-one; live follows a newer step; a step-0 section shows its note, disabled, nothing lit; the axis
+one; Right then Left pressed on ◀ (the bar takes them, as the app's does) go one on and one back;
+live follows a newer step; a step-0 section shows its note, disabled, nothing lit; the axis
 stays at the top of the box while the strips scroll. --step-screenshot P: the panel on the
 reduce_scatter frame.
+--step-dims: a run whose first frame has some of the --ranks ranks only (the toy job as pp 2 x dp 2:
+a stage's forward): the scrubber held on it (▶ then ◀; /api/run's first frame has the same title)
+dims the strips of the ranks that frame leaves out: the middle of a params range is the params
+colour blended 30% over white (within 3 per channel) for them, exactly the params colour for the
+frame's ranks.
 --holdings-unknown: a page whose run sent no LAYOUT (/api/run's layout is null): the panel says
 "Layout unknown: ..." and draws no strips (--screenshot: the panel alone).
 --colour MEANING=#rrggbb (repeated; MEANING as in /palette.js, e.g. span.backward, memory.params):
@@ -63,6 +70,7 @@ try:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import Select
 except ImportError as e:  # the caller checks first; this is the fallback
     print(f"browser_check: python3-selenium is missing: {e}", file=sys.stderr)
@@ -634,6 +642,11 @@ def check_step(c, url, ranks, screenshot):
     c.d.find_element(By.ID, "step-prev").click()
     c.wait_for(f"◀ goes back from frame {before} to {before - 1}",
                lambda: page_step(c).get("index") == before - 1, timeout=10)
+    # Right and Left on the bar, as in the app: from ◀ (focused), one frame on, then one back.
+    for key, name, to in ((Keys.ARROW_RIGHT, "Right", before), (Keys.ARROW_LEFT, "Left", before - 1)):
+        c.d.find_element(By.ID, "step-prev").send_keys(key)
+        c.wait_for(f"{name} on the scrubber's bar moves to frame {to}",
+                   lambda: page_step(c).get("index") == to and not page_step(c).get("live"), timeout=10)
     c.d.find_element(By.ID, "step-live").click()
     c.wait_for("'live' follows the run again (window.shardlab.step.live, a newer step)",
                lambda: (lambda s: s.get("live") and s.get("step", 0) > st["step"])(page_step(c)), timeout=20)
@@ -666,6 +679,71 @@ def check_step(c, url, ranks, screenshot):
                         f"(page: {stuck})")
     print(f"browser_check: step scrubber: {rs['title']!r} at frame {rs['index']}, {checked} pixels of "
           f"the receive highlights checked")
+
+
+def check_step_dims(c, url, ranks, colours):
+    """A run whose first frame has only some ranks (pp 2 x dp 2: a stage's forward): the scrubber,
+    held on that frame, dims the strips of the ranks /api/run's frame leaves out (their parameters
+    drawn at 30% over white) and not those it has (the parameters' own colour), by pixels."""
+    params = next((rgb for m, rgb in colours if m == "memory.params"), None)
+    if params is None:
+        c.failed.append("--colour memory.params is given")
+        return
+    page = c.wait_for(f"window.shardlab.holdings has {ranks} ranks",
+                      lambda: (lambda h: h if h and len(h.get("ranks") or []) == ranks else None)(
+                          c.d.execute_script("return window.shardlab && window.shardlab.holdings;")))
+    st = c.wait_for("the scrubber follows a step (live, frames > 0)",
+                    lambda: (lambda s: s if s.get("live") and s.get("frames", 0) > 0 else None)(page_step(c)))
+    if not page or not st:
+        return
+    # Held on the first frame: ▶ then ◀ (the run's next steps have the same frames).
+    if not click_next(c, "dims"):
+        return
+    c.d.find_element(By.ID, "step-prev").click()
+    st = c.wait_for("◀ back to the first frame", lambda: (lambda s: s if s.get("index") == 0 else None)(
+        page_step(c)), timeout=10)
+    if not st:
+        return
+    doc = api_run(url)
+    frames = (doc.get("step") or {}).get("frames") or []
+    if not frames or frames[0].get("title") != st["title"]:
+        c.failed.append(f"/api/run's first frame is the page's {st['title']!r} "
+                        f"(got {frames[0].get('title') if frames else None!r})")
+        return
+    members = {r["rank"] for r in frames[0].get("ranks") or []}
+    if not 0 < len(members) < ranks:
+        c.failed.append(f"the first frame has some of the {ranks} ranks, not all (ranks {sorted(members)})")
+        return
+    dim = tuple(round(0.3 * v + 0.7 * 255) for v in params)
+    page = c.d.execute_script("return window.shardlab.holdings;")
+    tensors = (doc.get("layout") or {}).get("tensors") or []
+    total = max((t["offset"] + t["size"] for t in tensors), default=0)
+    x0, x1 = page["axis"]["x0"], page["axis"]["x1"]
+    bounds = [x0 + t["offset"] / total * (x1 - x0) for t in tensors if 0 < t["offset"] < total]
+    pts = []
+    for pr in page["ranks"]:
+        ln = next((ln for ln in pr["lanes"] if ln["lane"] == "params"), None)
+        if not ln or not ln["ranges"]:
+            c.failed.append(f"rank {pr['rank']} has a drawn params lane (page: {ln})")
+            continue
+        xa, xb = max(ln["ranges"], key=lambda r: r[1] - r[0])
+        x = sample_x(xa, xb, bounds)  # clear of the tensor boundaries' lines
+        if x is None:
+            c.failed.append(f"rank {pr['rank']}'s params lane has a point clear of tensor boundaries")
+            continue
+        # The lane's middle third: clear of the bands over its top and bottom thirds.
+        pts.append((pr["rank"], x, (ln["y0"] + ln["y1"]) / 2))
+    px = canvas_pixels(c, [[x, y] for _, x, y in pts])
+    for (r, x, y), p in zip(pts, px):
+        got = tuple(p[:3])
+        if r in members and got != params:
+            c.failed.append(f"rank {r} (in the frame) is not dimmed: its params at x {x:.1f} are {params} "
+                            f"(pixel {p})")
+        if r not in members and (got == params or any(abs(a - b) > 3 for a, b in zip(got, dim))):
+            c.failed.append(f"rank {r} (not in the frame) is dimmed: its params at x {x:.1f} are {dim} "
+                            f"within 3 (pixel {p})")
+    print(f"browser_check: step dims: {st['title']!r} has ranks {sorted(members)}; {len(pts)} strips "
+          f"checked")
 
 
 def panel_screenshot(c, path):
@@ -808,6 +886,9 @@ def main():
                     help="with --holdings: also check the step scrubber over the strips")
     ap.add_argument("--step-screenshot", default="",
                     help="with --step: the panel on the first reduce_scatter frame")
+    ap.add_argument("--step-dims", action="store_true",
+                    help="a run whose first frame has some ranks (pp 2 x dp 2): the scrubber held "
+                         "there dims the others' strips")
     ap.add_argument("--holdings-unknown", action="store_true",
                     help="check that the panel says the layout is unknown (no LAYOUT sent)")
     ap.add_argument("--frame-times", type=float, default=0,
@@ -853,6 +934,8 @@ def main():
         if args.holdings:
             check_holdings(c, args.url, args.holdings, args.ranks, args.colour, args.screenshot,
                            args.step_screenshot if args.step else None)
+        elif args.step_dims:
+            check_step_dims(c, args.url, args.ranks, args.colour)
         elif args.holdings_unknown:
             check_holdings_unknown(c, args.url, args.screenshot)
         elif args.plan:

@@ -15,7 +15,8 @@
 // <build>/screenshots/web-holdings-zero2.png and -fsdp.png); and the replay of a recording
 // without LAYOUT events (as one made before protocol version 4) says the layout is unknown
 // (web-holdings-unknown.png). Its step scrubber: the first reduce_scatter of the gradients and the
-// update, lit where the layout's units and holdings put them (web-step-zero2.png, -fsdp.png).
+// update, lit where the layout's units and holdings put them (web-step-zero2.png, -fsdp.png);
+// Left and Right on its bar; as pp 2 x dp 2, the ranks not in a stage's forward dimmed.
 // Both pages must show the run's meanings in the desktop app's colours: the app's colour of a
 // backward span, a params bar, the straggler flag, ... is handed to browser_check.py (--colour),
 // which reads the page's legend swatches and the pixels its canvases paint.
@@ -224,6 +225,31 @@ class TestBrowser : public QObject {
                     QStringLiteral("4"), QStringLiteral("--screenshot"), shot,
                     QStringLiteral("--step"), QStringLiteral("--step-screenshot"), step_shot} +
         memory_colours());
+    if (b.exit_code == 2) QSKIP(qPrintable("Chromium could not start here: " + b.err));
+    QVERIFY2(b.exit_code == 0, qPrintable(b.out + b.err));
+    qInfo("%s", qPrintable(b.out.trimmed()));
+    QVERIFY2(run.running(), qPrintable("the run ended during the checks:\n" + run.output()));
+  }
+
+  // The toy job as pp 2 x dp 2: the step's first frame is a stage's forward on 2 of the 4 ranks.
+  // Held there, the scrubber dims the other stage's strips and not its own, by their pixels
+  // (browser_check.py --step-dims).
+  void stepDimsRanksNotInTheFrame() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    ServingChild run(
+        {QStringLiteral("run"), kToy, QStringLiteral("--set"),
+         QStringLiteral("parallel.strategy=zero1"), QStringLiteral("--set"),
+         QStringLiteral("parallel.pp=2"), QStringLiteral("--set"), QStringLiteral("parallel.dp=2"),
+         QStringLiteral("--set"), QStringLiteral("train.steps=1000000"), QStringLiteral("--http"),
+         QStringLiteral("127.0.0.1:0"), QStringLiteral("--no-record"), QStringLiteral("--quiet")},
+        dir.path());
+    const QString url = run.url();
+    QVERIFY2(!url.isEmpty(), qPrintable("no URL printed:\n" + run.output()));
+    const ProcessOutcome b =
+        check_in_browser(QStringList{url, QStringLiteral("--step-dims"), QStringLiteral("--ranks"),
+                                     QStringLiteral("4")} +
+                         memory_colours());
     if (b.exit_code == 2) QSKIP(qPrintable("Chromium could not start here: " + b.err));
     QVERIFY2(b.exit_code == 0, qPrintable(b.out + b.err));
     qInfo("%s", qPrintable(b.out.trimmed()));
