@@ -6,6 +6,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QTemporaryDir>
 #include <QtTest>
 
 #include "tests/common/process.h"
@@ -174,6 +175,49 @@ class TestDoctor : public QObject {
       }
     }
     QVERIFY2(calls >= 6, "device_check.sh: no shardlab calls found");
+  }
+
+  // The script itself, rehearsed on this node with the build's own shardlab (SHARDLAB_BIN skips
+  // its configure and build): every stage runs, the GPU ones fail for want of a GPU, and each
+  // stage's JSON reaches device_check.json intact. (Its progress lines once went to the stages'
+  // stdout, into their JSON files, so the H200 run of 2026-11-27 kept no doctor or bench JSON.)
+  void deviceScriptKeepsEveryStagesJson() {
+    if (gpu_) QSKIP("this node has a GPU: run tests/gpu/device_check.sh itself");
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    ProcessOptions o;
+    o.timeout_ms = 300000;
+    o.env.insert("SHARDLAB_BIN", SHARDLAB_CLI);
+    o.env.insert("TMPDIR", dir.path());
+    const QString out = dir.filePath("out");
+    const ProcessOutcome r =
+        run_process("bash", {SHARDLAB_SOURCE_DIR "/tests/gpu/device_check.sh", out}, o);
+    QVERIFY2(r.finished, qPrintable(r.err));
+    QCOMPARE(r.exit_code, 1);  // the GPU stages failed
+    QFile f(out + "/device_check.json");
+    QVERIFY2(f.open(QIODevice::ReadOnly), qPrintable(r.out.right(3000)));
+    QJsonParseError e;
+    const QJsonObject doc = QJsonDocument::fromJson(f.readAll(), &e).object();
+    QVERIFY2(e.error == QJsonParseError::NoError, qPrintable(e.errorString()));
+    QVERIFY(QFile::exists(out + "/device_check.log"));
+    QMap<QString, int> exits;
+    for (const QJsonValue& v : doc["stages"].toArray())
+      exits[v["name"].toString()] = v["exit"].toInt(-1);
+    for (const char* s :
+         {"info", "bench_model", "run_fashion_mlp_cpu", "run_fashion_mlp_cpu_native",
+          "run_chars_gpt_cpu", "run_chars_gpt_cpu_native"})
+      QVERIFY2(exits.value(s, -1) == 0, qPrintable(QString(s) + ": " + r.out.right(3000)));
+    for (const char* s : {"doctor", "bench_optimizer", "run_chars_gpt_cuda", "run_cuda_ddp_verify"})
+      QVERIFY2(exits.contains(s) && exits[s] != 0, s);
+    QVERIFY2(!exits.contains("configure") && !exits.contains("build"),
+             "SHARDLAB_BIN builds nothing");
+    // The stages' documents, as the commands printed them (the same as doctor --json here).
+    const QJsonObject doctor = doc["doctor"].toObject();
+    QCOMPARE(doctor["command"].toString(), report_["command"].toString());
+    QCOMPARE(doctor["skipped"].toInt(), int(kGroups.size()));
+    QCOMPARE(doctor["failed"].toInt(), 0);
+    QCOMPARE(doctor["no_gpu_reason"].toString(), report_["no_gpu_reason"].toString());
+    QVERIFY2(!doc["bench_model"]["rows"].toArray().isEmpty(), "bench_model has no rows");
   }
 
   void helpDocumentsIt() {

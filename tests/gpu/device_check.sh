@@ -13,10 +13,16 @@
 #   tests/gpu/device_check.sh OUTDIR        (exit 0 when every stage passed)
 #
 # What must travel with the tree: .gpu-deps/, made by tests/gpu/fetch_deps.sh on a Debian 12
-# machine (Debian packages the image lacks, unpacked here into /tmp/shardlab-gpu-prefix, never
+# machine (Debian packages the image lacks, unpacked here into $TMPDIR (default /tmp)/shardlab-gpu-prefix, never
 # into /; the Fashion-MNIST test split). About 33 MB, under the 64 MiB the device tool carries.
 # A second run on the same machine reuses build-gpu/ (ninja rebuilds only what changed).
 # Budget: about 8 minutes on 16 cores, most of it the first build (about 2 minutes).
+#
+# SHARDLAB_BIN=PATH skips the dependencies, configure and build and runs every stage with that
+# shardlab; the Fashion-MNIST split then comes from /usr/share/datasets/fashion-mnist when
+# .gpu-deps/ is absent. tst_doctor runs it so on a CPU-only node with the build's own shardlab:
+# the GPU stages fail there, and every stage's JSON must still reach device_check.json.
+# Progress lines (say) go to stderr: a stage's stdout is its JSON document.
 set -uo pipefail
 out=${1:?usage: tests/gpu/device_check.sh OUTDIR}
 mkdir -p "$out"
@@ -24,7 +30,8 @@ out=$(cd "$out" && pwd -P)
 repo=$(cd -- "$(dirname -- "$(readlink -f -- "${BASH_SOURCE[0]}")")/../.." && pwd -P)
 log="$out/device_check.log"
 # Each stage's own JSON and the stage table go to $res; OUTDIR receives the two files above.
-res=/tmp/shardlab-device-results
+tmp=${TMPDIR:-/tmp}  # the scratch folders below: res, prefix, fm, work
+res=$tmp/shardlab-device-results
 rm -rf "$res"
 mkdir -p "$res"
 stages="$res/stages.tsv"
@@ -33,7 +40,7 @@ stages="$res/stages.tsv"
 exec > >(tee -a "$log") 2>&1
 
 started=$(date +%s)
-say() { printf '\n==> [%4ss] %s\n' "$(($(date +%s) - started))" "$*"; }
+say() { printf '\n==> [%4ss] %s\n' "$(($(date +%s) - started))" "$*" >&2; }
 # stage NAME TIMEOUT COMMAND...: runs it with a time limit, records pass/fail and seconds.
 stage() {
   local name=$1 limit=$2
@@ -57,8 +64,10 @@ cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head
 [[ $cc =~ ^[0-9]+$ ]] || cc=90
 
 # --- dependencies: Debian packages unpacked into a private prefix ---
-prefix=/tmp/shardlab-gpu-prefix
-if [[ ! -f $prefix/.unpacked ]]; then
+prefix=$tmp/shardlab-gpu-prefix
+if [[ -n ${SHARDLAB_BIN:-} ]]; then
+  say "dependencies, configure and build skipped: SHARDLAB_BIN=$SHARDLAB_BIN"
+elif [[ ! -f $prefix/.unpacked ]]; then
   mkdir -p "$prefix"
   for deb in "$repo"/.gpu-deps/debs/*.deb; do dpkg-deb -x "$deb" "$prefix" || echo "could not unpack $deb"; done
   touch "$prefix/.unpacked"
@@ -66,6 +75,9 @@ fi
 lib=$prefix/usr/lib/x86_64-linux-gnu
 export LD_LIBRARY_PATH="$lib:$lib/openblas-pthread:${LD_LIBRARY_PATH:-}"
 export LIBRARY_PATH="$lib:$lib/openblas-pthread:${LIBRARY_PATH:-}"
+# Debian's multiarch headers (OpenSSL's opensslconf.h and configuration.h) are under
+# include/x86_64-linux-gnu, which OPENSSL_INCLUDE_DIR (one folder) does not cover.
+export CPATH="$prefix/usr/include/x86_64-linux-gnu${CPATH:+:$CPATH}"
 # NCCL: the toolkit's, else the one PyTorch's wheels bring.
 nccl_args=()
 if [[ ! -f /usr/local/cuda/include/nccl.h ]]; then
@@ -77,14 +89,19 @@ if [[ ! -f /usr/local/cuda/include/nccl.h ]]; then
   fi
 fi
 # The Fashion-MNIST test split serves as both splits (throughput only; the doctor needs no data).
-fm=/tmp/shardlab-fashion-mnist
+fm=$tmp/shardlab-fashion-mnist
 mkdir -p "$fm"
-cp "$repo/.gpu-deps/fashion-mnist/t10k-images-idx3-ubyte.gz" "$fm/t10k-images-idx3-ubyte.gz" 2>/dev/null
-cp "$repo/.gpu-deps/fashion-mnist/t10k-labels-idx1-ubyte.gz" "$fm/t10k-labels-idx1-ubyte.gz" 2>/dev/null
+src="$repo/.gpu-deps/fashion-mnist"
+[[ -d $src ]] || src=/usr/share/datasets/fashion-mnist
+cp "$src/t10k-images-idx3-ubyte.gz" "$fm/t10k-images-idx3-ubyte.gz" 2>/dev/null
+cp "$src/t10k-labels-idx1-ubyte.gz" "$fm/t10k-labels-idx1-ubyte.gz" 2>/dev/null
 cp "$fm/t10k-images-idx3-ubyte.gz" "$fm/train-images-idx3-ubyte.gz" 2>/dev/null
 cp "$fm/t10k-labels-idx1-ubyte.gz" "$fm/train-labels-idx1-ubyte.gz" 2>/dev/null
 
 build="$repo/build-gpu"
+if [[ -n ${SHARDLAB_BIN:-} ]]; then
+  sl=$SHARDLAB_BIN
+else
 stage configure 300 cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DSHARDLAB_WITH_GUI=OFF -DSHARDLAB_BUILD_TESTS=OFF -DSHARDLAB_WITH_MPI=OFF \
   -DSHARDLAB_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$cc" \
@@ -99,9 +116,10 @@ stage configure 300 cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Rel
   "${nccl_args[@]}" || { say "configure failed"; }
 stage build 420 cmake --build "$build" -j"$(nproc)" --target shardlab
 sl="$build/engine/cli/shardlab"
+fi
 export SHARDLAB_RESOURCE_DIR="$repo/resources"
 jobs="$repo/resources/jobs"
-work=/tmp/shardlab-device-work
+work=$tmp/shardlab-device-work
 rm -rf "$work"; mkdir -p "$work"
 
 if [[ -x $sl ]]; then
@@ -151,8 +169,11 @@ def load(name):
         return json.load(open(p))
     except Exception as e:
         return None
-gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                     capture_output=True, text=True).stdout.strip()
+try:
+    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True).stdout.strip()
+except OSError as e:
+    gpu = f"none: {e}"
 doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "host": platform.node(), "gpu": gpu,
        "stages": [{"name": n, "exit": int(rc), "seconds": int(s)} for n, rc, s in stages]}
 for k in ("doctor", "bench_optimizer", "bench_model", "bench_model_gpu", "ecosystem", "pytorch_gpu"):
