@@ -20,17 +20,17 @@ namespace shardlab {
 namespace {
 
 // A device allocation freed on scope exit.
-class DeviceBuffer {
+class CudaBuffer {
  public:
-  DeviceBuffer(size_t bytes, const char* what) {
+  CudaBuffer(size_t bytes, const char* what) {
     SL_CUDA_CHECK(cudaMalloc(&ptr_, bytes),
                   fmt::format("cudaMalloc of {} MiB for {}", bytes >> 20, what).c_str());
   }
-  ~DeviceBuffer() {
+  ~CudaBuffer() {
     if (ptr_) (void)cudaFree(ptr_);
   }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  CudaBuffer(const CudaBuffer&) = delete;
+  CudaBuffer& operator=(const CudaBuffer&) = delete;
   float* f() const { return static_cast<float*>(ptr_); }
   uint16_t* u16() const { return static_cast<uint16_t*>(ptr_); }
 
@@ -136,7 +136,7 @@ std::vector<OptimizerBenchCudaRow> run_optimizer_bench_cuda(
 
   const int64_t n = options.n;
   const size_t fbytes = static_cast<size_t>(n) * sizeof(float);
-  DeviceBuffer param(fbytes, "params"), grad(fbytes, "grads"), state0(fbytes, "state"),
+  CudaBuffer param(fbytes, "params"), grad(fbytes, "grads"), state0(fbytes, "state"),
       state1(fbytes, "state"), bf16(static_cast<size_t>(n) * sizeof(uint16_t), "bf16 params");
   Stream stream;
   EventPair events;

@@ -113,7 +113,7 @@ int run_in_process(const JobSpec& job, bool quiet, const Args& args, double tole
   const bool tokens = setup.job.model.kind == "gpt";
   const bool cuda = setup.job.device == "cuda";
   const bool ddp = setup.job.parallel.strategy == "ddp";
-  // A one-GPU run's ledger counts its device buffers (DeviceBuffer charges the thread's ledger).
+  // A one-GPU run's ledger counts its device buffers (CudaBuffer charges the thread's ledger).
   MemoryLedger ledger;
   const bool own_ledger = cuda && !ddp;
   const LedgerScope bind(own_ledger ? &ledger : current_ledger());

@@ -1,17 +1,21 @@
-// DeviceBuffer<T>: an owned device allocation counted by the memory ledger, as TrackedAllocator
-// counts host buffers (engine/core/memory.h): cudaMalloc'd, charged to the ledger bound to the
-// allocating thread under its category, credited back on release. A device job's parameters,
-// gradients, optimizer state and activations are DeviceBuffers, so its ledger counts device
-// bytes.
+// DeviceBuffer<T>: an owned, zero-filled array in a Device's memory, counted by the memory ledger
+// as TrackedAllocator counts host buffers (engine/core/memory.h): charged to the ledger bound to
+// the allocating thread under its category, credited back when released, whichever thread frees
+// it. Parameters, gradients, optimizer state, activations and communication buffers of a device
+// job are DeviceBuffers, so the ledger counts the bytes the rank holds on its device, the same
+// logical bytes on every device.
+//
+//   DeviceBuffer<float> w(dev, MemCategory::params, 1024);   // +4096 bytes under params
+//   dev.copy_from_host(std::span<const float>(host), w.span());
 #pragma once
-
-#include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
+#include "engine/core/error.h"
 #include "engine/core/memory.h"
-#include "engine/device/cuda_context.h"
+#include "engine/device/device.h"
 
 namespace shardlab {
 
@@ -19,18 +23,17 @@ template <class T>
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  // n elements, zero-filled by a cudaMemset on the legacy default stream, which a non-blocking
-  // stream is NOT ordered after: work on a context's stream that touches a new (or grown) buffer
-  // must first be ordered after it (CudaContext::order_after_default_stream).
-  // Throws DeviceError naming the category when the device is out of memory.
-  DeviceBuffer(MemCategory category, size_t n) : category_(category) { grow(n); }
+  DeviceBuffer(Device& device, MemCategory category, int64_t n)
+      : device_(&device), category_(category) {
+    grow(static_cast<size_t>(n));
+  }
   ~DeviceBuffer() { release(); }
-  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = static_cast<DeviceBuffer&&>(o); }
+  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     if (this != &o) {
       release();
-      data_ = o.data_, size_ = o.size_, capacity_ = o.capacity_, category_ = o.category_;
-      ledger_ = o.ledger_;
+      device_ = o.device_, category_ = o.category_, ledger_ = o.ledger_;
+      data_ = o.data_, size_ = o.size_, capacity_ = o.capacity_;
       o.data_ = nullptr, o.size_ = o.capacity_ = 0, o.ledger_ = nullptr;
     }
     return *this;
@@ -38,47 +41,63 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
-  T* data() { return data_; }
-  const T* data() const { return data_; }
-  size_t size() const { return size_; }
-  size_t bytes() const { return size_ * sizeof(T); }
+  Device* device() const { return device_; }
+  MemCategory category() const { return category_; }
+  int64_t size() const { return static_cast<int64_t>(size_); }
+  bool empty() const { return size_ == 0; }
+  DevicePtr<T> data() { return DevicePtr<T>(data_); }
+  DevicePtr<const T> data() const { return DevicePtr<const T>(data_); }
+  DeviceSpan<T> span() { return {data(), size_}; }
+  DeviceSpan<const T> span() const { return {data(), size_}; }
 
-  // Sets the size to n; the storage is reallocated (exactly n, zero-filled) only when it is too
-  // small, so steady-state steps do not allocate. Contents are unspecified after a growth.
-  void resize(size_t n) {
-    if (n > capacity_) {
+  // Sets the size to n. Storage is reallocated (exactly n, zero-filled) only when it is too small,
+  // so steady-state steps do not allocate; contents are unspecified after a growth.
+  void resize(int64_t n) {
+    const auto want = static_cast<size_t>(n);
+    if (want > capacity_) {
+      Device* d = device_;
+      const MemCategory c = category_;
       release();
-      grow(n);
+      device_ = d, category_ = c;
+      grow(want);
     }
-    size_ = n;
+    size_ = want;
+  }
+  // Gives the storage back now.
+  void reset() {
+    Device* d = device_;
+    const MemCategory c = category_;
+    release();
+    device_ = d, category_ = c;
+  }
+  // For an empty buffer made with the default constructor: where later resizes allocate.
+  void bind(Device& device, MemCategory category) {
+    reset();
+    device_ = &device, category_ = category;
   }
 
  private:
   void grow(size_t n) {
     if (n == 0) return;
-    void* p = nullptr;
-    SL_CUDA_CHECK(cudaMalloc(&p, n * sizeof(T)), to_string(category_));
-    const cudaError_t set = cudaMemset(p, 0, n * sizeof(T));
-    if (set != cudaSuccess) (void)cudaFree(p);  // not ours yet: the destructor would not free it
-    SL_CUDA_CHECK(set, "cudaMemset");
-    data_ = static_cast<T*>(p);
+    SL_ENFORCE_T(InternalError, device_ != nullptr, "DeviceBuffer: no device to allocate on");
+    data_ = static_cast<T*>(device_->allocate(n * sizeof(T), to_string(category_)));
     size_ = capacity_ = n;
     ledger_ = current_ledger();
     if (ledger_) ledger_->charge(category_, static_cast<int64_t>(n * sizeof(T)));
   }
   void release() noexcept {
-    if (!data_) return;
-    (void)cudaFree(data_);
-    if (ledger_) ledger_->release(category_, static_cast<int64_t>(capacity_ * sizeof(T)));
-    data_ = nullptr;
-    size_ = capacity_ = 0;
-    ledger_ = nullptr;
+    if (data_) {
+      device_->deallocate(data_, capacity_ * sizeof(T));
+      if (ledger_) ledger_->release(category_, static_cast<int64_t>(capacity_ * sizeof(T)));
+    }
+    data_ = nullptr, size_ = capacity_ = 0, ledger_ = nullptr;
   }
 
-  T* data_ = nullptr;
-  size_t size_ = 0, capacity_ = 0;
+  Device* device_ = nullptr;
   MemCategory category_ = MemCategory::activations;
   MemoryLedger* ledger_ = nullptr;
+  T* data_ = nullptr;
+  size_t size_ = 0, capacity_ = 0;
 };
 
 }  // namespace shardlab

@@ -18,7 +18,7 @@
 
 #include "engine/core/param_layout.h"
 #include "engine/device/cuda_context.h"
-#include "engine/device/device_buffer.h"
+#include "engine/device/cuda_buffer.h"
 #include "kernels/cuda/embedding.h"
 
 namespace shardlab::gpu {
@@ -42,7 +42,7 @@ class ActBuffer {
   const T* data() const { return buf_.data(); }
 
  private:
-  DeviceBuffer<T> buf_;  // MemCategory::activations
+  CudaBuffer<T> buf_;  // MemCategory::activations
   size_t capacity_ = 0;
 };
 

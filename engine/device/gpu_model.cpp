@@ -9,7 +9,7 @@
 #include <string>
 
 #include "engine/core/error.h"
-#include "engine/device/device_buffer.h"
+#include "engine/device/cuda_buffer.h"
 #include "engine/device/gpu_layers.h"
 #include "engine/device/pinned_buffer.h"
 #include "engine/model/embedding.h"
@@ -34,7 +34,7 @@ struct GpuModel::Impl {
   CudaContext* ctx = nullptr;
   std::unique_ptr<Model> cpu_layout;  // ModelStorage::external: the layout, no buffers
   int64_t n = 0;
-  DeviceBuffer<float> params, grads;
+  CudaBuffer<float> params, grads;
   bool gpt = false;
 
   std::vector<std::unique_ptr<gpu::GpuMlpBlock>> mlp;
@@ -263,8 +263,8 @@ GpuModel::GpuModel(const ModelConfig& config, std::span<const float> host_params
              "GpuModel: {} parameters given, the {} model has {}", host_params.size(), config.kind,
              m.n);
   ctx.make_current();
-  m.params = DeviceBuffer<float>(MemCategory::params, static_cast<size_t>(m.n));
-  m.grads = DeviceBuffer<float>(MemCategory::grads, static_cast<size_t>(m.n));
+  m.params = CudaBuffer<float>(MemCategory::params, static_cast<size_t>(m.n));
+  m.grads = CudaBuffer<float>(MemCategory::grads, static_cast<size_t>(m.n));
   ctx.order_after_default_stream();  // after both buffers' zero-fill
   m.build_layers();
   upload_params(host_params);

@@ -48,7 +48,7 @@ GpuOptimizer::GpuOptimizer(const OptimizerConfig& config, int64_t n, CudaContext
   ctx_.make_current();
   const std::vector<StateArray> arrays = state_arrays(config_);
   for (const StateArray& a : arrays)
-    state_.emplace_back(a.name, DeviceBuffer<float>(MemCategory::optimizer_state,
+    state_.emplace_back(a.name, CudaBuffer<float>(MemCategory::optimizer_state,
                                                     static_cast<size_t>(n * a.per_param)));
   ctx_.order_after_default_stream();
   for (size_t i = 0; i < arrays.size(); ++i)

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engine/device/cuda_context.h"
-#include "engine/device/device_buffer.h"
+#include "engine/device/cuda_buffer.h"
 #include "engine/optim/optimizer_config.h"
 
 namespace shardlab {
@@ -38,7 +38,7 @@ class GpuOptimizer {
   int64_t n_ = 0;
   CudaContext& ctx_;
   int64_t steps_ = 0;
-  std::vector<std::pair<std::string, DeviceBuffer<float>>> state_;
+  std::vector<std::pair<std::string, CudaBuffer<float>>> state_;
 };
 
 }  // namespace shardlab

@@ -20,7 +20,7 @@
 
 #include "engine/core/error.h"
 #include "engine/data/sampler.h"
-#include "engine/device/device_buffer.h"
+#include "engine/device/cuda_buffer.h"
 #include "engine/device/pinned_buffer.h"
 #include "engine/train/step_math.h"
 #include "engine/train/training_loop.h"
@@ -69,8 +69,8 @@ void compute_waits_for_nccl(NcclCommunicator& comm, CudaContext& ctx, const Even
 // untouched until the handle completes) and `mine` into `all` (2 * n * world floats, device). The
 // caller waits on the handle, orders the compute stream after NCCL and reads `all` back.
 WorkHandle start_gather(NcclCommunicator& comm, CudaContext& ctx, std::span<const double> values,
-                        PinnedBuffer<float>& up, DeviceBuffer<float>& mine,
-                        DeviceBuffer<float>& all) {
+                        PinnedBuffer<float>& up, CudaBuffer<float>& mine,
+                        CudaBuffer<float>& all) {
   const size_t n = values.size();
   SL_ENFORCE_T(InternalError, up.size() >= 2 * n, "GpuTrainer: staging for {} figures, need {}",
                up.size() / 2, n);
@@ -160,7 +160,7 @@ EvalResult GpuTrainer::evaluate(const Dataset& data, int64_t max_samples) {
   comm.set_compute_stream(ctx.stream());
   const double local[3] = {sums.loss_sum, static_cast<double>(sums.rows),
                            static_cast<double>(sums.correct)};
-  DeviceBuffer<float> mine(MemCategory::comm, 6), all(MemCategory::comm, 6 * comm.size());
+  CudaBuffer<float> mine(MemCategory::comm, 6), all(MemCategory::comm, 6 * comm.size());
   ctx.order_after_default_stream();
   PinnedBuffer<float> up(6), down(6 * static_cast<size_t>(comm.size()));
   WorkHandle h = start_gather(comm, ctx, local, up, mine, all);
@@ -190,10 +190,10 @@ TrainResult GpuTrainer::run(const TrainerCallbacks& callbacks) {
   EarlyStopState early;
   const int64_t n = model_.num_params();
   const int64_t count = config_.accumulation_steps;
-  DeviceBuffer<double> norm_dev(MemCategory::activations, 1);  // scratch, not a gradient
+  CudaBuffer<double> norm_dev(MemCategory::activations, 1);  // scratch, not a gradient
   PinnedBuffer<double> norm_host(1);
 #if defined(SHARDLAB_HAVE_NCCL) && SHARDLAB_HAVE_NCCL
-  DeviceBuffer<float> mine(MemCategory::comm, 2), all(MemCategory::comm, 2 * world);
+  CudaBuffer<float> mine(MemCategory::comm, 2), all(MemCategory::comm, 2 * world);
   PinnedBuffer<float> up(2), gathered(2 * static_cast<size_t>(world));
   std::unique_ptr<Event> nccl_done;
   if (dp_) {

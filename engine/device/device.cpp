@@ -1,0 +1,88 @@
+#include "engine/device/device.h"
+
+#include <fmt/format.h>
+
+#include "engine/core/error.h"
+#include "engine/device/cpu_device.h"
+#include "engine/device/test_device.h"
+
+#if SHARDLAB_HAVE_CUDA_KERNELS
+#include "engine/device/cuda_device.h"
+#endif
+
+namespace shardlab {
+
+const char* to_string(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::cpu:
+      return "cpu";
+    case DeviceKind::test:
+      return "test";
+    case DeviceKind::cuda:
+      return "cuda";
+  }
+  return "?";
+}
+
+const std::vector<std::string>& device_kind_names() {
+  static const std::vector<std::string> names{"cpu", "cuda", "test"};
+  return names;
+}
+
+DeviceKind parse_device_kind(std::string_view name) {
+  if (name == "cpu") return DeviceKind::cpu;
+  if (name == "cuda") return DeviceKind::cuda;
+  if (name == "test") return DeviceKind::test;
+  SL_THROW(InvalidArgument, "device: unknown device \"{}\" (known: {})", name,
+           fmt::join(device_kind_names(), ", "));
+}
+
+void Device::check_copy(size_t from, size_t to, const char* what) {
+  SL_ENFORCE(from == to, "Device::{}: source holds {} elements but destination {}", what, from, to);
+}
+
+CopyCounts Device::copies() const {
+  CopyCounts c;
+  c.to_host = to_host_.load(std::memory_order_relaxed);
+  c.to_host_bytes = to_host_bytes_.load(std::memory_order_relaxed);
+  c.from_host = from_host_.load(std::memory_order_relaxed);
+  c.from_host_bytes = from_host_bytes_.load(std::memory_order_relaxed);
+  return c;
+}
+
+void Device::reset_copies() {
+  to_host_ = 0, to_host_bytes_ = 0, from_host_ = 0, from_host_bytes_ = 0;
+}
+
+void Device::count_to_host(size_t bytes) {
+  to_host_.fetch_add(1, std::memory_order_relaxed);
+  to_host_bytes_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+}
+
+void Device::count_from_host(size_t bytes) {
+  from_host_.fetch_add(1, std::memory_order_relaxed);
+  from_host_bytes_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+}
+
+std::unique_ptr<Device> make_device(DeviceKind kind, const DeviceOptions& options) {
+  switch (kind) {
+    case DeviceKind::cpu:
+      return std::make_unique<CpuDevice>();
+    case DeviceKind::test:
+      return std::make_unique<TestDevice>(options);
+    case DeviceKind::cuda:
+#if SHARDLAB_HAVE_CUDA_KERNELS
+      return std::make_unique<CudaDevice>(options);
+#else
+      SL_THROW(DeviceError, "device cuda: this shardlab was built without the CUDA kernels");
+#endif
+  }
+  SL_THROW(InternalError, "make_device: unknown kind {}", static_cast<int>(kind));
+}
+
+Device& host_device() {
+  static CpuDevice device;
+  return device;
+}
+
+}  // namespace shardlab
