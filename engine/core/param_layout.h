@@ -11,9 +11,12 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/core/tensor.h"
+#include "engine/core/shape.h"
+#include "engine/core/device_ptr.h"
 
 namespace shardlab {
+
+class Device;  // engine/device/device.h
 
 struct ParamInfo {
   std::string name;  // e.g. "blocks.2.attn.qkv.weight"
@@ -50,21 +53,22 @@ class ParamLayout {
   int num_blocks_ = 0;
 };
 
-// Where a layer finds its parameters and their gradients. `params` and `grads` point at flat
-// element `base` of the layout (base is 0 for full buffers, and a block's first offset when only
-// that block is materialised, as FSDP does).
+// Where a layer finds its parameters and their gradients: in `device`'s memory, `params` and
+// `grads` point at flat element `base` of the layout (base is 0 for full buffers, and a block's
+// first offset when only that block is materialised, as FSDP does).
 struct ParamBinding {
   const ParamLayout* layout = nullptr;
-  float* params = nullptr;
-  float* grads = nullptr;
+  Device* device = nullptr;
+  DevicePtr<float> params;
+  DevicePtr<float> grads;
   int64_t base = 0;
 
   // Null when the buffer is null (a block bound for init or forward only).
-  float* param(int index) const {
-    return params ? params + ((*layout)[index].offset - base) : nullptr;
+  DevicePtr<float> param(int index) const {
+    return params ? params + ((*layout)[index].offset - base) : DevicePtr<float>();
   }
-  float* grad(int index) const {
-    return grads ? grads + ((*layout)[index].offset - base) : nullptr;
+  DevicePtr<float> grad(int index) const {
+    return grads ? grads + ((*layout)[index].offset - base) : DevicePtr<float>();
   }
 };
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/core/tensor.h"
+#include "engine/device/tensor.h"
 
 namespace shardlab {
 

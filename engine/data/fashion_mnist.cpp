@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "engine/core/error.h"
-#include "engine/core/tensor.h"
+#include "engine/device/tensor.h"
 #include "engine/data/idx_reader.h"
 
 namespace shardlab {

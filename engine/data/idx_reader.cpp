@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "engine/core/error.h"
-#include "engine/core/tensor.h"
+#include "engine/device/tensor.h"
 
 namespace shardlab {
 

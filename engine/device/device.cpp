@@ -80,6 +80,11 @@ std::unique_ptr<Device> make_device(DeviceKind kind, const DeviceOptions& option
   SL_THROW(InternalError, "make_device: unknown kind {}", static_cast<int>(kind));
 }
 
+void host_access_refused(const Device& device) {
+  SL_THROW(InternalError, "host access to memory on the {} device (this path runs on cpu only)",
+           to_string(device.kind()));
+}
+
 Device& host_device() {
   static CpuDevice device;
   return device;

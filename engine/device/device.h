@@ -34,7 +34,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "engine/device/device_ptr.h"
+#include "engine/core/device_ptr.h"
 #include "kernels/cpu/adagrad_update.h"
 #include "kernels/cpu/adam_update.h"
 #include "kernels/cpu/attention.h"
@@ -204,6 +204,15 @@ class Device {
   // Atomic: the host device is shared by the threads of a process.
   std::atomic<int64_t> to_host_{0}, to_host_bytes_{0}, from_host_{0}, from_host_bytes_{0};
 };
+
+// The host address of memory on a host (cpu) device; InternalError on any other. Only for the code
+// that has not moved onto the device yet (it then runs on cpu only).
+[[noreturn]] void host_access_refused(const Device& device);
+template <class T>
+T* host_address(const Device& device, DevicePtr<T> p) {
+  if (device.kind() != DeviceKind::cpu) host_access_refused(device);
+  return p.raw();
+}
 
 // A device of `kind` for one rank. cuda needs a CUDA build and a usable GPU options.index
 // (DeviceError naming why otherwise: engine/core/device.h's device_problem says it beforehand).

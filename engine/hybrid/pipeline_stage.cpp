@@ -169,7 +169,9 @@ PipelineStage::Slot& PipelineStage::slot_at(int chunk, int slot) {
 PipelineStage::~PipelineStage() = default;
 
 void PipelineStage::bind_all() {
-  const ParamBinding binding{&layout_, params_.data(), grads_.empty() ? nullptr : grads_.data(), 0};
+  // Host buffers (the pipeline runs on cpu until it moves onto the device).
+  const ParamBinding binding{&layout_, &host_device(), DevicePtr<float>(params_.data()),
+                             DevicePtr<float>(grads_.empty() ? nullptr : grads_.data()), 0};
   for (auto& slot : slots_)
     for (auto& block : slot->blocks) block->bind(binding);
 }
@@ -199,7 +201,7 @@ void PipelineStage::init(uint64_t seed) {
       // The whole block, as the single-process model initialises it (Model::init_block).
       Buffer block = make_buffer(MemCategory::comm, r.size());
       Layer& layer = *full_blocks[static_cast<size_t>(b)];
-      layer.bind(ParamBinding{&full_, block.data(), nullptr, r.begin});
+      layer.bind(ParamBinding{&full_, &host_device(), DevicePtr<float>(block.data()), {}, r.begin});
       Rng rng = Rng::derive(seed, static_cast<uint64_t>(b));
       layer.init(rng);
       for (const ParamSlice& s : slices_)

@@ -25,7 +25,7 @@
 
 #include "engine/core/memory.h"
 #include "engine/core/param_layout.h"
-#include "engine/core/tensor.h"
+#include "engine/device/tensor.h"
 #include "engine/model/layer.h"
 #include "engine/model/model_config.h"
 #include "engine/tensor_parallel/tp_group.h"

@@ -9,30 +9,34 @@
 namespace shardlab {
 
 void Relu::forward(const Tensor& x, Tensor& y) {
-  y.resize(x.shape());
-  y_.resize(x.shape());
-  kernels::relu_forward(x.data(), y_.data(), x.numel());
-  std::copy_n(y_.data(), y_.numel(), y.data());
+  Device& d = x.device();
+  y.resize(x.shape(), d);
+  y_.resize(x.shape(), d);
+  d.relu_forward(x.dev(), y_.dev(), x.numel());
+  d.copy(y_.dspan(), y.dspan());
 }
 
 void Relu::backward(const Tensor& dy, Tensor& dx) {
   detail::check_grad(dy, y_.numel(), y_.rank() ? y_.dim(-1) : 0, "Relu");
-  dx.resize(y_.shape());
-  kernels::relu_backward(y_.data(), dy.data(), dx.data(), y_.numel());
+  Device& d = y_.device();
+  dx.resize(y_.shape(), d);
+  d.relu_backward(y_.dev(), dy.dev(), dx.dev(), y_.numel());
 }
 
 void Gelu::forward(const Tensor& x, Tensor& y) {
-  y.resize(x.shape());
-  x_.resize(x.shape());
-  tanh_.resize(x.shape());
-  std::copy_n(x.data(), x.numel(), x_.data());
-  kernels::gelu_forward(x_.data(), y.data(), tanh_.data(), x_.numel());
+  Device& d = x.device();
+  y.resize(x.shape(), d);
+  x_.resize(x.shape(), d);
+  tanh_.resize(x.shape(), d);
+  d.copy(x.dspan(), x_.dspan());
+  d.gelu_forward(x_.dev(), y.dev(), tanh_.dev(), x_.numel());
 }
 
 void Gelu::backward(const Tensor& dy, Tensor& dx) {
   detail::check_grad(dy, x_.numel(), x_.rank() ? x_.dim(-1) : 0, "Gelu");
-  dx.resize(x_.shape());
-  kernels::gelu_backward(x_.data(), tanh_.data(), dy.data(), dx.data(), x_.numel());
+  Device& d = x_.device();
+  dx.resize(x_.shape(), d);
+  d.gelu_backward(x_.dev(), tanh_.dev(), dy.dev(), dx.dev(), x_.numel());
 }
 
 std::unique_ptr<Layer> make_activation(std::string_view name, std::string_view field) {

@@ -26,9 +26,10 @@ void causal_attention_forward(const AttentionShape& shape, const Tensor& qkv, Te
   SL_ENFORCE_T(InternalError, qkv.numel() == B * T * C3,
                "causal attention: qkv of shape {} is not [{}, {}, {}]", to_string(qkv.shape()), B,
                T, C3);
-  probs.resize({B, H, T, T});
-  att.resize({B, T, C});
-  kernels::causal_attention_forward(dims_of(shape), qkv.data(), probs.data(), att.data());
+  Device& d = qkv.device();
+  probs.resize({B, H, T, T}, d);
+  att.resize({B, T, C}, d);
+  d.causal_attention_forward(dims_of(shape), qkv.dev(), probs.dev(), att.dev());
 }
 
 void causal_attention_backward(const AttentionShape& shape, const Tensor& qkv, const Tensor& probs,
@@ -38,10 +39,11 @@ void causal_attention_backward(const AttentionShape& shape, const Tensor& qkv, c
   SL_ENFORCE_T(InternalError, datt.numel() == B * T * C && probs.numel() == B * H * T * T,
                "causal attention: datt {} or probs {} do not match [B={}, T={}, C={}]",
                to_string(datt.shape()), to_string(probs.shape()), B, T, C);
-  dqkv.resize({B, T, C3});
-  dscores.resize({T, T});
-  kernels::causal_attention_backward(dims_of(shape), qkv.data(), probs.data(), datt.data(),
-                                     dqkv.data(), dscores.data());
+  Device& d = qkv.device();
+  dqkv.resize({B, T, C3}, d);
+  dscores.resize({T, T}, d);
+  d.causal_attention_backward(dims_of(shape), qkv.dev(), probs.dev(), datt.dev(), dqkv.dev(),
+                              dscores.dev());
 }
 
 void KeyBiasGradKeeper::declare(const ParamLayout& layout, const std::string& bias_name,
@@ -54,18 +56,19 @@ void KeyBiasGradKeeper::declare(const ParamLayout& layout, const std::string& bi
 }
 
 void KeyBiasGradKeeper::bind(const ParamBinding& binding) {
-  float* g = index_ >= 0 ? binding.grad(index_) : nullptr;
-  grad_ = g ? g + width_ : nullptr;
+  const DevicePtr<float> g = index_ >= 0 ? binding.grad(index_) : DevicePtr<float>();
+  grad_ = g ? g + width_ : DevicePtr<float>();
+  dev_ = binding.device;
 }
 
 void KeyBiasGradKeeper::save() {
   if (!grad_) return;
-  saved_.resize({width_});
-  std::copy_n(grad_, width_, saved_.data());
+  saved_.resize({width_}, *dev_);
+  dev_->copy(DeviceSpan<const float>(grad_, static_cast<size_t>(width_)), saved_.dspan());
 }
 
 void KeyBiasGradKeeper::restore() {
-  if (grad_) std::copy_n(saved_.data(), width_, grad_);
+  if (grad_) dev_->copy(saved_.dspan(), DeviceSpan<float>(grad_, static_cast<size_t>(width_)));
 }
 
 }  // namespace shardlab

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "engine/core/param_layout.h"
-#include "engine/core/tensor.h"
+#include "engine/device/tensor.h"
 
 namespace shardlab {
 
@@ -51,7 +51,8 @@ class KeyBiasGradKeeper {
  private:
   int index_ = -1;
   int64_t width_ = 0;
-  float* grad_ = nullptr;  // the key part's gradient, or null
+  DevicePtr<float> grad_;  // the key part's gradient, or null
+  Device* dev_ = nullptr;
   Tensor saved_;
 };
 

@@ -6,7 +6,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/core/tensor.h"
+#include "engine/device/tensor.h"
 
 namespace shardlab {
 
@@ -22,11 +22,14 @@ class SoftmaxCrossEntropy {
 
  private:
   Tensor probs_;
-  std::vector<int32_t> targets_;
-  std::vector<double> row_loss_;  // per-row loss of the last forward (host scratch, not a Tensor)
+  std::vector<int32_t> targets_;             // of the last forward, on the host
+  DeviceBuffer<int32_t> device_targets_;     // the same on the logits' device (activations)
+  DeviceBuffer<double> device_row_loss_;     // per-row loss of the last forward (activations)
+  std::vector<double> row_loss_;             // the same, copied to the host to be summed
 };
 
-// Number of rows whose largest logit (the first one, on ties) is at the target class.
+// Number of rows whose largest logit (the first one, on ties) is at the target class (the logits
+// are copied to the host for it: evaluation only).
 int64_t count_correct(const Tensor& logits, std::span<const int32_t> targets);
 
 }  // namespace shardlab

@@ -5,7 +5,7 @@
 
 #include "engine/core/error.h"
 #include "engine/model/shape_util.h"
-#include "kernels/cpu/embedding.h"
+#include "engine/model/param_init.h"
 
 namespace shardlab {
 
@@ -28,41 +28,48 @@ void Embedding::declare(ParamLayout& layout, const std::string& prefix, int bloc
 }
 
 void Embedding::bind(const ParamBinding& binding) {
+  dev_ = binding.device;
+  if (device_ids_.device() != dev_) device_ids_.bind(*dev_, MemCategory::activations);
   w_ = binding.param(w_index_);
   dw_ = binding.grad(w_index_);
 }
 
 void Embedding::init(Rng& rng) {
-  SL_ENFORCE(w_ != nullptr, "Embedding: init before bind");
-  rng.fill_normal({w_, static_cast<size_t>(num_ * dim_)}, 0.0f, init_std_);
+  SL_ENFORCE(w_, "Embedding: init before bind");
+  init_normal(*dev_, w_, num_ * dim_, rng, 0.0f, init_std_);
 }
 
 void Embedding::forward(const Tensor& x, Tensor& y) {
-  lookup(x, y, nullptr, 1);
+  lookup(x, y, {}, 1);
 }
 
 void Embedding::backward(const Tensor& dy, Tensor& dx) {
-  scatter(dy, dx, nullptr, 1);
+  scatter(dy, dx, {}, 1);
 }
 
-void Embedding::lookup(const Tensor& x, Tensor& y, const float* pos, int64_t steps) {
-  SL_ENFORCE(w_ != nullptr, "Embedding: forward before bind");
+void Embedding::lookup(const Tensor& x, Tensor& y, DevicePtr<const float> pos, int64_t steps) {
+  SL_ENFORCE(w_, "Embedding: forward before bind");
   const int64_t n = x.numel();
+  // The ids are checked on the host (and kept there: a device may sort them for the backward).
+  const std::vector<float> host = x.to_host();
   ids_.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
-    ids_[static_cast<size_t>(i)] = static_cast<int32_t>(checked_token_id(x[i], num_, "Embedding"));
+    ids_[static_cast<size_t>(i)] =
+        static_cast<int32_t>(checked_token_id(host[static_cast<size_t>(i)], num_, "Embedding"));
+  device_ids_.resize(n);
+  dev_->copy_from_host(std::span<const int32_t>(ids_), device_ids_.span());
   x_shape_ = x.shape();
   Shape out = x.shape();
   out.push_back(dim_);
-  y.resize(out);
-  kernels::embedding_forward(ids_.data(), w_, pos, y.data(), n, steps, dim_);
+  y.resize(out, *dev_);
+  dev_->embedding_forward(device_ids_.data(), w_, pos, y.dev(), n, steps, dim_);
 }
 
-void Embedding::scatter(const Tensor& dy, Tensor& dx, float* dpos, int64_t steps) {
+void Embedding::scatter(const Tensor& dy, Tensor& dx, DevicePtr<float> dpos, int64_t steps) {
   const auto n = static_cast<int64_t>(ids_.size());
   detail::check_grad(dy, n * dim_, dim_, "Embedding");
-  kernels::embedding_backward(ids_.data(), dy.data(), dw_, dpos, n, steps, dim_);
-  dx.resize(x_shape_);
+  dev_->embedding_backward(device_ids_.data(), ids_, dy.dev(), dw_, dpos, n, steps, dim_, num_);
+  dx.resize(x_shape_, *dev_);
   dx.zero();
 }
 
@@ -85,7 +92,7 @@ void TokenPositionEmbedding::bind(const ParamBinding& binding) {
 
 void TokenPositionEmbedding::init(Rng& rng) {
   tok_.init(rng);
-  rng.fill_normal({pos_, static_cast<size_t>(context_ * dim_)}, 0.0f, init_std_);
+  init_normal(*tok_.dev_, pos_, context_ * dim_, rng, 0.0f, init_std_);
 }
 
 void TokenPositionEmbedding::forward(const Tensor& x, Tensor& y) {

@@ -39,15 +39,16 @@ class Embedding : public Layer {
   friend class TokenPositionEmbedding;
   // forward and backward with a [steps, dim] position table added to row i at i % steps (pos and
   // dpos null: none), through kernels/cpu/embedding.h.
-  void lookup(const Tensor& x, Tensor& y, const float* pos, int64_t steps);
-  void scatter(const Tensor& dy, Tensor& dx, float* dpos, int64_t steps);
+  void lookup(const Tensor& x, Tensor& y, DevicePtr<const float> pos, int64_t steps);
+  void scatter(const Tensor& dy, Tensor& dx, DevicePtr<float> dpos, int64_t steps);
 
   int64_t num_, dim_;
   float init_std_;
   int w_index_ = -1;
-  float* w_ = nullptr;
-  float* dw_ = nullptr;
-  std::vector<int32_t> ids_;  // of the last forward, checked (the kernels' id type)
+  Device* dev_ = nullptr;
+  DevicePtr<float> w_, dw_;
+  std::vector<int32_t> ids_;          // of the last forward, checked (the kernels' id type)
+  DeviceBuffer<int32_t> device_ids_;  // the same, on the device (activations)
   Shape x_shape_;
 };
 
@@ -71,8 +72,7 @@ class TokenPositionEmbedding : public Layer {
   int64_t context_, dim_;
   float init_std_;
   int pos_index_ = -1;
-  float* pos_ = nullptr;
-  float* dpos_ = nullptr;
+  DevicePtr<float> pos_, dpos_;
   int64_t batch_ = 0, steps_ = 0;  // B and T of the last forward
 };
 

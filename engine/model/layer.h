@@ -10,7 +10,7 @@
 
 #include "engine/core/param_layout.h"
 #include "engine/core/rng.h"
-#include "engine/core/tensor.h"
+#include "engine/device/tensor.h"
 
 namespace shardlab {
 

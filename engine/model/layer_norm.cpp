@@ -19,6 +19,7 @@ void LayerNorm::declare(ParamLayout& layout, const std::string& prefix, int bloc
 }
 
 void LayerNorm::bind(const ParamBinding& binding) {
+  dev_ = binding.device;
   w_ = binding.param(w_index_);
   dw_ = binding.grad(w_index_);
   b_ = binding.param(b_index_);
@@ -27,28 +28,25 @@ void LayerNorm::bind(const ParamBinding& binding) {
 
 void LayerNorm::init(Rng& rng) {
   (void)rng;
-  SL_ENFORCE(w_ != nullptr, "LayerNorm: init before bind");
-  std::fill(w_, w_ + dim_, 1.0f);
-  std::fill(b_, b_ + dim_, 0.0f);
+  SL_ENFORCE(w_, "LayerNorm: init before bind");
+  dev_->fill(w_, dim_, 1.0f);
+  dev_->fill(b_, dim_, 0.0f);
 }
 
 void LayerNorm::forward(const Tensor& x, Tensor& y) {
-  SL_ENFORCE(w_ != nullptr, "LayerNorm: forward before bind");
+  SL_ENFORCE(w_, "LayerNorm: forward before bind");
   const int64_t rows = detail::rows_with_last(x, dim_, "LayerNorm");
-  y.resize(x.shape());
-  xhat_.resize(x.shape());
-  if (static_cast<size_t>(rows) > rstd_.capacity()) rstd_.reserve(static_cast<size_t>(rows));
-  rstd_.resize(static_cast<size_t>(rows));
-  kernels::layer_norm_forward(x.data(), w_, b_, y.data(), xhat_.data(), rstd_.data(), rows, dim_,
-                              eps_);
+  y.resize(x.shape(), *dev_);
+  xhat_.resize(x.shape(), *dev_);
+  rstd_.resize({rows}, *dev_);
+  dev_->layer_norm_forward(x.dev(), w_, b_, y.dev(), xhat_.dev(), rstd_.dev(), rows, dim_, eps_);
 }
 
 void LayerNorm::backward(const Tensor& dy, Tensor& dx) {
-  const int64_t rows = static_cast<int64_t>(rstd_.size());
+  const int64_t rows = rstd_.numel();
   detail::check_grad(dy, rows * dim_, dim_, "LayerNorm");
-  dx.resize(xhat_.shape());
-  kernels::layer_norm_backward(dy.data(), xhat_.data(), rstd_.data(), w_, dx.data(), dw_, db_, rows,
-                               dim_);
+  dx.resize(xhat_.shape(), *dev_);
+  dev_->layer_norm_backward(dy.dev(), xhat_.dev(), rstd_.dev(), w_, dx.dev(), dw_, db_, rows, dim_);
 }
 
 }  // namespace shardlab

@@ -29,12 +29,10 @@ class LayerNorm : public Layer {
   int64_t dim_;
   float eps_;
   int w_index_ = -1, b_index_ = -1;
-  float* w_ = nullptr;
-  float* dw_ = nullptr;
-  float* b_ = nullptr;
-  float* db_ = nullptr;
+  Device* dev_ = nullptr;
+  DevicePtr<float> w_, dw_, b_, db_;
   Tensor xhat_;  // normalised input, same shape as x
-  Buffer rstd_;  // 1 / sqrt(var + eps) per row (counted as activations)
+  Tensor rstd_;  // 1 / sqrt(var + eps) per row
 };
 
 }  // namespace shardlab

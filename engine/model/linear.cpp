@@ -5,12 +5,10 @@
 
 #include "engine/core/error.h"
 #include "engine/model/shape_util.h"
-#include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/gemm.h"
+#include "engine/model/param_init.h"
 
 namespace shardlab {
 
-using kernels::gemm;
 using kernels::Trans;
 
 Linear::Linear(int64_t in, int64_t out, bool bias) : in_(in), out_(out), bias_(bias) {
@@ -23,6 +21,7 @@ void Linear::declare(ParamLayout& layout, const std::string& prefix, int block) 
 }
 
 void Linear::bind(const ParamBinding& binding) {
+  dev_ = binding.device;
   w_ = binding.param(w_index_);
   dw_ = binding.grad(w_index_);
   if (bias_) {
@@ -32,21 +31,22 @@ void Linear::bind(const ParamBinding& binding) {
 }
 
 void Linear::init(Rng& rng) {
-  SL_ENFORCE(w_ != nullptr, "Linear: init before bind");
+  SL_ENFORCE(w_, "Linear: init before bind");
   const float bound = 1.0f / std::sqrt(static_cast<float>(in_));
-  rng.fill_uniform({w_, static_cast<size_t>(in_ * out_)}, -bound, bound);
-  if (bias_) std::fill(b_, b_ + out_, 0.0f);
+  init_uniform(*dev_, w_, in_ * out_, rng, -bound, bound);
+  if (bias_) dev_->fill(b_, out_, 0.0f);
 }
 
 void Linear::forward(const Tensor& x, Tensor& y) {
-  SL_ENFORCE(w_ != nullptr, "Linear: forward before bind");
+  SL_ENFORCE(w_, "Linear: forward before bind");
   const int64_t rows = detail::rows_with_last(x, in_, "Linear");
-  x_.resize(x.shape());
-  std::copy(x.data(), x.data() + x.numel(), x_.data());
-  y.resize(detail::with_last(x.shape(), out_));
+  x_.resize(x.shape(), *dev_);
+  dev_->copy(x.dspan(), x_.dspan());
+  y.resize(detail::with_last(x.shape(), out_), *dev_);
   if (rows == 0) return;
-  gemm(Trans::No, Trans::Yes, rows, out_, in_, 1.0f, x.data(), in_, w_, in_, 0.0f, y.data(), out_);
-  if (bias_) kernels::bias_add(y.data(), b_, rows, out_);
+  dev_->gemm(Trans::No, Trans::Yes, rows, out_, in_, 1.0f, x.dev(), in_, w_, in_, 0.0f, y.dev(),
+             out_);
+  if (bias_) dev_->bias_add(y.dev(), b_, rows, out_);
 }
 
 int64_t Linear::add_param_grads(const Tensor& dy) {
@@ -54,18 +54,19 @@ int64_t Linear::add_param_grads(const Tensor& dy) {
   detail::check_grad(dy, rows * out_, out_, "Linear");
   if (rows == 0) return 0;
   // dW += dy^T x   ([out, rows] x [rows, in])
-  gemm(Trans::Yes, Trans::No, out_, in_, rows, 1.0f, dy.data(), out_, x_.data(), in_, 1.0f, dw_,
-       in_);
-  if (bias_) kernels::bias_grad(dy.data(), db_, rows, out_);
+  dev_->gemm(Trans::Yes, Trans::No, out_, in_, rows, 1.0f, dy.dev(), out_, x_.dev(), in_, 1.0f,
+             dw_, in_);
+  if (bias_) dev_->bias_grad(dy.dev(), db_, rows, out_);
   return rows;
 }
 
 void Linear::backward(const Tensor& dy, Tensor& dx) {
   const int64_t rows = add_param_grads(dy);
-  dx.resize(x_.shape());
+  dx.resize(x_.shape(), *dev_);
   if (rows == 0) return;
   // dx = dy W   ([rows, out] x [out, in])
-  gemm(Trans::No, Trans::No, rows, in_, out_, 1.0f, dy.data(), out_, w_, in_, 0.0f, dx.data(), in_);
+  dev_->gemm(Trans::No, Trans::No, rows, in_, out_, 1.0f, dy.dev(), out_, w_, in_, 0.0f, dx.dev(),
+             in_);
 }
 
 void Linear::backward_params_only(const Tensor& dy, Tensor& scratch) {

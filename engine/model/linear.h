@@ -34,10 +34,8 @@ class Linear : public Layer {
   int64_t in_, out_;
   bool bias_;
   int w_index_ = -1, b_index_ = -1;
-  float* w_ = nullptr;
-  float* dw_ = nullptr;
-  float* b_ = nullptr;
-  float* db_ = nullptr;
+  Device* dev_ = nullptr;  // where the bound parameters live
+  DevicePtr<float> w_, dw_, b_, db_;
   // dW += dy^T x and db += the column sums of dy, for rows rows of the last input; returns rows.
   int64_t add_param_grads(const Tensor& dy);
 

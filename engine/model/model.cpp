@@ -11,8 +11,11 @@
 namespace shardlab {
 
 Model::Model(ModelConfig config, std::vector<std::unique_ptr<Layer>> blocks, ModelStorage storage,
-             int64_t pad_multiple)
-    : config_(std::move(config)), blocks_(std::move(blocks)), storage_(storage) {
+             int64_t pad_multiple, Device* device)
+    : config_(std::move(config)),
+      device_(device ? device : &host_device()),
+      blocks_(std::move(blocks)),
+      storage_(storage) {
   SL_ENFORCE(pad_multiple >= 1, "Model: pad_multiple must be >= 1, got {}", pad_multiple);
   SL_ENFORCE(!blocks_.empty(), "Model: needs at least one block");
   for (size_t i = 0; i < blocks_.size(); ++i) {
@@ -21,21 +24,37 @@ Model::Model(ModelConfig config, std::vector<std::unique_ptr<Layer>> blocks, Mod
   }
   padded_ = (layout_.size() + pad_multiple - 1) / pad_multiple * pad_multiple;
   if (storage_ == ModelStorage::owned) {
-    params_ = make_buffer(MemCategory::params, padded_);
-    grads_ = make_buffer(MemCategory::grads, padded_);
+    params_ = DeviceBuffer<float>(*device_, MemCategory::params, padded_);
+    grads_ = DeviceBuffer<float>(*device_, MemCategory::grads, padded_);
     bind_all();
+  } else {
+    params_.bind(*device_, MemCategory::params);
+    grads_.bind(*device_, MemCategory::grads);
   }
   acts_.resize(blocks_.size());
 }
 
+std::span<float> Model::host(const DeviceBuffer<float>& b) const {
+  SL_ENFORCE_T(InternalError, device_->kind() == DeviceKind::cpu,
+               "host access to a model on the {} device", to_string(device_->kind()));
+  return {const_cast<float*>(b.data().raw()), static_cast<size_t>(b.size())};
+}
+
+std::vector<float> Model::params_to_host() const {
+  std::vector<float> h(static_cast<size_t>(real(params_)));
+  device_->copy_to_host(device_params(), std::span<float>(h));
+  return h;
+}
+
 void Model::bind_all() {
-  const ParamBinding binding{&layout_, params_.data(), grads_.empty() ? nullptr : grads_.data(), 0};
+  const ParamBinding binding{&layout_, device_, params_.data(),
+                             grads_.empty() ? DevicePtr<float>() : grads_.data(), 0};
   for (auto& b : blocks_) b->bind(binding);
 }
 
-void Model::bind_block(int block, float* params, float* grads) {
+void Model::bind_block(int block, DevicePtr<float> params, DevicePtr<float> grads) {
   Layer& l = this->block(block);
-  l.bind(ParamBinding{&layout_, params, grads, layout_.block_range(block).begin});
+  l.bind(ParamBinding{&layout_, device_, params, grads, layout_.block_range(block).begin});
 }
 
 void Model::init(uint64_t seed) {
@@ -49,24 +68,31 @@ void Model::init_block(int block, uint64_t seed) {
 
 void Model::zero_grad() {
   if (storage_ == ModelStorage::owned && grads_.empty() && layout_.size() > 0) {
-    grads_ = make_buffer(MemCategory::grads, padded_);
+    grads_ = DeviceBuffer<float>(*device_, MemCategory::grads, padded_);
     bind_all();
     return;
   }
-  std::fill(grads_.begin(), grads_.end(), 0.0f);
+  if (!grads_.empty()) device_->fill(grads_.data(), grads_.size(), 0.0f);
 }
 
 void Model::release_grads() {
   SL_ENFORCE(storage_ == ModelStorage::owned, "Model: release_grads needs owned storage");
-  free_buffer(grads_);
+  grads_.reset();
   bind_all();
 }
 
 const Tensor& Model::forward(const Tensor& input, BlockHooks* hooks) {
+  const Tensor* in = &input;
+  if (&input.device() != device_) {  // data from the host: one counted copy to the device
+    const std::vector<float> host = input.to_host();
+    input_.resize(input.shape(), *device_);
+    device_->copy_from_host(std::span<const float>(host), input_.dspan());
+    in = &input_;
+  }
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const int b = static_cast<int>(i);
     if (hooks) hooks->before_forward(b);
-    blocks_[i]->forward(i == 0 ? input : acts_[i - 1], acts_[i]);
+    blocks_[i]->forward(i == 0 ? *in : acts_[i - 1], acts_[i]);
     if (hooks) hooks->after_forward(b);
   }
   Tensor& out = acts_.back();
@@ -115,7 +141,7 @@ std::string Model::summary() const {
 }
 
 std::unique_ptr<Model> build_model(const ModelConfig& config, ModelStorage storage,
-                                   int64_t pad_multiple) {
+                                   int64_t pad_multiple, Device* device) {
   std::vector<std::unique_ptr<Layer>> blocks;
   if (config.kind == "mlp") {
     blocks = build_mlp_blocks(config.mlp);
@@ -124,7 +150,7 @@ std::unique_ptr<Model> build_model(const ModelConfig& config, ModelStorage stora
   } else {
     SL_THROW(InvalidArgument, "model.kind: unknown kind '{}' (expected mlp or gpt)", config.kind);
   }
-  auto model = std::make_unique<Model>(config, std::move(blocks), storage, pad_multiple);
+  auto model = std::make_unique<Model>(config, std::move(blocks), storage, pad_multiple, device);
   if (storage == ModelStorage::owned) model->init(config.seed);
   return model;
 }

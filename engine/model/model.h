@@ -15,8 +15,10 @@
 #include <vector>
 
 #include "engine/core/memory.h"
+#include "engine/device/device.h"
+#include "engine/device/device_buffer.h"
 #include "engine/core/param_layout.h"
-#include "engine/core/tensor.h"
+#include "engine/device/tensor.h"
 #include "engine/model/layer.h"
 #include "engine/model/model_config.h"
 
@@ -43,8 +45,11 @@ class Model {
   // Declares every block's parameters and, with ModelStorage::owned, allocates the two buffers
   // (zero-filled) and binds the blocks to them. Parameters stay zero until init().
   // pad_multiple: owned buffers are extended with zeros to a multiple of it (see padded_params()).
+  // device: where the parameters, gradients and activations live (null: the host device); it must
+  // outlive the model.
   Model(ModelConfig config, std::vector<std::unique_ptr<Layer>> blocks,
-        ModelStorage storage = ModelStorage::owned, int64_t pad_multiple = 1);
+        ModelStorage storage = ModelStorage::owned, int64_t pad_multiple = 1,
+        Device* device = nullptr);
 
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -53,21 +58,30 @@ class Model {
   const ParamLayout& layout() const { return layout_; }
   int64_t num_params() const { return layout_.size(); }
   ModelStorage storage() const { return storage_; }
-  // The full buffers, num_params() elements (empty with ModelStorage::external; grads() is empty
-  // after release_grads()).
-  std::span<float> params() { return std::span<float>(params_).first(real(params_)); }
-  std::span<const float> params() const {
-    return std::span<const float>(params_).first(real(params_));
+  Device& device() const { return *device_; }
+  // The full buffers on the model's device, num_params() elements (empty with
+  // ModelStorage::external; device_grads() is empty after release_grads()).
+  DeviceSpan<float> device_params() { return params_.span().first(real(params_)); }
+  DeviceSpan<const float> device_params() const {
+    return DeviceSpan<const float>(params_.span()).first(real(params_));
   }
-  std::span<float> grads() { return std::span<float>(grads_).first(real(grads_)); }
-  std::span<const float> grads() const {
-    return std::span<const float>(grads_).first(real(grads_));
+  DeviceSpan<float> device_grads() { return grads_.span().first(real(grads_)); }
+  DeviceSpan<const float> device_grads() const {
+    return DeviceSpan<const float>(grads_.span()).first(real(grads_));
   }
+  // The same on the host, for a model on the host (cpu) device only (InternalError otherwise):
+  // the code that has not moved onto the device yet (the sharded strategies, checkpoints).
+  std::span<float> params() { return host(params_).first(real(params_)); }
+  std::span<const float> params() const { return host(params_).first(real(params_)); }
+  std::span<float> grads() { return host(grads_).first(real(grads_)); }
+  std::span<const float> grads() const { return host(grads_).first(real(grads_)); }
   // Both buffers including the zero padding up to a multiple of pad_multiple, as a flat-sharding
   // strategy needs when the count does not divide by the world size. The layers never touch the
-  // padding, so it stays zero.
-  std::span<float> padded_params() { return params_; }
-  std::span<float> padded_grads() { return grads_; }
+  // padding, so it stays zero. Host only, as params().
+  std::span<float> padded_params() { return host(params_); }
+  std::span<float> padded_grads() { return host(grads_); }
+  // The parameters on the host (a counted copy from the device).
+  std::vector<float> params_to_host() const;
 
   // Deterministic: block i initialises from Rng::derive(seed, i), so the same seed gives
   // bit-identical parameters and one block's values do not depend on the blocks before it.
@@ -81,7 +95,7 @@ class Model {
 
   // Points block b at `params` and `grads`, each holding exactly that block's range of the flat
   // layout (grads may be null when only init or forward will run).
-  void bind_block(int block, float* params, float* grads);
+  void bind_block(int block, DevicePtr<float> params, DevicePtr<float> grads);
 
   // Runs every block in order and returns the logits [rows, classes] (the last block's output
   // with its leading dimensions folded into rows). The reference stays valid until the next
@@ -98,15 +112,16 @@ class Model {
 
  private:
   void bind_all();
-  size_t real(const Buffer& b) const {
-    return std::min(b.size(), static_cast<size_t>(num_params()));
-  }
+  int64_t real(const DeviceBuffer<float>& b) const { return std::min(b.size(), num_params()); }
+  std::span<float> host(const DeviceBuffer<float>& b) const;
 
   ModelConfig config_;
+  Device* device_;
   std::vector<std::unique_ptr<Layer>> blocks_;
   ParamLayout layout_;
   ModelStorage storage_;
-  Buffer params_, grads_;
+  DeviceBuffer<float> params_, grads_;
+  Tensor input_;  // the input copied to the model's device, when it is elsewhere
   int64_t padded_ = 0;        // size of both buffers when allocated
   std::vector<Tensor> acts_;  // acts_[i]: output of block i
   Tensor dcur_, dnext_;       // gradients flowing between blocks in backward
@@ -117,9 +132,10 @@ class Model {
 // (e.g. "model.heads: 3 does not divide width 64").
 // With ModelStorage::external the model is returned uninitialised (its owner initialises each
 // block with init_block()).
+// device: as Model's (null: the host device).
 std::unique_ptr<Model> build_model(const ModelConfig& config,
                                    ModelStorage storage = ModelStorage::owned,
-                                   int64_t pad_multiple = 1);
+                                   int64_t pad_multiple = 1, Device* device = nullptr);
 
 // The layout of the model a ModelConfig describes, built without allocating its parameters.
 ParamLayout model_layout(const ModelConfig& config);

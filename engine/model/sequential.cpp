@@ -45,8 +45,8 @@ void Sequential::init(Rng& rng) {
 void Sequential::forward(const Tensor& x, Tensor& y) {
   const size_t n = children_.size();
   if (n == 0) {
-    y.resize(x.shape());
-    std::copy(x.data(), x.data() + x.numel(), y.data());
+    y.resize(x.shape(), x.device());
+    x.device().copy(x.dspan(), y.dspan());
     return;
   }
   for (size_t i = 0; i < n; ++i) {
@@ -67,8 +67,8 @@ const Tensor& Sequential::backward_to_first(const Tensor& dy) {
 
 void Sequential::backward(const Tensor& dy, Tensor& dx) {
   if (children_.empty()) {
-    dx.resize(dy.shape());
-    std::copy(dy.data(), dy.data() + dy.numel(), dx.data());
+    dx.resize(dy.shape(), dy.device());
+    dy.device().copy(dy.dspan(), dx.dspan());
     return;
   }
   children_[0].second->backward(backward_to_first(dy), dx);

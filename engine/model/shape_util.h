@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "engine/core/error.h"
-#include "engine/core/tensor.h"
+#include "engine/device/tensor.h"
 
 namespace shardlab::detail {
 

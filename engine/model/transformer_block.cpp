@@ -15,8 +15,8 @@ namespace {
 void add_into(const Tensor& a, const Tensor& b, Tensor& out) {
   SL_ENFORCE_T(InternalError, a.numel() == b.numel(), "residual add of {} and {}",
                to_string(a.shape()), to_string(b.shape()));
-  out.resize(b.shape());
-  kernels::add(a.data(), b.data(), out.data(), a.numel());
+  out.resize(b.shape(), b.device());
+  b.device().add(a.dev(), b.dev(), out.dev(), a.numel());
 }
 
 std::unique_ptr<Layer> make_mlp(int64_t width, int64_t mlp_ratio) {

@@ -45,11 +45,11 @@ class Fsdp final : public ShardedOptimizer {
       if (u < 0) continue;
       const ShardUnit& unit = layout_.units()[static_cast<size_t>(u)];
       Buffer full = make_buffer(MemCategory::params, unit.padded);
-      model_->bind_block(b, full.data(), nullptr);
+      model_->bind_block(b, DevicePtr<float>(full.data()), {});
       model_->init_block(b, options_.model.seed);
       const IndexRange c = layout_.chunk(u, rank());
       std::copy_n(full.begin() + c.begin, unit.chunk, param_shard_.begin() + unit.shard_offset);
-      model_->bind_block(b, nullptr, nullptr);
+      model_->bind_block(b, {}, {});
     }
     optimizer_->attach({0, layout_.shard_size()});
   }
@@ -95,7 +95,7 @@ class Fsdp final : public ShardedOptimizer {
   // --- hooks ---
   void before_forward(int block) override {
     if (layout_.unit_of_block(block) < 0) return;
-    model_->bind_block(block, gathered(block), nullptr);
+    model_->bind_block(block, DevicePtr<float>(gathered(block)), {});
     if (options_.sharding.overlap) {
       const int next = neighbour(block, +1);
       if (next >= 0) start_gather(next);
@@ -113,7 +113,7 @@ class Fsdp final : public ShardedOptimizer {
     float* params = gathered(block);
     auto& g = grad_bufs_[static_cast<size_t>(block)];
     g = make_buffer(MemCategory::grads, layout_.units()[static_cast<size_t>(u)].padded);
-    model_->bind_block(block, params, g.data());
+    model_->bind_block(block, DevicePtr<float>(params), DevicePtr<float>(g.data()));
     if (options_.sharding.overlap) {
       const int prev = neighbour(block, -1);
       if (prev >= 0) start_gather(prev);

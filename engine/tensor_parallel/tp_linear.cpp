@@ -40,8 +40,9 @@ void RowParallelLinear::declare(ParamLayout& layout, const std::string& prefix, 
 void RowParallelLinear::bind(const ParamBinding& binding) {
   local_.bind(binding);
   if (bias_) {
-    b_ = binding.param(b_index_);
-    db_ = binding.grad(b_index_);
+    // Host loops (tensor parallelism runs on cpu until it moves onto the device).
+    b_ = host_address(*binding.device, binding.param(b_index_));
+    db_ = host_address(*binding.device, binding.grad(b_index_));
   }
 }
 

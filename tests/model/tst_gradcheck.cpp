@@ -14,7 +14,7 @@
 
 #include "engine/core/param_layout.h"
 #include "engine/core/rng.h"
-#include "engine/core/tensor.h"
+#include "engine/device/tensor.h"
 #include "engine/model/activations.h"
 #include "engine/model/attention.h"
 #include "engine/model/cross_entropy.h"
@@ -214,7 +214,8 @@ class TestGradcheck : public QObject {
     layer.declare(layout, "", 0);
     std::vector<float> params(static_cast<size_t>(layout.size()));
     std::vector<float> grads(static_cast<size_t>(layout.size()), kGradSeed);
-    layer.bind({&layout, params.data(), grads.data(), 0});
+    layer.bind({&layout, &host_device(), DevicePtr<float>(params.data()),
+                DevicePtr<float>(grads.data()), 0});
     layer.init(rng);
     for (float& p : params) p += rng.normal(0.0f, 0.3f);
 

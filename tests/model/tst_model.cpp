@@ -307,7 +307,7 @@ class TestModel : public QObject {
     ParamLayout layout;
     attn.declare(layout, "", 0);
     std::vector<float> params(static_cast<size_t>(layout.size())), grads(params.size());
-    attn.bind({&layout, params.data(), grads.data(), 0});
+    attn.bind({&layout, &host_device(), DevicePtr<float>(params.data()), DevicePtr<float>(grads.data()), 0});
     Rng rng(3);
     attn.init(rng);
     Tensor x({2, 6, 8});
@@ -351,7 +351,7 @@ class TestModel : public QObject {
     ParamLayout layout;
     lin.declare(layout, "", 0);
     std::vector<float> params(static_cast<size_t>(layout.size())), grads(params.size());
-    lin.bind({&layout, params.data(), grads.data(), 0});
+    lin.bind({&layout, &host_device(), DevicePtr<float>(params.data()), DevicePtr<float>(grads.data()), 0});
     Rng rng(8);
     rng.fill_normal(params, 0.0f, 1.0f);  // non-zero bias too
     const float* w = params.data() + layout[layout.index_of("weight")].offset;
@@ -405,7 +405,7 @@ class TestModel : public QObject {
     ParamLayout layout;
     emb.declare(layout, "", 0);
     std::vector<float> params(static_cast<size_t>(layout.size())), grads(params.size());
-    emb.bind({&layout, params.data(), grads.data(), 0});
+    emb.bind({&layout, &host_device(), DevicePtr<float>(params.data()), DevicePtr<float>(grads.data()), 0});
     Tensor y;
     emb.forward(Tensor({2}, {0.0f, 4.0f}), y);
     QCOMPARE(y.shape(), Shape({2, 3}));
@@ -458,8 +458,8 @@ class TestModel : public QObject {
       part.declare(same_layout, "", 0);
       const auto n = static_cast<size_t>(layout.size());
       std::vector<float> params(n), grads_full(n), grads_part(n);
-      full.bind(ParamBinding{&layout, params.data(), grads_full.data(), 0});
-      part.bind(ParamBinding{&same_layout, params.data(), grads_part.data(), 0});
+      full.bind(ParamBinding{&layout, &host_device(), DevicePtr<float>(params.data()), DevicePtr<float>(grads_full.data()), 0});
+      part.bind(ParamBinding{&same_layout, &host_device(), DevicePtr<float>(params.data()), DevicePtr<float>(grads_part.data()), 0});
       Rng rng(4);
       full.init(rng);
       rng.fill_normal(std::span<float>(params).last(bias ? 5 : 0), 0.0f, 1.0f);

@@ -111,7 +111,7 @@ struct TpRank {
     }
     params = make_buffer(MemCategory::params, layout.size());
     grads = make_buffer(MemCategory::grads, layout.size());
-    const ParamBinding binding{&layout, params.data(), grads.data(), 0};
+    const ParamBinding binding{&layout, &host_device(), DevicePtr<float>(params.data()), DevicePtr<float>(grads.data()), 0};
     for (auto& b : blocks) b->bind(binding);
     slices = tp_param_slices(layout, global, c, tp);
     acts.resize(blocks.size());
