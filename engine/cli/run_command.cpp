@@ -107,16 +107,17 @@ int report_verified(Json* report, bool ok) {
 // the HELLO announces and the ranks' communication options.
 int run_in_process(const JobSpec& job, bool quiet, const Args& args, double tolerance,
                    Stopwatch& total, Json* report) {
+  const bool cuda = job.device == "cuda";
+  const bool ddp = job.parallel.strategy == "ddp";
+  // A one-device run's ledger counts its device buffers (they charge the thread's ledger), from
+  // the model's parameters on: bound before the model is built.
+  MemoryLedger ledger;
+  const bool own_ledger = job.device != "cpu" && !ddp;
+  const LedgerScope bind(own_ledger ? &ledger : current_ledger());
   TrainingSetup setup = build_training(job);
   launch::use_compute_threads(setup.job);
   const launch::PreparedJob plan = launch::plan_job(setup.job);
   const bool tokens = setup.job.model.kind == "gpt";
-  const bool cuda = setup.job.device == "cuda";
-  const bool ddp = setup.job.parallel.strategy == "ddp";
-  // A one-GPU run's ledger counts its device buffers (CudaBuffer charges the thread's ledger).
-  MemoryLedger ledger;
-  const bool own_ledger = cuda && !ddp;
-  const LedgerScope bind(own_ledger ? &ledger : current_ledger());
   RunTelemetry tel(args, plan, {0}, true);
   print_job_header(setup.job, setup.data.description, setup.model->num_params());
   if (cuda) print_gpu_line(ddp ? static_cast<int>(setup.job.parallel.world_size) : 1);

@@ -29,8 +29,8 @@ int usable_gpus(std::string* why) {
 }
 
 std::string device_problem(const std::string& device) {
-  if (device == "cpu") return {};
-  if (device != "cuda") return fmt::format("unknown device '{}' (known: cpu, cuda)", device);
+  if (device == "cpu" || device == "test") return {};
+  if (device != "cuda") return fmt::format("unknown device '{}' (known: cpu, cuda, test)", device);
   std::string why;
   if (usable_gpus(&why) == 0) return fmt::format("cuda needs a usable GPU, but {}", why);
 #if SHARDLAB_HAVE_CUDA_KERNELS

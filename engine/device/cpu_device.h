@@ -12,6 +12,7 @@ namespace shardlab {
 class CpuDevice final : public HostKernelDevice<CpuDevice> {
  public:
   CpuDevice() = default;
+  ~CpuDevice() override { release_staging(); }
   DeviceKind kind() const override { return DeviceKind::cpu; }
   std::string describe() const override { return "cpu"; }
   void* allocate(size_t bytes, const char* what) override;

@@ -40,6 +40,7 @@ CudaDevice::CudaDevice(const DeviceOptions& options)
 }
 
 CudaDevice::~CudaDevice() {
+  release_staging();
   if (scratch_) (void)cudaFreeAsync(scratch_, ctx_.stream());
   (void)cudaStreamSynchronize(ctx_.stream());  // NOLINT: the stream's last work, at teardown
 }

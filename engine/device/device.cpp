@@ -54,6 +54,26 @@ void Device::reset_copies() {
   to_host_ = 0, to_host_bytes_ = 0, from_host_ = 0, from_host_bytes_ = 0;
 }
 
+namespace {
+constexpr size_t kStagingBytes = 256;
+}
+
+DevicePtr<double> Device::staging() {
+  if (staging_ == nullptr) staging_ = allocate(kStagingBytes, "staging");
+  return DevicePtr<double>(static_cast<double*>(staging_));
+}
+
+void Device::release_staging() noexcept {
+  if (staging_) deallocate(staging_, kStagingBytes);
+  staging_ = nullptr;
+}
+
+double Device::squared_norm(DeviceSpan<const float> x) {
+  const DevicePtr<double> slot = staging();
+  sq_norm(x.data(), static_cast<int64_t>(x.size()), slot);
+  return read(slot);
+}
+
 void Device::count_to_host(size_t bytes) {
   to_host_.fetch_add(1, std::memory_order_relaxed);
   to_host_bytes_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);

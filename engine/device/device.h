@@ -123,6 +123,10 @@ class Device {
   CopyCounts copies() const;
   void reset_copies();
 
+  // The squared L2 norm of x (in double), computed on the device and read back through the
+  // device's one staging slot: the path every small control value takes (a gradient norm, a flag).
+  double squared_norm(DeviceSpan<const float> x);
+
   // Waits for everything queued; TimeoutError naming `what` after the device's timeout,
   // DeviceError when queued work failed.
   virtual void synchronize(const char* what) = 0;
@@ -198,11 +202,16 @@ class Device {
   virtual void copy_bytes(const void* src, void* dst, size_t bytes) = 0;
   void count_to_host(size_t bytes);
   void count_from_host(size_t bytes);
+  // A few bytes of device memory for control values (not charged to the ledger: the device's own,
+  // as a GPU library's workspace is). Derived destructors give it back with release_staging().
+  DevicePtr<double> staging();
+  void release_staging() noexcept;
 
  private:
   static void check_copy(size_t from, size_t to, const char* what);
   // Atomic: the host device is shared by the threads of a process.
   std::atomic<int64_t> to_host_{0}, to_host_bytes_{0}, from_host_{0}, from_host_bytes_{0};
+  void* staging_ = nullptr;
 };
 
 // The host address of memory on a host (cpu) device; InternalError on any other. Only for the code

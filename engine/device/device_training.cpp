@@ -30,6 +30,18 @@ bool device_training_built() {
 }
 
 std::string device_job_problem(const JobSpec& job) {
+  if (job.device == "test") {
+    const ParallelConfig& p = job.parallel;
+    if (p.strategy != "none" || uses_model_parallelism(p))
+      return fmt::format(
+          "the test device runs parallel.strategy none in this version ({} moves onto the device "
+          "next); run it on cpu (--set device=cpu)",
+          uses_model_parallelism(p) ? "pipeline and tensor parallelism" : p.strategy);
+    if (!job.train.checkpoint_dir.empty())
+      return "the test device does not save checkpoints in this version; remove "
+             "train.checkpoint_dir or run it on cpu (--set device=cpu)";
+    return {};
+  }
   if (job.device != "cuda") return {};
   const ParallelConfig& p = job.parallel;
   if (uses_model_parallelism(p))
@@ -114,12 +126,10 @@ TrainResult run_device_training(TrainingSetup& setup, const TrainerCallbacks& ca
   SL_ENFORCE(setup.model && setup.data.train, "run_device_training: the setup is not built");
 
   if (job.parallel.strategy == "none") {
-    // The ledger of the calling thread counts the device buffers; a fresh one when none is bound.
-    MemoryLedger own;
-    std::optional<LedgerScope> bind;
-    if (!current_ledger()) bind.emplace(&own);
-    CudaContext ctx(0);
-    return train_on(ctx, setup, nullptr, CommOptions{}, callbacks);
+    // The one engine on GPU 0: build_training made the device and built the model on it.
+    SL_ENFORCE_T(InternalError, setup.device && setup.device->kind() == DeviceKind::cuda,
+                 "run_device_training: the setup's model is not on a GPU");
+    return run_training(setup, callbacks);
   }
 
 #if defined(SHARDLAB_HAVE_NCCL) && SHARDLAB_HAVE_NCCL

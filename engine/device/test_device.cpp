@@ -15,6 +15,7 @@ TestDevice::TestDevice(const DeviceOptions& options)
       stream_(std::make_unique<StreamThread>("test device's stream")) {}
 
 TestDevice::~TestDevice() {
+  release_staging();
   stream_.reset();  // runs what is queued (frees included) before the memory goes
 }
 

@@ -1,3 +1,5 @@
+#include <optional>
+
 #include "engine/doctor/training_checks.h"
 
 #include <fmt/format.h>
@@ -190,14 +192,17 @@ CheckList memory_checks(int device) {
       for (int c = 0; c < kMemCategories; ++c)
         during.bytes[static_cast<size_t>(c)] = ledger.current(static_cast<MemCategory>(c));
     };
-    TrainingSetup s = build_training(job);
-    // The host model build_training made is charged too: the device's share is what comes after.
+    // Nothing of the run is charged before it starts; the model is built on the GPU (one engine).
     MemoryFigures host;
     for (int c = 0; c < kMemCategories; ++c)
       host.bytes[static_cast<size_t>(c)] = ledger.current(static_cast<MemCategory>(c));
-    (void)run_device_training(s, cb);
-    const MemoryPlan plan =
-        plan_memory(s.model->layout(), s.job.optimizer, s.job.parallel, /*world=*/1);
+    std::optional<MemoryPlan> planned;
+    {
+      TrainingSetup s = build_training(job);
+      (void)run_device_training(s, cb);
+      planned = plan_memory(s.model->layout(), s.job.optimizer, s.job.parallel, /*world=*/1);
+    }  // the setup (model, optimizer) released: everything must be back
+    const MemoryPlan& plan = *planned;
     for (const MemCategory c :
          {MemCategory::params, MemCategory::grads, MemCategory::optimizer_state}) {
       const int64_t device_bytes = during[c] - host[c];

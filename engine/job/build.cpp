@@ -4,6 +4,7 @@
 
 #include "engine/core/device.h"
 #include "engine/core/error.h"
+#include "engine/device/device.h"
 #include "engine/model/model_file.h"
 
 namespace shardlab {
@@ -41,10 +42,14 @@ TrainingSetup build_training(const JobSpec& job) {
   s.job = job;
   s.data = load_completed_data(s.job);
   ModelConfig& mc = s.job.model;
-  s.model = build_model(mc);
+  // cuda ddp still trains on the GPU path of old (engine/device/device_training.h), which takes
+  // the model from the host.
+  if (job.device == "test" || (job.device == "cuda" && job.parallel.strategy == "none"))
+    s.device = make_device(parse_device_kind(job.device));
+  s.model = build_model(mc, ModelStorage::owned, 1, s.device.get());
   if (!job.train.init_model.empty()) {
     const std::vector<float> params = read_model_file(job.train.init_model, s.model->layout());
-    std::copy(params.begin(), params.end(), s.model->params().begin());
+    s.model->device().copy_from_host(std::span<const float>(params), s.model->device_params());
   }
   s.optimizer = make_optimizer(job.optimizer);
   return s;

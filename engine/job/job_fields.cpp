@@ -1,5 +1,6 @@
 // The job field table: the schema's paths, types and defaults (job_schema.cpp) with each field's
 // choices and the settings that use it.
+#include "engine/device/device.h"
 #include "engine/job/job_fields.h"
 
 #include <algorithm>
@@ -76,7 +77,7 @@ std::map<std::string, Extra> extras() {
   const auto pipeline = above("parallel.pp", 1);
   const auto checkpoints = not_empty("train.checkpoint_dir");
   std::map<std::string, Extra> e = {
-      {"device", one_of({"cpu", "cuda"})},
+      {"device", one_of(device_kind_names())},
       {"model.kind", one_of({"mlp", "gpt"})},
       {"model.mlp.activation", one_of({"relu", "gelu"}, {mlp})},
       {"data.dataset", one_of({"fashion-mnist", "chars"})},

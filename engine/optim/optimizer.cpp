@@ -47,15 +47,34 @@ std::string range_str(IndexRange r) {
 // ---------------------------------------------------------------------------------------------
 // Optimizer
 
-void Optimizer::attach(IndexRange range) {
+void Optimizer::attach(IndexRange range, Device& device) {
   SL_ENFORCE(range.begin >= 0 && range.end >= range.begin,
              "optimizer.attach: invalid range {} (needs 0 <= begin <= end)", range_str(range));
+  device_ = &device;
   allocate_state(range.size());
   range_ = range;
   steps_ = 0;
 }
 
 void Optimizer::step(std::span<float> params, std::span<const float> grads, double lr) {
+  if (device_->kind() != DeviceKind::cpu) host_access_refused(*device_);
+  step(DeviceSpan<float>(DevicePtr<float>(params.data()), params.size()),
+       DeviceSpan<const float>(DevicePtr<const float>(grads.data()), grads.size()), lr);
+}
+
+void Optimizer::update_on_device(DeviceSpan<float> params, DeviceSpan<const float> grads,
+                                 double lr) {
+  update({host_address(*device_, params.data()), params.size()},
+         {host_address(*device_, grads.data()), grads.size()}, lr);
+}
+
+void Optimizer::update(std::span<float> params, std::span<const float> grads, double lr) {
+  (void)params, (void)grads, (void)lr;
+  SL_THROW(InternalError,
+           "optimizer {}: no update of its own (neither update_on_device nor update)", name());
+}
+
+void Optimizer::step(DeviceSpan<float> params, DeviceSpan<const float> grads, double lr) {
   const auto n = static_cast<size_t>(range_.size());
   SL_ENFORCE(params.size() == n,
              "optimizer.step: params has {} elements but the attached range {} has {}",
@@ -67,10 +86,11 @@ void Optimizer::step(std::span<float> params, std::span<const float> grads, doub
              lr);
   // The kernels take restrict pointers: overlapping params and grads would be undefined.
   const std::less<const float*> lt;
-  SL_ENFORCE(n == 0 || !lt(params.data(), grads.data() + n) || !lt(grads.data(), params.data() + n),
-             "optimizer.step: params and grads overlap");
+  const float* p = params.data().raw();
+  const float* g = grads.data().raw();
+  SL_ENFORCE(n == 0 || !lt(p, g + n) || !lt(g, p + n), "optimizer.step: params and grads overlap");
   ++steps_;
-  update(params, grads, lr);
+  update_on_device(params, grads, lr);
 }
 
 int64_t Optimizer::state_bytes() {

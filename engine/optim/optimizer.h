@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/core/param_layout.h"
+#include "engine/device/device.h"
 #include "engine/optim/optimizer_config.h"
 
 namespace shardlab {
@@ -23,12 +24,17 @@ class Optimizer {
   const std::string& name() const { return config_.name; }
   const OptimizerConfig& config() const { return config_; }
 
-  // Allocates zeroed state for the flat range [range.begin, range.end) and resets the step count.
-  void attach(IndexRange range);
+  // Allocates zeroed state for the flat range [range.begin, range.end) on `device` (which must
+  // outlive the optimizer) and resets the step count.
+  void attach(IndexRange range, Device& device = host_device());
   IndexRange range() const { return range_; }
+  Device& device() const { return *device_; }
 
-  // One update of the attached range. params and grads hold exactly range().size() elements
-  // (element i is flat index range().begin + i). lr is this step's rate, schedule applied.
+  // One update of the attached range, on the device the optimizer is attached on. params and
+  // grads hold exactly range().size() elements there (element i is flat index range().begin + i).
+  // lr is this step's rate, schedule applied.
+  void step(DeviceSpan<float> params, DeviceSpan<const float> grads, double lr);
+  // The same over host memory, for an optimizer attached on the host (cpu) device.
   void step(std::span<float> params, std::span<const float> grads, double lr);
 
   // Updates done since attach (Adam's bias correction uses it).
@@ -36,8 +42,9 @@ class Optimizer {
   // Sets the step count, for a checkpoint that restores state() array by array.
   void restore_steps(int64_t steps);
 
-  // Named per-element state arrays (e.g. "exp_avg", "exp_avg_sq"), each range().size() long.
-  // Checkpoints and resharding read and write state through these.
+  // Named per-element state arrays (e.g. "exp_avg", "exp_avg_sq"), each range().size() long, on
+  // the host: for an optimizer attached on the host (cpu) device. Checkpoints and resharding read
+  // and write state through these.
   virtual std::vector<std::pair<std::string, std::span<float>>> state() = 0;
   int64_t state_bytes();
 
@@ -48,15 +55,22 @@ class Optimizer {
   void deserialize(std::span<const uint8_t> bytes);
 
  protected:
-  // Size the state arrays for n elements, zero-filled (or the optimizer's initial value).
+  // Size the state arrays for n elements on device(), zero-filled (or the optimizer's initial
+  // value).
   virtual void allocate_state(int64_t n) = 0;
-  // The update itself; steps() already counts this step (1 on the first call).
-  virtual void update(std::span<float> params, std::span<const float> grads, double lr) = 0;
+  // The update itself on device(); steps() already counts this step (1 on the first call). The
+  // default runs update() on the host, so an optimizer written as a host loop (the custom model
+  // example's) runs on the cpu device.
+  virtual void update_on_device(DeviceSpan<float> params, DeviceSpan<const float> grads,
+                                double lr);
+  // A host-loop update (cpu device only); the registry's optimizers use update_on_device.
+  virtual void update(std::span<float> params, std::span<const float> grads, double lr);
 
   OptimizerConfig config_;
 
  private:
   IndexRange range_;
+  Device* device_ = &host_device();
   int64_t steps_ = 0;
 };
 

@@ -7,6 +7,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/memory.h"
+#include "engine/device/device_buffer.h"
 #include "engine/optim/validate.h"
 
 namespace shardlab {
@@ -23,7 +24,9 @@ class RegisteredOptimizer : public Optimizer {
 
   std::vector<std::pair<std::string, std::span<float>>> state() override {
     std::vector<std::pair<std::string, std::span<float>>> out;
-    for (auto& [name, buffer] : state_) out.emplace_back(name, buffer);
+    for (auto& [name, buffer] : state_)
+      out.emplace_back(name, std::span<float>(host_address(device(), buffer.data()),
+                                              static_cast<size_t>(buffer.size())));
     return out;
   }
 
@@ -32,30 +35,32 @@ class RegisteredOptimizer : public Optimizer {
     state_.clear();
     for (const StateArray& a : state_arrays(config_)) {
       // Zeroed (or the initial value): SGD's first buf = momentum * 0 + g is PyTorch's buf = g.
-      Buffer b = make_buffer(MemCategory::optimizer_state, n * a.per_param);
-      if (a.initial != 0.0) std::fill(b.begin(), b.end(), static_cast<float>(a.initial));
+      DeviceBuffer<float> b(device(), MemCategory::optimizer_state, n * a.per_param);
+      if (a.initial != 0.0) device().fill(b.data(), b.size(), static_cast<float>(a.initial));
       state_.emplace_back(a.name, std::move(b));
     }
   }
 
-  void update(std::span<float> params, std::span<const float> grads, double lr) override {
+  void update_on_device(DeviceSpan<float> params, DeviceSpan<const float> grads,
+                        double lr) override {
+    // Device addresses in the kernels' Args (the device's kernel table takes them so).
     std::vector<float*> pointers;
     size_t kept = 0;
     for (const StateArraySpec& s : spec_.state) {
       const bool present = !s.present || s.present(config_);
-      pointers.push_back(present ? state_[kept++].second.data() : nullptr);
+      pointers.push_back(present ? state_[kept++].second.data().raw() : nullptr);
     }
-    run_cpu_update(spec_.args(config_, {.param = params.data(),
-                                        .grad = grads.data(),
-                                        .n = static_cast<int64_t>(params.size()),
-                                        .lr = lr,
-                                        .step = steps(),
-                                        .state = pointers}));
+    run_update(device(), spec_.args(config_, {.param = params.data().raw(),
+                                              .grad = grads.data().raw(),
+                                              .n = static_cast<int64_t>(params.size()),
+                                              .lr = lr,
+                                              .step = steps(),
+                                              .state = pointers}));
   }
 
  private:
   const OptimizerSpec& spec_;
-  std::vector<std::pair<std::string, Buffer>> state_;
+  std::vector<std::pair<std::string, DeviceBuffer<float>>> state_;
 };
 
 std::unique_ptr<Optimizer> make_registered(const OptimizerConfig& config) {

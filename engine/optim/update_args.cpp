@@ -69,4 +69,12 @@ void run_cpu_update(const UpdateArgs& args) {
              args);
 }
 
+void run_update(Device& device, const UpdateArgs& args) {
+  std::visit(Overloaded{[&](const kernels::SgdArgs& a) { device.sgd_update(a); },
+                        [&](const kernels::AdamArgs& a) { device.adam_update(a); },
+                        [&](const kernels::RmspropArgs& a) { device.rmsprop_update(a); },
+                        [&](const kernels::AdagradArgs& a) { device.adagrad_update(a); }},
+             args);
+}
+
 }  // namespace shardlab

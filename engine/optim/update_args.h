@@ -9,6 +9,7 @@
 #include <span>
 #include <variant>
 
+#include "engine/device/device.h"
 #include "engine/optim/optimizer_config.h"
 #include "kernels/cpu/adagrad_update.h"
 #include "kernels/cpu/adam_update.h"
@@ -45,6 +46,8 @@ UpdateArgs adagrad_args(const OptimizerConfig& config, const UpdateBuffers& b);
 UpdateArgs update_args(const OptimizerConfig& config, const UpdateBuffers& b);
 // Runs the CPU kernel the arguments are for.
 void run_cpu_update(const UpdateArgs& args);
+// Queues the kernel the arguments are for on `device` (its pointers are addresses there).
+void run_update(Device& device, const UpdateArgs& args);
 
 // For std::visit over UpdateArgs with one lambda per kernel.
 template <class... F>

@@ -37,7 +37,7 @@ Trainer::Trainer(Model& model, Optimizer& optimizer, const Dataset& train, const
       config_(config),
       base_lr_(base_lr) {
   total_steps_ = checked_total_steps(config, train);
-  optimizer_.attach({0, model_.num_params()});
+  optimizer_.attach({0, model_.num_params()}, model_.device());
 }
 
 EvalResult Trainer::evaluate(const Dataset& data, int64_t max_samples) {
@@ -87,17 +87,16 @@ TrainResult Trainer::run(const TrainerCallbacks& callbacks) {
     out.loss = mb.loss;
     out.samples = mb.samples;
     out.rows = mb.rows;
-    out.grad_norm = std::sqrt(squared_norm(model_.grads()));
+    Device& dev = model_.device();
+    out.grad_norm = std::sqrt(dev.squared_norm(model_.device_grads()));
     const double coef = clip_coefficient(out.grad_norm, config_.clip_grad_norm);
-    if (coef < 1.0) {
-      const auto c = static_cast<float>(coef);
-      for (float& g : model_.grads()) g *= c;
-    }
-    optimizer_.step(model_.params(), model_.grads(), lr);
+    if (coef < 1.0)
+      dev.scale(model_.device_grads().data(), model_.num_params(), static_cast<float>(coef));
+    optimizer_.step(model_.device_params(), model_.device_grads(), lr);
     return out;
   };
   TrainResult result = run_training_loop(spec, early, callbacks);
-  result.params.assign(model_.params().begin(), model_.params().end());
+  result.params = model_.params_to_host();
   return result;
 }
 

@@ -182,8 +182,7 @@ MicroBatchOutcome run_micro_batches(Model& model, const Dataset& data,
     loss_fn.backward(dlogits);
     // Each micro-batch's loss is a mean over its rows; scaling by 1/count makes the summed
     // gradients those of the mean over the whole batch.
-    if (count > 1)
-      for (float& g : dlogits.span()) g *= scale;
+    if (count > 1) dlogits.device().scale(dlogits.dev(), dlogits.numel(), scale);
     model.backward(dlogits, hooks.blocks);
     if (timed) hooks.phase(telemetry::Phase::backward, m, start, telemetry::now_seconds());
     if (hooks.end) hooks.end(m);
