@@ -1,0 +1,154 @@
+// One engine on every device: the same job trained in one process on the cpu device and on the
+// test device (memory the host cannot touch, kernels on the device's own stream thread) gives the
+// same parameters bit for bit, the same losses and the same evaluation, for every optimizer, with
+// gradient accumulation and clipping, for the MLP and the GPT. The reference is the cpu run (the
+// engine's path since before devices), the other side the device path end to end: data copied
+// in, kernels queued, the loss and the gradient norm read back through counted copies.
+#include <QtTest/QtTest>
+
+#include <cstring>
+#include <vector>
+
+#include "engine/core/error.h"
+#include "engine/device/device.h"
+#include "engine/device/device_training.h"
+#include "engine/job/build.h"
+#include "engine/job/job_spec.h"
+#include "tests/common/data.h"
+
+using namespace shardlab;
+using shardlab::test::example_job;
+using shardlab::test::have_fashion_mnist;
+using shardlab::test::kNoFashionMnist;
+
+namespace {
+
+struct Run {
+  TrainResult result;
+  std::vector<CopyCounts> per_step;  // the device's host traffic after each step
+  int64_t params = 0;
+};
+
+Run train(JobSpec job, const std::string& device) {
+  job.device = device;
+  TrainingSetup s = build_training(job);
+  Run run;
+  run.params = s.model->num_params();
+  TrainerCallbacks cb;
+  Device& dev = s.model->device();
+  cb.on_step = [&](const StepInfo&) { run.per_step.push_back(dev.copies()); };
+  run.result = run_training(s, cb);
+  return run;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+JobSpec small_job(const QString& model, const QString& optimizer, int accumulation, double clip) {
+  std::vector<std::string> o = {"parallel.strategy=none", "parallel.world_size=1",
+                                "train.steps=4",          "train.eval_every=2",
+                                "train.eval_batches=2",   "train.log_every=100"};
+  o.push_back("optimizer.name=" + optimizer.toStdString());
+  if (optimizer == "sgd" || optimizer == "rmsprop") o.push_back("optimizer.momentum=0.9");
+  o.push_back("train.accumulation_steps=" + std::to_string(accumulation));
+  o.push_back("train.clip_grad_norm=" + std::to_string(clip));
+  if (model == "mlp") {
+    o.push_back("train.batch_size=32");
+    return load_job(example_job("fashion_mlp.json"), o);
+  }
+  o.push_back("train.batch_size=8");
+  o.push_back("model.gpt.layers=2");
+  return load_job(example_job("chars_gpt.json"), o);
+}
+
+}  // namespace
+
+class TstDeviceEngine : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void testDeviceEqualsCpu_data() {
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<QString>("optimizer");
+    QTest::addColumn<int>("accumulation");
+    QTest::addColumn<double>("clip");
+    for (const char* m : {"mlp", "gpt"})
+      for (const char* o : {"sgd", "adam", "adamw", "rmsprop", "adagrad"})
+        QTest::addRow("%s %s", m, o) << QString(m) << QString(o) << 1 << 0.0;
+    // Accumulation scales dlogits on the device; a small clip bound makes every step clip.
+    for (const char* m : {"mlp", "gpt"})
+      QTest::addRow("%s adamw accumulate 2 clip 0.05", m) << QString(m) << "adamw" << 2 << 0.05;
+  }
+
+  void testDeviceEqualsCpu() {
+    QFETCH(QString, model);
+    QFETCH(QString, optimizer);
+    QFETCH(int, accumulation);
+    QFETCH(double, clip);
+    if (model == "mlp" && !have_fashion_mnist()) QSKIP(kNoFashionMnist);
+    const JobSpec job = small_job(model, optimizer, accumulation, clip);
+    const Run cpu = train(job, "cpu");
+    const Run dev = train(job, "test");
+    QCOMPARE(dev.result.steps, cpu.result.steps);
+    QCOMPARE(dev.result.losses, cpu.result.losses);
+    QVERIFY2(same_bits(dev.result.params, cpu.result.params),
+             "the test device's parameters differ from the cpu run's");
+    QCOMPARE(static_cast<int64_t>(dev.result.params.size()), cpu.params);
+    QCOMPARE(dev.result.evals.size(), cpu.result.evals.size());
+    for (size_t i = 0; i < cpu.result.evals.size(); ++i) {
+      QCOMPARE(dev.result.evals[i].loss, cpu.result.evals[i].loss);
+      QCOMPARE(dev.result.evals[i].accuracy, cpu.result.evals[i].accuracy);
+    }
+  }
+
+  // What a training step moves between host and device, pinned: per micro-batch the input and the
+  // targets go in (the GPT's embedding also reads its ids back to check them and sends them as
+  // 32-bit ids), the per-row losses come out; per step the gradient norm comes out. Nothing else:
+  // no parameter, gradient or activation crosses.
+  void stepCopiesArePinned_data() {
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<int>("accumulation");
+    QTest::addRow("gpt x1") << "gpt" << 1;
+    QTest::addRow("gpt x2") << "gpt" << 2;
+    QTest::addRow("mlp x2") << "mlp" << 2;
+  }
+
+  void stepCopiesArePinned() {
+    QFETCH(QString, model);
+    QFETCH(int, accumulation);
+    if (model == "mlp" && !have_fashion_mnist()) QSKIP(kNoFashionMnist);
+    JobSpec job = small_job(model, "adamw", accumulation, 0.0);
+    job.train.eval_every = 0;  // evaluation's copies would fall between the steps
+    const Run r = train(job, "test");
+    QVERIFY(r.per_step.size() >= 3);
+    const int64_t per_micro_in = model == "gpt" ? 3 : 2;
+    const int64_t per_micro_out = model == "gpt" ? 2 : 1;
+    for (size_t i = 1; i + 1 < r.per_step.size(); ++i) {
+      const CopyCounts& a = r.per_step[i];
+      const CopyCounts& b = r.per_step[i + 1];
+      QCOMPARE(b.from_host - a.from_host, per_micro_in * accumulation);
+      QCOMPARE(b.to_host - a.to_host, per_micro_out * accumulation + 1);
+      // Bytes: far below one copy of the parameters.
+      QVERIFY(b.from_host_bytes - a.from_host_bytes < r.params * 4 / 4);
+    }
+  }
+
+  // A job on the test device asks only for what it runs in this version, in one line naming
+  // what to do; strategy none passes.
+  void testDeviceRefusesWhatItCannotRunYet() {
+    JobSpec job = load_job(example_job("fashion_mlp.json"));  // zero2, 4 ranks
+    job.device = "test";
+    const std::string problem = device_job_problem(job);
+    QVERIFY2(problem.find("the test device runs parallel.strategy none in this version") !=
+                     std::string::npos &&
+                 problem.find("--set device=cpu") != std::string::npos,
+             problem.c_str());
+    job.parallel.strategy = "none";
+    job.parallel.world_size = 1;
+    QCOMPARE(QString::fromStdString(device_job_problem(job)), QString());
+  }
+};
+
+QTEST_APPLESS_MAIN(TstDeviceEngine)
+#include "tst_device_engine.moc"
