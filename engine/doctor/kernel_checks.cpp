@@ -7,18 +7,20 @@
 // CPU build that contracts to FMA (-march=native) without hiding a wrong formula.
 //
 // The layer kernels (element-wise, activations, layer norm, softmax cross-entropy, embedding,
-// GEMM, attention) are checked on random data at several shapes, odd ones included. Tolerances:
-//  - 1e-5 element-wise relative (max_rel_err) for the element-wise ops, ReLU, layer norm and
-//    softmax cross-entropy, which keep the CPU's order of operations (expected error: 0, or the
-//    last bit of the device's exp/log in the softmax);
+// GEMM, attention, and tensor parallelism's vocab-parallel cross-entropy and range-masked
+// embedding) are checked on random data at several shapes, odd ones included. Tolerances:
+//  - 1e-5 element-wise relative (max_rel_err) for the element-wise ops, ReLU, layer norm,
+//    softmax cross-entropy and vocab_xent's sum_exp and probs, which keep the CPU's order of
+//    operations (expected error: 0, or the last bit of the device's exp/log in the softmax);
 //  - 1e-5 normwise (max_norm_err: max |diff| / max |want|) where the device's tanhf or expf, or a
 //    GEMM's different summation order, feeds a cancellation (GELU, attention probabilities):
 //    one ulp of an intermediate is then large relative to a result near zero, but not to the
 //    array's scale;
 //  - 1e-4 normwise for the GEMM-based outputs (gemm, batched gemm, attention out and dqkv);
 //  - bit-identical (figure: elements differing, bound 0) where the order of the additions is the
-//    CPU's by construction: bias_grad, ReLU, the embedding forward and backward, layer norm's
-//    dweight/dbias given the CPU's xhat; and for scale_cast (the same rounding, NaN == NaN).
+//    CPU's by construction: bias_grad, ReLU, the embedding forward and backward (also the
+//    range-masked one), layer norm's dweight/dbias given the CPU's xhat, vocab_xent's row max,
+//    target logit, backward and argmax; and for scale_cast (the same rounding, NaN == NaN).
 //
 // Every CUDA call is checked (a failure is an exception, which fails the case it happened in);
 // every wait for the GPU is bounded (kWaitTimeout): a GPU that does not finish fails its case,
@@ -56,9 +58,11 @@
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/layer_norm.h"
+#include "kernels/cpu/range_embedding.h"
 #include "kernels/cpu/scale_cast.h"
 #include "kernels/cpu/softmax_xent.h"
 #include "kernels/cpu/sq_norm.h"
+#include "kernels/cpu/vocab_xent.h"
 #include "kernels/cuda/activation.h"
 #include "kernels/cuda/adagrad_update.h"
 #include "kernels/cuda/adam_update.h"
@@ -67,11 +71,13 @@
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/layer_norm.h"
+#include "kernels/cuda/range_embedding.h"
 #include "kernels/cuda/rmsprop_update.h"
 #include "kernels/cuda/scale_cast.h"
 #include "kernels/cuda/sgd_update.h"
 #include "kernels/cuda/softmax_xent.h"
 #include "kernels/cuda/sq_norm.h"
+#include "kernels/cuda/vocab_xent.h"
 
 #endif  // SHARDLAB_HAVE_DEVICE_TRAINING
 
@@ -725,6 +731,138 @@ void embedding_case(Gpu& gpu, CheckList& out, int64_t vocab, int64_t dim) {
   }
 }
 
+// One rank's slice of the vocabulary-parallel cross-entropy: columns [vocab_begin, vocab_begin +
+// cols) of a vocabulary of vocab_begin + cols + 7 ids (cols may be 0). Each op is run on the same
+// inputs as its CPU reference (the all-reduced values between them are stand-ins built on the
+// host), so each is judged alone.
+void vocab_xent_case(Gpu& gpu, CheckList& out, int64_t rows, int64_t cols) {
+  const int64_t vocab_begin = 2 * cols + 1;
+  const std::string shape = fmt::format("{}x{} at {}", rows, cols, vocab_begin);
+  const auto n = static_cast<std::size_t>(rows * cols);
+  const auto r = static_cast<std::size_t>(rows);
+  const auto seed = static_cast<uint32_t>(rows * 3 + cols) + 600;
+  auto logits = randn(n, seed, 0.0f, 3.0f);
+  std::vector<int32_t> targets(r);
+  std::mt19937 rng(seed + 1);
+  for (auto& t : targets) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(3 * cols + 8));
+  // Row 0: a tie for the maximum at columns 0 and 1 (the lower id counts), its target held here.
+  if (cols >= 2) {
+    logits[0] = logits[1] = 20.0f;
+    targets[0] = static_cast<int32_t>(vocab_begin);
+  }
+
+  // CPU, with stand-ins for the all-reduces: a larger maximum on odd rows (held elsewhere), and
+  // sums and target logits that other ranks added to.
+  std::vector<float> local_max(r), mx(r), sum(r), target(r), probs(n), dlogits(n), neg_best(r);
+  std::vector<double> loss(r);
+  k::vocab_xent_row_max(logits.data(), local_max.data(), rows, cols);
+  const auto other = randn(r, seed + 2);
+  for (std::size_t i = 0; i < r; ++i)
+    mx[i] = i % 2 == 1 || std::isinf(local_max[i]) ? std::max(local_max[i], 7.0f + other[i])
+                                                   : local_max[i];
+  k::vocab_xent_partials(logits.data(), mx.data(), targets.data(), vocab_begin, sum.data(),
+                         target.data(), rows, cols);
+  std::vector<float> all_sum = sum, all_target = target;
+  for (std::size_t i = 0; i < r; ++i) {
+    all_sum[i] += 0.5f + std::fabs(other[i]);
+    if (all_target[i] == 0.0f) all_target[i] = other[i];
+  }
+  k::vocab_xent_probs(logits.data(), mx.data(), all_sum.data(), all_target.data(), probs.data(),
+                      loss.data(), rows, cols);
+  const float inv_rows = 1.0f / static_cast<float>(rows);
+  k::vocab_xent_backward(probs.data(), targets.data(), vocab_begin, dlogits.data(), rows, cols,
+                         inv_rows);
+  k::vocab_xent_argmax_neg_id(logits.data(), mx.data(), vocab_begin, neg_best.data(), rows, cols);
+
+  DeviceArray<float> d_logits(gpu, logits), d_mx(gpu, mx), d_all_sum(gpu, all_sum),
+      d_all_target(gpu, all_target), d_cpu_probs(gpu, probs), d_local_max(gpu, r), d_sum(gpu, r),
+      d_target(gpu, r), d_probs(gpu, n), d_dlogits(gpu, n), d_neg_best(gpu, r);
+  DeviceArray<int32_t> d_targets(gpu, targets);
+  DeviceArray<double> d_loss(gpu, r);
+  const cudaStream_t st = gpu.stream();
+  k::vocab_xent_row_max_cuda(d_logits.get(), d_local_max.get(), rows, cols, st);
+  k::vocab_xent_partials_cuda(d_logits.get(), d_mx.get(), d_targets.get(), vocab_begin, d_sum.get(),
+                              d_target.get(), rows, cols, st);
+  k::vocab_xent_probs_cuda(d_logits.get(), d_mx.get(), d_all_sum.get(), d_all_target.get(),
+                           d_probs.get(), d_loss.get(), rows, cols, st);
+  k::vocab_xent_backward_cuda(d_cpu_probs.get(), d_targets.get(), vocab_begin, d_dlogits.get(),
+                              rows, cols, inv_rows, st);
+  k::vocab_xent_argmax_neg_id_cuda(d_logits.get(), d_mx.get(), vocab_begin, d_neg_best.get(), rows,
+                                   cols, st);
+  gpu.sync("vocab_xent " + shape);
+  std::vector<float> g_local_max, g_sum, g_target, g_probs, g_dlogits, g_neg_best;
+  std::vector<double> g_loss;
+  d_local_max.download(g_local_max);
+  d_sum.download(g_sum);
+  d_target.download(g_target);
+  d_probs.download(g_probs);
+  d_dlogits.download(g_dlogits);
+  d_neg_best.download(g_neg_best);
+  d_loss.download(g_loss);
+  gpu.sync("vocab_xent " + shape + " (download)");
+
+  out.push_back(identical_check("vocab_xent_row_max " + shape, g_local_max, local_max));
+  out.push_back(rel_check("vocab_xent_partials sum_exp " + shape, max_rel_err(g_sum, sum),
+                          kSameOrderTol, kSameOrderNote));
+  out.push_back(identical_check("vocab_xent_partials target_logit " + shape, g_target, target));
+  out.push_back(rel_check("vocab_xent_probs probs " + shape, max_rel_err(g_probs, probs),
+                          kSameOrderTol, kSameOrderNote));
+  out.push_back(
+      rel_check("vocab_xent_probs row_loss " + shape, max_rel_err(g_loss, loss), kRowLossTol,
+                "doubles: only the device's exp and log differ from glibc's (last bits)"));
+  out.push_back(identical_check("vocab_xent_backward " + shape, g_dlogits, dlogits));
+  out.push_back(identical_check("vocab_xent_argmax_neg_id " + shape, g_neg_best, neg_best));
+}
+
+// The embedding of a table cut by rows: this rank holds rows [begin, end) of `vocab`; half the ids
+// from a few values in the range (repeated ids), the rest anywhere (many outside it).
+void range_embedding_case(Gpu& gpu, CheckList& out, int64_t vocab, int64_t begin, int64_t end,
+                          int64_t dim) {
+  const int64_t batch = 3, steps = 17, n = batch * steps, held = end - begin;
+  const auto seed = static_cast<uint32_t>(vocab * 5 + begin * 3 + dim) + 700;
+  std::mt19937 rng(seed);
+  std::vector<int32_t> ids(static_cast<std::size_t>(n));
+  for (auto& id : ids)
+    id = static_cast<int32_t>(
+        rng() % 2 && held > 0 ? begin + rng() % static_cast<uint32_t>(std::min<int64_t>(held, 3))
+                              : rng() % static_cast<uint32_t>(vocab));
+  const auto table = randn(static_cast<std::size_t>(held * dim), seed + 1),
+             dy = randn(static_cast<std::size_t>(n * dim), seed + 3),
+             dtable0 = randn(static_cast<std::size_t>(held * dim), seed + 4),
+             dpos0 = randn(static_cast<std::size_t>(steps * dim), seed + 5);
+  const k::EmbeddingGradIndex index = k::range_embedding_grad_index(ids.data(), n, begin, end);
+
+  for (const bool with_pos : {false, true}) {
+    const std::string shape = fmt::format("vocab={} rows=[{},{}) dim={} n={} {}", vocab, begin, end,
+                                          dim, n, with_pos ? "with positions" : "no positions");
+    std::vector<float> y(static_cast<std::size_t>(n * dim)), dtable = dtable0, dpos = dpos0;
+    k::range_embedding_forward(ids.data(), table.data(), begin, end, y.data(), n, dim);
+    k::range_embedding_backward(ids.data(), dy.data(), begin, end, dtable.data(),
+                                with_pos ? dpos.data() : nullptr, n, steps, dim);
+
+    DeviceArray<int32_t> d_ids(gpu, ids), d_order(gpu, index.order),
+        d_seg_start(gpu, index.seg_start), d_seg_id(gpu, index.seg_id);
+    DeviceArray<float> d_table(gpu, table), d_dy(gpu, dy), d_dtable(gpu, dtable0),
+        d_dpos(gpu, dpos0), d_y(gpu, static_cast<std::size_t>(n * dim));
+    const cudaStream_t st = gpu.stream();
+    k::range_embedding_forward_cuda(d_ids.get(), d_table.get(), begin, end, d_y.get(), n, dim, st);
+    const k::EmbeddingGradIndexCuda d_index{d_order.get(), d_seg_start.get(), d_seg_id.get(),
+                                            index.segments()};
+    k::range_embedding_backward_cuda(d_index, d_dy.get(), d_dtable.get(),
+                                     with_pos ? d_dpos.get() : nullptr, n, steps, dim, st);
+    gpu.sync("range_embedding " + shape);
+    std::vector<float> g_y, g_dtable, g_dpos;
+    d_y.download(g_y);
+    d_dtable.download(g_dtable);
+    d_dpos.download(g_dpos);
+    gpu.sync("range_embedding " + shape + " (download)");
+
+    out.push_back(identical_check("range_embedding_forward " + shape, g_y, y));
+    out.push_back(identical_check("range_embedding_backward dtable " + shape, g_dtable, dtable));
+    out.push_back(identical_check("range_embedding_backward dpos " + shape, g_dpos, dpos));
+  }
+}
+
 // batch 1: gemm_cuda; batch 3: gemm_strided_batched_cuda with strides that leave gaps. Every
 // matrix has a leading dimension larger than its row length (the padding must stay untouched).
 void gemm_case(Gpu& gpu, CheckList& out, bool ta, bool tb, int64_t m, int64_t n, int64_t kk,
@@ -847,6 +985,19 @@ void layer_checks(Gpu& gpu, Runner& runner) {
     for (const int64_t dim : {int64_t{1}, int64_t{33}, int64_t{768}})
       runner.run(fmt::format("embedding vocab={} dim={}", vocab, dim),
                  [&](CheckList& out) { embedding_case(gpu, out, vocab, dim); });
+  for (const int64_t rows : kRows)
+    for (const int64_t cols : {int64_t{0}, int64_t{1}, int64_t{33}, int64_t{1000}})
+      runner.run(fmt::format("vocab_xent {}x{}", rows, cols),
+                 [&](CheckList& out) { vocab_xent_case(gpu, out, rows, cols); });
+  struct Rows {
+    int64_t vocab, begin, end;
+  };
+  for (const Rows v :
+       {Rows{1000, 0, 1000}, Rows{1000, 250, 500}, Rows{65, 30, 31}, Rows{65, 65, 65}})
+    for (const int64_t dim : {int64_t{1}, int64_t{33}, int64_t{768}})
+      runner.run(
+          fmt::format("range_embedding vocab={} rows=[{},{}) dim={}", v.vocab, v.begin, v.end, dim),
+          [&](CheckList& out) { range_embedding_case(gpu, out, v.vocab, v.begin, v.end, dim); });
   struct Mnk {
     int64_t m, n, k;
   };

@@ -1,11 +1,12 @@
 #include "engine/tensor_parallel/tp_embedding.h"
 
-#include <algorithm>
+#include <limits>
 
 #include "engine/core/error.h"
 #include "engine/model/embedding.h"
 #include "engine/model/shape_util.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/range_embedding.h"
 
 namespace shardlab {
 
@@ -15,6 +16,8 @@ VocabParallelEmbedding::VocabParallelEmbedding(int64_t vocab, int64_t context, i
   SL_ENFORCE(vocab > 0 && context > 0 && dim > 0,
              "VocabParallelEmbedding: sizes must be > 0, got vocab={} context={} dim={}", vocab,
              context, dim);
+  SL_ENFORCE(vocab <= std::numeric_limits<int32_t>::max(),
+             "VocabParallelEmbedding: {} rows exceed the 32-bit ids of the kernels", vocab);
 }
 
 void VocabParallelEmbedding::declare(ParamLayout& layout, const std::string& prefix, int block) {
@@ -23,10 +26,11 @@ void VocabParallelEmbedding::declare(ParamLayout& layout, const std::string& pre
 }
 
 void VocabParallelEmbedding::bind(const ParamBinding& binding) {
-  tok_ = binding.param(tok_index_);
-  dtok_ = binding.grad(tok_index_);
-  pos_ = binding.param(pos_index_);
-  dpos_ = binding.grad(pos_index_);
+  // Host loops (tensor parallelism runs on cpu until it moves onto the device).
+  tok_ = host_address(*binding.device, binding.param(tok_index_));
+  dtok_ = host_address(*binding.device, binding.grad(tok_index_));
+  pos_ = host_address(*binding.device, binding.param(pos_index_));
+  dpos_ = host_address(*binding.device, binding.grad(pos_index_));
 }
 
 void VocabParallelEmbedding::forward(const Tensor& x, Tensor& y) {
@@ -39,16 +43,12 @@ void VocabParallelEmbedding::forward(const Tensor& x, Tensor& y) {
   // Every rank sees the same ids, so a bad one fails on all of them before the all-reduce.
   ids_.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
-    ids_[static_cast<size_t>(i)] = checked_token_id(x[i], vocab_, "VocabParallelEmbedding");
+    ids_[static_cast<size_t>(i)] =
+        static_cast<int32_t>(checked_token_id(x[i], vocab_, "VocabParallelEmbedding"));
   x_shape_ = x.shape();
   y.resize({x.dim(0), T, dim_});
-  y.zero();
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t id = ids_[static_cast<size_t>(i)];
-    if (id < rows_.begin || id >= rows_.end) continue;
-    const float* row = tok_ + (id - rows_.begin) * dim_;
-    std::copy(row, row + dim_, y.data() + i * dim_);
-  }
+  // Rows of ids held elsewhere are written as zeros.
+  kernels::range_embedding_forward(ids_.data(), tok_, rows_.begin, rows_.end, y.data(), n, dim_);
   tp_.all_reduce_sum(y.span());  // one rank wrote each row, the others zeros: an exact sum
   for (int64_t b = 0; b < x.dim(0); ++b) {  // y[b, t] += pos[t]
     float* yb = y.data() + b * T * dim_;
@@ -60,16 +60,8 @@ void VocabParallelEmbedding::backward(const Tensor& dy, Tensor& dx) {
   const auto n = static_cast<int64_t>(ids_.size());
   detail::check_grad(dy, n * dim_, dim_, "VocabParallelEmbedding");
   const int64_t T = n > 0 ? x_shape_[1] : 1;
-  for (int64_t i = 0; i < n; ++i) {
-    const float* g = dy.data() + i * dim_;
-    const int64_t id = ids_[static_cast<size_t>(i)];
-    if (id >= rows_.begin && id < rows_.end) {
-      float* dst = dtok_ + (id - rows_.begin) * dim_;
-      for (int64_t j = 0; j < dim_; ++j) dst[j] += g[j];
-    }
-    float* dp = dpos_ + (i % T) * dim_;
-    for (int64_t j = 0; j < dim_; ++j) dp[j] += g[j];
-  }
+  kernels::range_embedding_backward(ids_.data(), dy.data(), rows_.begin, rows_.end, dtok_, dpos_, n,
+                                    T, dim_);
   dx.resize(x_shape_);
   dx.zero();
 }

@@ -39,7 +39,7 @@ class VocabParallelEmbedding : public Layer {
   float* dtok_ = nullptr;
   float* pos_ = nullptr;
   float* dpos_ = nullptr;
-  std::vector<int64_t> ids_;  // of the last forward (global ids)
+  std::vector<int32_t> ids_;  // of the last forward (global ids, the kernels' id type)
   Shape x_shape_;
 };
 

@@ -1,10 +1,7 @@
 #include "engine/tensor_parallel/vocab_cross_entropy.h"
 
-#include <algorithm>
-#include <cmath>
-#include <limits>
-
 #include "engine/core/error.h"
+#include "kernels/cpu/vocab_xent.h"
 
 namespace shardlab {
 namespace {
@@ -23,11 +20,8 @@ int64_t check_local_logits(const Tensor& logits, std::span<const int32_t> target
 // Per row, the largest logit over the whole vocabulary (all-reduced over tp).
 std::vector<float> global_row_max(const Tensor& logits, TpGroup tp) {
   const int64_t R = logits.dim(0), V = logits.dim(1);
-  std::vector<float> mx(static_cast<size_t>(R), -std::numeric_limits<float>::infinity());
-  for (int64_t r = 0; r < R; ++r) {
-    const float* lr = logits.data() + r * V;
-    if (V > 0) mx[static_cast<size_t>(r)] = *std::max_element(lr, lr + V);
-  }
+  std::vector<float> mx(static_cast<size_t>(R));
+  kernels::vocab_xent_row_max(logits.data(), mx.data(), R, V);  // -inf for an empty slice
   tp.all_reduce_max(mx);
   return mx;
 }
@@ -52,29 +46,18 @@ float VocabParallelCrossEntropy::forward(const Tensor& logits_local,
   vocab_begin_ = vocab_begin;
 
   const std::vector<float> mx = global_row_max(logits_local, tp_);
-  std::vector<float> sum(static_cast<size_t>(R)), target(static_cast<size_t>(R), 0.0f);
-  for (int64_t r = 0; r < R; ++r) {
-    const float* lr = logits_local.data() + r * V;
-    double s = 0;
-    for (int64_t c = 0; c < V; ++c)
-      s += std::exp(static_cast<double>(lr[c] - mx[static_cast<size_t>(r)]));
-    sum[static_cast<size_t>(r)] = static_cast<float>(s);
-    const int64_t t = targets_[static_cast<size_t>(r)] - vocab_begin;
-    if (t >= 0 && t < V) target[static_cast<size_t>(r)] = lr[t];
-  }
+  std::vector<float> sum(static_cast<size_t>(R)), target(static_cast<size_t>(R));
+  kernels::vocab_xent_partials(logits_local.data(), mx.data(), targets_.data(), vocab_begin,
+                               sum.data(), target.data(), R, V);
   tp_.all_reduce_sum(sum);
   tp_.all_reduce_sum(target);  // only the holder of each target contributes
 
   probs_.resize(logits_local.shape());
+  std::vector<double> row_loss(static_cast<size_t>(R));
+  kernels::vocab_xent_probs(logits_local.data(), mx.data(), sum.data(), target.data(),
+                            probs_.data(), row_loss.data(), R, V);
   double total = 0;
-  for (int64_t r = 0; r < R; ++r) {
-    const auto i = static_cast<size_t>(r);
-    const double lse = mx[i] + std::log(static_cast<double>(sum[i]));
-    const float* lr = logits_local.data() + r * V;
-    float* pr = probs_.data() + r * V;
-    for (int64_t c = 0; c < V; ++c) pr[c] = static_cast<float>(std::exp(lr[c] - lse));
-    total += lse - target[i];
-  }
+  for (const double l : row_loss) total += l;  // in row order
   return static_cast<float>(total / static_cast<double>(R));
 }
 
@@ -83,13 +66,8 @@ void VocabParallelCrossEntropy::backward(Tensor& dlogits_local) const {
   const int64_t R = probs_.dim(0), V = probs_.dim(1);
   dlogits_local.resize(probs_.shape());
   const float inv_rows = 1.0f / static_cast<float>(R);
-  for (int64_t r = 0; r < R; ++r) {
-    const float* pr = probs_.data() + r * V;
-    float* dr = dlogits_local.data() + r * V;
-    for (int64_t c = 0; c < V; ++c) dr[c] = pr[c] * inv_rows;
-    const int64_t t = targets_[static_cast<size_t>(r)] - vocab_begin_;
-    if (t >= 0 && t < V) dr[t] -= inv_rows;
-  }
+  kernels::vocab_xent_backward(probs_.data(), targets_.data(), vocab_begin_, dlogits_local.data(),
+                               R, V, inv_rows);
 }
 
 int64_t count_correct_vocab_parallel(const Tensor& logits_local, std::span<const int32_t> targets,
@@ -99,13 +77,9 @@ int64_t count_correct_vocab_parallel(const Tensor& logits_local, std::span<const
   const std::vector<float> mx = global_row_max(logits_local, tp);
   // The lowest global id attaining the maximum, as a maximum of negated ids (exact in float for
   // vocabularies below 2^24); ranks without it offer -inf.
-  std::vector<float> neg_best(static_cast<size_t>(R), -std::numeric_limits<float>::infinity());
-  for (int64_t r = 0; r < R; ++r) {
-    const float* lr = logits_local.data() + r * V;
-    const float* hit = std::find(lr, lr + V, mx[static_cast<size_t>(r)]);
-    if (hit != lr + V)
-      neg_best[static_cast<size_t>(r)] = -static_cast<float>(vocab_begin + (hit - lr));
-  }
+  std::vector<float> neg_best(static_cast<size_t>(R));
+  kernels::vocab_xent_argmax_neg_id(logits_local.data(), mx.data(), vocab_begin, neg_best.data(), R,
+                                    V);
   tp.all_reduce_max(neg_best);
   int64_t correct = 0;
   for (int64_t r = 0; r < R; ++r)

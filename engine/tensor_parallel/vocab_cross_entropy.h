@@ -14,7 +14,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/core/tensor.h"
+#include "engine/device/tensor.h"
 #include "engine/tensor_parallel/tp_group.h"
 
 namespace shardlab {

@@ -57,6 +57,11 @@ const std::vector<std::string> kExpected{
     "softmax_xent_forward probs ", "softmax_xent_forward row_loss ",
     "softmax_xent_forward row_correct ", "softmax_xent_backward ", "embedding_forward ",
     "embedding_backward dtable ", "embedding_backward dpos ",
+    // tensor parallelism: vocab-parallel cross-entropy, range-masked embedding
+    "vocab_xent_row_max ", "vocab_xent_partials sum_exp ", "vocab_xent_partials target_logit ",
+    "vocab_xent_probs probs ", "vocab_xent_probs row_loss ", "vocab_xent_backward ",
+    "vocab_xent_argmax_neg_id ", "range_embedding_forward ", "range_embedding_backward dtable ",
+    "range_embedding_backward dpos ",
     // GEMM and attention
     "gemm NN ", "gemm NT ", "gemm TN ", "gemm TT ", "gemm padding ", "gemm_strided_batched NN ",
     "gemm_strided_batched TT ", "gemm_strided_batched padding ", "attention_forward causal_zeros ",
