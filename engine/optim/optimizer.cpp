@@ -93,6 +93,12 @@ void Optimizer::step(DeviceSpan<float> params, DeviceSpan<const float> grads, do
   update_on_device(params, grads, lr);
 }
 
+std::vector<std::string> Optimizer::state_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, s] : state()) names.push_back(name);
+  return names;
+}
+
 int64_t Optimizer::state_bytes() {
   int64_t bytes = 0;
   for (const auto& [name, s] : state()) bytes += static_cast<int64_t>(s.size() * sizeof(float));

@@ -46,6 +46,8 @@ class Optimizer {
   // the host: for an optimizer attached on the host (cpu) device. Checkpoints and resharding read
   // and write state through these.
   virtual std::vector<std::pair<std::string, std::span<float>>> state() = 0;
+  // The names of state()'s arrays, in its order, on any device.
+  virtual std::vector<std::string> state_names();
   int64_t state_bytes();
 
   // Name, hyper-parameters, range, step count and state, as bytes. deserialize() checks that the
@@ -61,8 +63,7 @@ class Optimizer {
   // The update itself on device(); steps() already counts this step (1 on the first call). The
   // default runs update() on the host, so an optimizer written as a host loop (the custom model
   // example's) runs on the cpu device.
-  virtual void update_on_device(DeviceSpan<float> params, DeviceSpan<const float> grads,
-                                double lr);
+  virtual void update_on_device(DeviceSpan<float> params, DeviceSpan<const float> grads, double lr);
   // A host-loop update (cpu device only); the registry's optimizers use update_on_device.
   virtual void update(std::span<float> params, std::span<const float> grads, double lr);
 

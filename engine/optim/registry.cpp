@@ -29,6 +29,11 @@ class RegisteredOptimizer : public Optimizer {
                                               static_cast<size_t>(buffer.size())));
     return out;
   }
+  std::vector<std::string> state_names() override {
+    std::vector<std::string> names;
+    for (const auto& [name, buffer] : state_) names.push_back(name);
+    return names;
+  }
 
  protected:
   void allocate_state(int64_t n) override {

@@ -35,7 +35,7 @@ RankHoldings holdings_of(IShardedOptimizer& optimizer) {
   const int64_t owned = view.optimizer ? view.optimizer->range().size() : 0;
   if (view.optimizer != nullptr) {
     h.state_padding = std::max<int64_t>(0, owned - elements_in(h.optimizer_state));
-    for (const auto& [name, array] : view.optimizer->state()) h.state_arrays.push_back(name);
+    h.state_arrays = view.optimizer->state_names();
   }
   // FSDP's parameters are its shard, padded like the state. ZeRO-1/2 keep the whole flat buffer,
   // padded to the shards of the data-parallel group together (dp ranks x the shard); DDP none.

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/device/device.h"
 #include "engine/core/memory.h"
 #include "engine/core/param_layout.h"
 #include "engine/data/dataset.h"
@@ -56,6 +57,9 @@ struct ShardedOptions {
   // becomes a copy of the instance's config()).
   OptimizerConfig optimizer;
   TrainConfig train;  // steps, global batch, accumulation, clipping, schedule, early stopping
+  // Where this rank's model lives (null: the host device); it must outlive the optimizer. Only
+  // ddp runs on a device other than cpu in this version (the others hold host buffers).
+  Device* device = nullptr;
 };
 
 // `options` with the launch fields (parallel.world_size, backend, timeout_s) describing `comm`:

@@ -1,5 +1,10 @@
 // DDP: gradients all-reduced (averaged) per bucket; every rank runs the full update on the whole
-// (replicated) parameters and optimizer state.
+// (replicated) parameters and optimizer state. Written on the model's device: the buckets are
+// device memory, reduced through DeviceCollectives; the norm, the clipping and the update are the
+// device's kernels.
+#include <optional>
+
+#include "engine/comm/device_collectives.h"
 #include "engine/core/error.h"
 #include "engine/strategies/bucketed.h"
 #include "engine/strategies/strategies.h"
@@ -18,37 +23,43 @@ class Ddp final : public BucketedOptimizer {
     ShardedOptimizer::setup();
     // Buckets only: nothing is sharded, so no padding (world 1 layout).
     layout_ = ShardLayout::buckets(model_->num_params(), 1, bucket_elements(options_.sharding));
-    optimizer_->attach({0, model_->num_params()});
+    optimizer_->attach({0, model_->num_params()}, model_->device());
+    collectives_.emplace(comm_, model_->device());
   }
 
   WorkHandle launch_bucket(int unit) override {
     const ShardUnit& u = layout_.units()[static_cast<size_t>(unit)];
-    return comm_.all_reduce_async(model_->grads().subspan(u.begin, u.size), ReduceOp::Avg,
-                                  {CommArray::grads, unit});
+    return collectives_->all_reduce_async(model_->device_grads().subspan(u.begin, u.size),
+                                          ReduceOp::Avg, {CommArray::grads, unit});
   }
 
   double owned_grad_square_sum() override {
     // Every rank holds the whole reduced gradient; each counts its 1/N so the sum over ranks is
     // the global norm, computed the same way as for the sharded strategies.
     const IndexRange r = chunk_range(model_->num_params(), world_size(), rank());
-    return squared_norm(model_->grads().subspan(r.begin, r.size()));
+    return model_->device().squared_norm(model_->device_grads().subspan(r.begin, r.size()));
   }
 
   void scale_grads(float factor) override {
-    for (float& g : model_->grads()) g *= factor;
+    model_->device().scale(model_->device_grads().data(), model_->num_params(), factor);
   }
 
-  void update(double lr) override { optimizer_->step(model_->params(), model_->grads(), lr); }
+  void update(double lr) override {
+    optimizer_->step(model_->device_params(), model_->device_grads(), lr);
+  }
 
   std::span<float> held_params() override { return model_->params(); }
 
   void load_full_params(std::span<const float> full) override {
-    std::copy(full.begin(), full.end(), model_->params().begin());
+    model_->device().copy_from_host(full, model_->device_params());
   }
 
   void gather_full_params(std::span<float> full) override {
-    std::copy(model_->params().begin(), model_->params().end(), full.begin());
+    model_->device().copy_to_host(model_->device_params(), full);
   }
+
+ private:
+  std::optional<DeviceCollectives> collectives_;
 };
 
 }  // namespace

@@ -88,6 +88,9 @@ std::unique_ptr<ShardedOptimizer> ShardedOptimizer::create(Communicator& comm,
   ShardedOptions o = options;
   if (wrapped) o.optimizer = wrapped->config();
   std::unique_ptr<ShardedOptimizer> opt;
+  SL_ENFORCE(!options.device || options.device->kind() == DeviceKind::cpu || s == "ddp",
+             "device: {} runs parallel.strategy ddp in this version, not {} (run it on cpu)",
+             options.device ? to_string(options.device->kind()) : "cpu", s);
   if (s == "ddp") {
     opt = parallel_detail::make_ddp(comm, o);
   } else if (s == "zero1") {
@@ -122,10 +125,11 @@ void ShardedOptimizer::setup() {
 
 void ShardedOptimizer::build_model_and_optimizer(ModelStorage storage, int64_t pad_multiple) {
   if (options_.blocks) {
-    model_ = std::make_unique<Model>(options_.model, options_.blocks(), storage, pad_multiple);
+    model_ = std::make_unique<Model>(options_.model, options_.blocks(), storage, pad_multiple,
+                                     options_.device);
     if (storage == ModelStorage::owned) model_->init(options_.model.seed);
   } else {
-    model_ = build_model(options_.model, storage, pad_multiple);
+    model_ = build_model(options_.model, storage, pad_multiple, options_.device);
   }
   if (!optimizer_) optimizer_ = make_optimizer(options_.optimizer);
 }

@@ -152,7 +152,9 @@ CheckpointView ShardedOptimizer::checkpoint_view() {
   CheckpointView v;
   const std::string& s = options_.sharding.strategy;
   const int64_t n = model_->num_params();
-  v.held = held_params();
+  // On a device other than cpu the held parameters are device memory: checkpoints there come with
+  // the strategies' move onto the device; the maps (what is held where) are known everywhere.
+  if (model_->device().kind() == DeviceKind::cpu) v.held = held_params();
   v.optimizer = optimizer_.get();
   if (s == "ddp") {
     // Every rank holds and updates everything: rank 0 writes.
