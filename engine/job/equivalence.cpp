@@ -66,7 +66,7 @@ JobSpec single_process_job(const JobSpec& job) {
 RunFigures run_figures(const JobSpec& single, const SingleRunner& runner, bool reversed) {
   RunFigures f;
   TrainingSetup setup = build_training(single);
-  f.initial.assign(setup.model->params().begin(), setup.model->params().end());
+  f.initial = setup.model->params_to_host();
   TrainerCallbacks cb;
   if (reversed)
     cb.reorder_batch = [](std::vector<int64_t>& indices) {

@@ -13,6 +13,7 @@
 #include "engine/comm/threads/world.h"
 #include "engine/core/device.h"
 #include "engine/core/error.h"
+#include "engine/device/device.h"
 #include "engine/run/comm_telemetry.h"
 #include "engine/run/layout_telemetry.h"
 #include "engine/run/seed_optimizers.h"
@@ -229,9 +230,10 @@ ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Dataset
   SL_ENFORCE(job.parallel.strategy != "none",
              "parallel.strategy: 'none' runs in one process; choose ddp, zero1, zero2 or fsdp");
   SL_ENFORCE(data.train != nullptr, "run_rank: no training data");
-  // The sharded strategies hold host buffers; a cuda job runs through run_device_training
-  // (engine/device/device_training.h), so one reaching here would silently train on the CPU.
-  SL_ENFORCE(job.device == "cpu",
+  // cpu, or the test device (each rank its own: DDP on device memory, staged collectives); a cuda
+  // job runs through run_device_training (engine/device/device_training.h), so one reaching here
+  // would silently train on the CPU.
+  SL_ENFORCE(job.device != "cuda",
              "device: {} jobs do not run as CPU ranks; shardlab run trains them on the GPU "
              "(parallel.strategy none, or ddp with parallel.backend threads)",
              job.device);
@@ -248,7 +250,14 @@ ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Dataset
   try {
     MemoryLedger ledger;
     LedgerScope bind(&ledger);
-    std::unique_ptr<IShardedOptimizer> opt = make_sharded_optimizer(comm, sharded_options(job));
+    // The rank's device, made on its thread (or process), before the model that lives on it.
+    std::unique_ptr<Device> device;
+    ShardedOptions sharded = sharded_options(job);
+    if (job.device != "cpu") {
+      device = make_device(parse_device_kind(job.device));
+      sharded.device = device.get();
+    }
+    std::unique_ptr<IShardedOptimizer> opt = make_sharded_optimizer(comm, sharded);
     start_rank(*opt, comm, job, options);
     plan_of = plan_of_ranks(job, *opt);
     publish_layout(sink, *opt, plan_of(comm.rank()));

@@ -14,6 +14,7 @@
 #include "engine/device/device_training.h"
 #include "engine/job/build.h"
 #include "engine/job/job_spec.h"
+#include "engine/run/rank_runner.h"
 #include "tests/common/data.h"
 
 using namespace shardlab;
@@ -102,6 +103,46 @@ class TstDeviceEngine : public QObject {
     }
   }
 
+  // DDP with its ranks as threads, each on a test device of its own, the gradients' buckets
+  // all-reduced through staged copies: every rank's parameters equal the cpu run's bit for bit
+  // (the same kernels, the same reduction order on the host), and the ledger holds what the cpu
+  // ranks hold for parameters, gradients and optimizer state.
+  void ddpOnTestDevicesEqualsCpu_data() {
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<int>("world");
+    QTest::addColumn<int>("accumulation");
+    QTest::addRow("gpt 2 ranks") << "gpt" << 2 << 1;
+    QTest::addRow("gpt 4 ranks accumulate 2") << "gpt" << 4 << 2;
+    QTest::addRow("mlp 3 ranks") << "mlp" << 3 << 1;
+  }
+
+  void ddpOnTestDevicesEqualsCpu() {
+    QFETCH(QString, model);
+    QFETCH(int, world);
+    QFETCH(int, accumulation);
+    if (model == "mlp" && !have_fashion_mnist()) QSKIP(kNoFashionMnist);
+    JobSpec job = small_job(model, "adamw", accumulation, 0.05);
+    job.parallel.strategy = "ddp";
+    job.parallel.world_size = world;
+    job.train.batch_size = 12 * world * accumulation / (model == "gpt" ? 3 : 1);
+    job.parallel.bucket_mb = 0.01;  // several buckets
+    JobSpec on_cpu = job, on_test = job;
+    on_cpu.device = "cpu";
+    on_test.device = "test";
+    const Datasets data = load_completed_data(on_cpu);
+    (void)load_completed_data(on_test);
+    const ParallelRunResult cpu = run_threads_job(on_cpu, data, RankRunOptions{});
+    const ParallelRunResult dev = run_threads_job(on_test, data, RankRunOptions{});
+    QCOMPARE(dev.result.losses, cpu.result.losses);
+    QVERIFY2(same_bits(dev.result.params, cpu.result.params),
+             "DDP on test devices differs from DDP on cpu");
+    QCOMPARE(dev.ranks.size(), cpu.ranks.size());
+    for (size_t r = 0; r < cpu.ranks.size(); ++r)
+      for (const MemCategory c :
+           {MemCategory::params, MemCategory::grads, MemCategory::optimizer_state})
+        QCOMPARE(dev.ranks[r].memory.peak[c], cpu.ranks[r].memory.peak[c]);
+  }
+
   // What a training step moves between host and device, pinned: per micro-batch the input and the
   // targets go in (the GPT's embedding also reads its ids back to check them and sends them as
   // 32-bit ids), the per-row losses come out; per step the gradient norm comes out. Nothing else:
@@ -140,7 +181,7 @@ class TstDeviceEngine : public QObject {
     JobSpec job = load_job(example_job("fashion_mlp.json"));  // zero2, 4 ranks
     job.device = "test";
     const std::string problem = device_job_problem(job);
-    QVERIFY2(problem.find("the test device runs parallel.strategy none in this version") !=
+    QVERIFY2(problem.find("the test device runs parallel.strategy none or ddp in this version") !=
                      std::string::npos &&
                  problem.find("--set device=cpu") != std::string::npos,
              problem.c_str());
