@@ -32,10 +32,10 @@ bool device_training_built() {
 std::string device_job_problem(const JobSpec& job) {
   if (job.device == "test") {
     const ParallelConfig& p = job.parallel;
-    if ((p.strategy != "none" && p.strategy != "ddp") || uses_model_parallelism(p))
+    if (p.strategy == "fsdp" || uses_model_parallelism(p))
       return fmt::format(
-          "the test device runs parallel.strategy none or ddp in this version ({} moves onto the "
-          "device next); run it on cpu (--set device=cpu)",
+          "the test device runs parallel.strategy none, ddp, zero1 or zero2 in this version ({} "
+          "moves onto the device next); run it on cpu (--set device=cpu)",
           uses_model_parallelism(p) ? "pipeline and tensor parallelism" : p.strategy);
     if (!job.train.checkpoint_dir.empty())
       return "the test device does not save checkpoints in this version; remove "

@@ -80,6 +80,9 @@ class Model {
   // padding, so it stays zero. Host only, as params().
   std::span<float> padded_params() { return host(params_); }
   std::span<float> padded_grads() { return host(grads_); }
+  // Both full buffers with their padding (see padded_params()), on the model's device.
+  DeviceSpan<float> padded_device_params() { return params_.span(); }
+  DeviceSpan<float> padded_device_grads() { return grads_.span(); }
   // The parameters on the host (a counted copy from the device).
   std::vector<float> params_to_host() const;
 

@@ -57,8 +57,8 @@ struct ShardedOptions {
   // becomes a copy of the instance's config()).
   OptimizerConfig optimizer;
   TrainConfig train;  // steps, global batch, accumulation, clipping, schedule, early stopping
-  // Where this rank's model lives (null: the host device); it must outlive the optimizer. Only
-  // ddp runs on a device other than cpu in this version (the others hold host buffers).
+  // Where this rank's model lives (null: the host device); it must outlive the optimizer. ddp,
+  // zero1 and zero2 run on any device in this version (fsdp holds host buffers yet).
   Device* device = nullptr;
 };
 

@@ -88,8 +88,9 @@ std::unique_ptr<ShardedOptimizer> ShardedOptimizer::create(Communicator& comm,
   ShardedOptions o = options;
   if (wrapped) o.optimizer = wrapped->config();
   std::unique_ptr<ShardedOptimizer> opt;
-  SL_ENFORCE(!options.device || options.device->kind() == DeviceKind::cpu || s == "ddp",
-             "device: {} runs parallel.strategy ddp in this version, not {} (run it on cpu)",
+  SL_ENFORCE(!options.device || options.device->kind() == DeviceKind::cpu || s != "fsdp",
+             "device: {} runs parallel.strategy ddp, zero1 or zero2 in this version, not {} (run "
+             "it on cpu)",
              options.device ? to_string(options.device->kind()) : "cpu", s);
   if (s == "ddp") {
     opt = parallel_detail::make_ddp(comm, o);
@@ -148,6 +149,16 @@ void ShardedOptimizer::pack_shard(std::span<const float> padded_flat,
     const IndexRange c = layout_.chunk(i, rank());
     std::copy_n(padded_flat.begin() + u.padded_begin + c.begin, u.chunk,
                 shard.begin() + u.shard_offset);
+  }
+}
+
+void ShardedOptimizer::pack_shard(DeviceSpan<const float> padded_flat,
+                                  DeviceSpan<float> shard) const {
+  for (int i = 0; i < static_cast<int>(layout_.units().size()); ++i) {
+    const ShardUnit& u = layout_.units()[static_cast<size_t>(i)];
+    const IndexRange c = layout_.chunk(i, rank());
+    model_->device().copy(padded_flat.subspan(u.padded_begin + c.begin, u.chunk),
+                          shard.subspan(u.shard_offset, u.chunk));
   }
 }
 

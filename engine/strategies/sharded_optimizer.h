@@ -121,6 +121,8 @@ class ShardedOptimizer : public ShardedOptimizerBase, protected BlockHooks {
   // Copies this rank's chunks of every unit out of a padded flat buffer into a shard buffer and
   // back.
   void pack_shard(std::span<const float> padded_flat, std::span<float> shard) const;
+  // The same on the model's device (device-to-device copies).
+  void pack_shard(DeviceSpan<const float> padded_flat, DeviceSpan<float> shard) const;
   void unpack_shard(std::span<const float> shard, std::span<float> padded_flat) const;
   // Units whose gradients are complete once backward has finished `block` (bucket readiness).
   std::vector<int> units_ready_after(int block) const;

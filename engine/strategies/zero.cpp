@@ -7,11 +7,16 @@
 //           and the full gradient buffer is freed until the next step's backward; shard update;
 //           parameters all-gathered per bucket.
 // The shard update runs on a packed copy of the rank's chunks (a communication buffer that
-// lives only during the update), which is also the all-gather's input.
+// lives only during the update), which is also the all-gather's input. Everything is on the
+// model's device: collectives through DeviceCollectives, the norm, clipping and update as the
+// device's kernels.
+#include <optional>
+
+#include "engine/comm/device_collectives.h"
 #include "engine/core/error.h"
+#include "engine/device/device_buffer.h"
 #include "engine/strategies/bucketed.h"
 #include "engine/strategies/strategies.h"
-#include "engine/train/step_math.h"
 
 namespace shardlab::parallel_detail {
 
@@ -30,25 +35,26 @@ class Zero final : public BucketedOptimizer {
     build_model_and_optimizer(ModelStorage::owned, world_size());
     layout_ = ShardLayout::buckets(model_->num_params(), world_size(),
                                    bucket_elements(options_.sharding));
-    SL_ENFORCE_T(InternalError,
-                 static_cast<int64_t>(model_->padded_params().size()) == layout_.padded_total(),
-                 "ZeRO: model padding {} differs from the shard layout's {}",
-                 model_->padded_params().size(), layout_.padded_total());
-    optimizer_->attach({0, layout_.shard_size()});
+    SL_ENFORCE_T(
+        InternalError,
+        static_cast<int64_t>(model_->padded_device_params().size()) == layout_.padded_total(),
+        "ZeRO: model padding {} differs from the shard layout's {}",
+        model_->padded_device_params().size(), layout_.padded_total());
+    optimizer_->attach({0, layout_.shard_size()}, model_->device());
+    collectives_.emplace(comm_, model_->device());
     if (stage_ == 2) {
-      grad_shard_ = make_buffer(MemCategory::grads, layout_.shard_size());
+      grad_shard_ = DeviceBuffer<float>(model_->device(), MemCategory::grads, layout_.shard_size());
       model_->release_grads();
     }
   }
 
   WorkHandle launch_bucket(int unit) override {
     const ShardUnit& u = layout_.units()[static_cast<size_t>(unit)];
-    std::span<float> grads = model_->padded_grads().subspan(u.padded_begin, u.padded);
+    DeviceSpan<float> grads = model_->padded_device_grads().subspan(u.padded_begin, u.padded);
     const CommSubject subject{CommArray::grads, unit};
-    if (stage_ == 1) return comm_.all_reduce_async(grads, ReduceOp::Avg, subject);
-    return comm_.reduce_scatter_async(
-        grads, std::span<float>(grad_shard_).subspan(u.shard_offset, u.chunk), ReduceOp::Avg,
-        subject);
+    if (stage_ == 1) return collectives_->all_reduce_async(grads, ReduceOp::Avg, subject);
+    return collectives_->reduce_scatter_async(
+        grads, grad_shard_.span().subspan(u.shard_offset, u.chunk), ReduceOp::Avg, subject);
   }
 
   void buckets_reduced() override {
@@ -56,39 +62,42 @@ class Zero final : public BucketedOptimizer {
   }
 
   double owned_grad_square_sum() override {
-    if (stage_ == 2) return squared_norm(grad_shard_);
+    Device& dev = model_->device();
+    if (stage_ == 2) return dev.squared_norm(grad_shard_.span());
     double s = 0;
-    for_each_owned_grad_chunk([&](std::span<float> c) { s += squared_norm(c); });
+    for_each_owned_grad_chunk([&](DeviceSpan<float> c) { s += dev.squared_norm(c); });
     return s;
   }
 
   void scale_grads(float factor) override {
+    Device& dev = model_->device();
     if (stage_ == 2) {
-      for (float& g : grad_shard_) g *= factor;
+      dev.scale(grad_shard_.data(), grad_shard_.size(), factor);
       return;
     }
-    for_each_owned_grad_chunk([&](std::span<float> c) {
-      for (float& g : c) g *= factor;
-    });
+    for_each_owned_grad_chunk(
+        [&](DeviceSpan<float> c) { dev.scale(c.data(), static_cast<int64_t>(c.size()), factor); });
   }
 
   void update(double lr) override {
+    Device& dev = model_->device();
     const int64_t n = layout_.shard_size();
-    Buffer params = make_buffer(MemCategory::comm, n);
-    pack_shard(model_->padded_params(), params);
+    DeviceBuffer<float> params(dev, MemCategory::comm, n);
+    pack_shard(model_->padded_device_params(), params.span());
     if (stage_ == 1) {
-      Buffer grads = make_buffer(MemCategory::comm, n);
-      pack_shard(model_->padded_grads(), grads);
-      optimizer_->step(params, grads, lr);
+      DeviceBuffer<float> grads(dev, MemCategory::comm, n);
+      pack_shard(model_->padded_device_grads(), grads.span());
+      optimizer_->step(params.span(), grads.span(), lr);
     } else {
-      optimizer_->step(params, grad_shard_, lr);
+      optimizer_->step(params.span(), grad_shard_.span(), lr);
     }
     std::vector<WorkHandle> gathers;
     for (int32_t i = 0; i < static_cast<int32_t>(layout_.units().size()); ++i) {
       const ShardUnit& u = layout_.units()[static_cast<size_t>(i)];
-      gathers.push_back(comm_.all_gather_async(
-          std::span<const float>(params).subspan(u.shard_offset, u.chunk),
-          model_->padded_params().subspan(u.padded_begin, u.padded), {CommArray::params, i}));
+      gathers.push_back(collectives_->all_gather_async(
+          DeviceSpan<const float>(params.span()).subspan(u.shard_offset, u.chunk),
+          model_->padded_device_params().subspan(u.padded_begin, u.padded),
+          {CommArray::params, i}));
     }
     wait_all(gathers);
   }
@@ -96,17 +105,17 @@ class Zero final : public BucketedOptimizer {
   std::span<float> held_params() override { return model_->params(); }
 
   void load_full_params(std::span<const float> full) override {
-    std::copy(full.begin(), full.end(), model_->params().begin());
+    model_->device().copy_from_host(full, model_->device_params());
   }
 
   void gather_full_params(std::span<float> full) override {
-    std::copy(model_->params().begin(), model_->params().end(), full.begin());
+    model_->device().copy_to_host(model_->device_params(), full);
   }
 
  private:
   template <class F>
   void for_each_owned_grad_chunk(F&& f) {
-    std::span<float> grads = model_->padded_grads();
+    DeviceSpan<float> grads = model_->padded_device_grads();
     for (int i = 0; i < static_cast<int>(layout_.units().size()); ++i) {
       const ShardUnit& u = layout_.units()[static_cast<size_t>(i)];
       f(grads.subspan(u.padded_begin + layout_.chunk(i, rank()).begin, u.chunk));
@@ -114,7 +123,8 @@ class Zero final : public BucketedOptimizer {
   }
 
   int stage_;
-  Buffer grad_shard_;  // ZeRO-2: this rank's reduced gradients
+  std::optional<DeviceCollectives> collectives_;
+  DeviceBuffer<float> grad_shard_;  // ZeRO-2: this rank's reduced gradients
 };
 
 }  // namespace
