@@ -170,6 +170,7 @@ JobForm::JobForm(QWidget* parent) : QWidget(parent) {
        "",
        false,
        {{QT_TR_NOOP("Backend"), {{"parallel.backend"}}},
+        {QT_TR_NOOP("Device"), {{"device"}}},
         {QT_TR_NOOP("Teaching mode"),
          {{"telemetry.teaching"},
           {"telemetry.teaching_timeout_s", QT_TR_NOOP("viewer timeout s")}}}}},

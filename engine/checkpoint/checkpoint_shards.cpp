@@ -83,7 +83,7 @@ std::vector<uint8_t> encode_rank_shard(int rank, int64_t step, const CheckpointV
     at += static_cast<size_t>(r.count);
   }
   tensors.emplace_back("param", values.back());
-  for (auto& [name, state] : view.optimizer->state()) {
+  for (auto& [name, state] : view.state) {
     values.emplace_back(n);
     std::vector<float>& v = values.back();
     at = 0;

@@ -181,7 +181,7 @@ TrainingProgress load_rank_checkpoint(Communicator& comm, const std::string& ste
     progress = shards.progress();
     std::copy(view.held.begin(), view.held.end(), held.begin());  // keeps padding as it is
     shards.read("param", view.held_map, held);
-    for (auto& [name, array] : view.optimizer->state()) {
+    for (auto& [name, array] : view.state) {
       std::vector<float> values(array.begin(), array.end());
       shards.read(name, view.owned_map, values);
       state.emplace_back(array, std::move(values));
@@ -190,6 +190,7 @@ TrainingProgress load_rank_checkpoint(Communicator& comm, const std::string& ste
   // Every rank has read everything: only now does anything change.
   std::copy(held.begin(), held.end(), view.held.begin());
   for (auto& [array, values] : state) std::copy(values.begin(), values.end(), array.begin());
+  if (view.store) view.store();  // a device rank's copies back onto its device
   if (manifest) *manifest = std::move(m);
   return progress;
 }
@@ -230,7 +231,7 @@ std::string fingerprint_hex(const ParamLayout& layout) {
 // layout order: what `shardlab checkpoint consolidate` names a safetensors file's tensors by.
 nlohmann::json model_identity(const ShardedOptions& o, const ParamLayout& full, Optimizer& opt) {
   nlohmann::json state = nlohmann::json::array();
-  for (const auto& s : opt.state()) state.push_back(s.first);
+  for (const std::string& s : opt.state_names()) state.push_back(s);
   nlohmann::json tensors = nlohmann::json::array();
   for (const ParamInfo& p : full.params())
     tensors.push_back({{"name", p.name}, {"shape", p.shape}});

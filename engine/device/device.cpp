@@ -3,12 +3,6 @@
 #include <fmt/format.h>
 
 #include "engine/core/error.h"
-#include "engine/device/cpu_device.h"
-#include "engine/device/test_device.h"
-
-#if SHARDLAB_HAVE_CUDA_KERNELS
-#include "engine/device/cuda_device.h"
-#endif
 
 namespace shardlab {
 
@@ -84,30 +78,9 @@ void Device::count_from_host(size_t bytes) {
   from_host_bytes_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
 }
 
-std::unique_ptr<Device> make_device(DeviceKind kind, const DeviceOptions& options) {
-  switch (kind) {
-    case DeviceKind::cpu:
-      return std::make_unique<CpuDevice>();
-    case DeviceKind::test:
-      return std::make_unique<TestDevice>(options);
-    case DeviceKind::cuda:
-#if SHARDLAB_HAVE_CUDA_KERNELS
-      return std::make_unique<CudaDevice>(options);
-#else
-      SL_THROW(DeviceError, "device cuda: this shardlab was built without the CUDA kernels");
-#endif
-  }
-  SL_THROW(InternalError, "make_device: unknown kind {}", static_cast<int>(kind));
-}
-
 void host_access_refused(const Device& device) {
   SL_THROW(InternalError, "host access to memory on the {} device (this path runs on cpu only)",
            to_string(device.kind()));
-}
-
-Device& host_device() {
-  static CpuDevice device;
-  return device;
 }
 
 }  // namespace shardlab

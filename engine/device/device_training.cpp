@@ -37,9 +37,9 @@ std::string device_job_problem(const JobSpec& job) {
           "the test device runs parallel.strategy none, ddp, zero1 or zero2 in this version ({} "
           "moves onto the device next); run it on cpu (--set device=cpu)",
           uses_model_parallelism(p) ? "pipeline and tensor parallelism" : p.strategy);
-    if (!job.train.checkpoint_dir.empty())
-      return "the test device does not save checkpoints in this version; remove "
-             "train.checkpoint_dir or run it on cpu (--set device=cpu)";
+    if (p.strategy == "none" && !job.train.checkpoint_dir.empty())
+      return "strategy none does not save checkpoints on the test device in this version; use "
+             "ddp, zero1 or zero2, or run it on cpu (--set device=cpu)";
     return {};
   }
   if (job.device != "cuda") return {};

@@ -28,6 +28,7 @@ CheckpointView HybridShardedOptimizer::checkpoint_view() {
   CheckpointView v;
   v.held = held_params();
   v.optimizer = optimizer_.get();
+  v.state = optimizer_->state();
   v.held_map = tp_map(im.stage->slices(), local, full_layout());
   const bool ddp = im.dp_sync->strategy() == "ddp";
   // Optimizer state index -> local flat index: the whole slice (ddp) or this dp rank's chunks.

@@ -47,6 +47,11 @@ std::string range_str(IndexRange r) {
 // ---------------------------------------------------------------------------------------------
 // Optimizer
 
+Device& Optimizer::device() const {
+  SL_ENFORCE_T(InternalError, device_ != nullptr, "optimizer {}: used before attach()", name());
+  return *device_;
+}
+
 void Optimizer::attach(IndexRange range, Device& device) {
   SL_ENFORCE(range.begin >= 0 && range.end >= range.begin,
              "optimizer.attach: invalid range {} (needs 0 <= begin <= end)", range_str(range));
@@ -57,15 +62,15 @@ void Optimizer::attach(IndexRange range, Device& device) {
 }
 
 void Optimizer::step(std::span<float> params, std::span<const float> grads, double lr) {
-  if (device_->kind() != DeviceKind::cpu) host_access_refused(*device_);
+  if (device_ && device_->kind() != DeviceKind::cpu) host_access_refused(*device_);
   step(DeviceSpan<float>(DevicePtr<float>(params.data()), params.size()),
        DeviceSpan<const float>(DevicePtr<const float>(grads.data()), grads.size()), lr);
 }
 
 void Optimizer::update_on_device(DeviceSpan<float> params, DeviceSpan<const float> grads,
                                  double lr) {
-  update({host_address(*device_, params.data()), params.size()},
-         {host_address(*device_, grads.data()), grads.size()}, lr);
+  update({host_address(device(), params.data()), params.size()},
+         {host_address(device(), grads.data()), grads.size()}, lr);
 }
 
 void Optimizer::update(std::span<float> params, std::span<const float> grads, double lr) {
@@ -97,6 +102,13 @@ std::vector<std::string> Optimizer::state_names() {
   std::vector<std::string> names;
   for (const auto& [name, s] : state()) names.push_back(name);
   return names;
+}
+
+std::vector<std::pair<std::string, DeviceSpan<float>>> Optimizer::device_state() {
+  std::vector<std::pair<std::string, DeviceSpan<float>>> out;
+  for (const auto& [name, s] : state())
+    out.emplace_back(name, DeviceSpan<float>(DevicePtr<float>(s.data()), s.size()));
+  return out;
 }
 
 int64_t Optimizer::state_bytes() {

@@ -28,7 +28,8 @@ class Optimizer {
   // outlive the optimizer) and resets the step count.
   void attach(IndexRange range, Device& device = host_device());
   IndexRange range() const { return range_; }
-  Device& device() const { return *device_; }
+  // The device attach() was given (InternalError before attach()).
+  Device& device() const;
 
   // One update of the attached range, on the device the optimizer is attached on. params and
   // grads hold exactly range().size() elements there (element i is flat index range().begin + i).
@@ -48,6 +49,8 @@ class Optimizer {
   virtual std::vector<std::pair<std::string, std::span<float>>> state() = 0;
   // The names of state()'s arrays, in its order, on any device.
   virtual std::vector<std::string> state_names();
+  // The same arrays on the optimizer's device (on cpu: state() itself).
+  virtual std::vector<std::pair<std::string, DeviceSpan<float>>> device_state();
   int64_t state_bytes();
 
   // Name, hyper-parameters, range, step count and state, as bytes. deserialize() checks that the
@@ -71,7 +74,7 @@ class Optimizer {
 
  private:
   IndexRange range_;
-  Device* device_ = &host_device();
+  Device* device_ = nullptr;
   int64_t steps_ = 0;
 };
 

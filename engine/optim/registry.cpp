@@ -29,6 +29,11 @@ class RegisteredOptimizer : public Optimizer {
                                               static_cast<size_t>(buffer.size())));
     return out;
   }
+  std::vector<std::pair<std::string, DeviceSpan<float>>> device_state() override {
+    std::vector<std::pair<std::string, DeviceSpan<float>>> out;
+    for (auto& [name, buffer] : state_) out.emplace_back(name, buffer.span());
+    return out;
+  }
   std::vector<std::string> state_names() override {
     std::vector<std::string> names;
     for (const auto& [name, buffer] : state_) names.push_back(name);

@@ -8,7 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <span>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/data/sampler.h"
 #include "engine/optim/optimizer.h"
@@ -32,13 +37,22 @@ nlohmann::json to_json(const TrainingProgress& p);
 TrainingProgress progress_from_json(const nlohmann::json& j, const std::string& source);
 
 struct CheckpointView {
-  std::span<float> held;           // the parameters this rank holds at rest
+  std::span<float> held;           // the parameters this rank holds at rest (host memory)
   IndexMap held_map;               // held index <-> global index
-  Optimizer* optimizer = nullptr;  // its state() arrays, indexed like its range
-  IndexMap owned_map;              // optimizer state index <-> global index
+  Optimizer* optimizer = nullptr;  // the base optimizer, attached to the rank's range
+  // Its state arrays by name, indexed like its range, in host memory: the arrays themselves on the
+  // cpu device; on any other, host copies made when the view was made (then `store` puts them
+  // back on the device after a checkpoint was read into them).
+  std::vector<std::pair<std::string, std::span<float>>> state;
+  IndexMap owned_map;  // optimizer state index <-> global index
   // The part of owned_map this rank writes: replicas (DDP ranks, tensor-parallel copies of
   // replicated parameters) write their elements once.
   IndexMap write_map;
+  // A device rank's view is host copies (a counted copy each way, as a GPU stages through pinned
+  // memory): `store` copies `held` and `state` back to the device; null on cpu. `staging` owns the
+  // copies.
+  std::function<void()> store;
+  std::shared_ptr<void> staging;
 };
 
 }  // namespace shardlab

@@ -24,7 +24,7 @@ std::vector<IndexRange> global_ranges(const IndexMap& map) {
 }
 
 RankHoldings holdings_of(IShardedOptimizer& optimizer) {
-  const CheckpointView view = optimizer.checkpoint_view();
+  const CheckpointView view = optimizer.checkpoint_maps();
   RankHoldings h;
   h.rank = optimizer.rank();
   h.params = global_ranges(view.held_map);

@@ -159,6 +159,9 @@ class IShardedOptimizer {
   // and where training stands. restore_progress() sets the step count, data position,
   // early-stopping state and the base optimizer's step count (the same on every rank).
   virtual CheckpointView checkpoint_view() = 0;
+  // The view's maps alone (held, owned, written) and its optimizer, with no parameters or state:
+  // what the holdings need, without copying a device rank's memory to the host.
+  virtual CheckpointView checkpoint_maps() { return checkpoint_view(); }
   // The units this rank's data-parallel collectives move (its ShardLayout: the gradient buckets
   // of DDP and ZeRO, the blocks of FSDP), each as ranges of the full model's flat indices, sorted
   // and merged, padding left out. A CommSubject's unit (comm_record.h) indexes this list.

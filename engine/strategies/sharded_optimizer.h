@@ -83,6 +83,7 @@ class ShardedOptimizer : public ShardedOptimizerBase, protected BlockHooks {
   void synchronize_optimizer_state() override;
 
   CheckpointView checkpoint_view() override;
+  CheckpointView checkpoint_maps() override;
   std::vector<std::vector<IndexRange>> comm_units() override;
   std::vector<float> gather_params() override;
   void load_model(const std::string& path) override;

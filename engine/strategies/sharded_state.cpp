@@ -148,13 +148,10 @@ void ShardedOptimizer::check_state_header(ByteReader& r) {
              batch, options_.train.batch_size);
 }
 
-CheckpointView ShardedOptimizer::checkpoint_view() {
+CheckpointView ShardedOptimizer::checkpoint_maps() {
   CheckpointView v;
   const std::string& s = options_.sharding.strategy;
   const int64_t n = model_->num_params();
-  // On a device other than cpu the held parameters are device memory: checkpoints there come with
-  // the strategies' move onto the device; the maps (what is held where) are known everywhere.
-  if (model_->device().kind() == DeviceKind::cpu) v.held = held_params();
   v.optimizer = optimizer_.get();
   if (s == "ddp") {
     // Every rank holds and updates everything: rank 0 writes.
@@ -167,6 +164,43 @@ CheckpointView ShardedOptimizer::checkpoint_view() {
   v.write_map = v.owned_map;
   // ZeRO-1/2 hold the whole parameters; FSDP its shard, indexed like its optimizer state.
   v.held_map = s == "fsdp" ? v.owned_map : identity_map(n);
+  return v;
+}
+
+CheckpointView ShardedOptimizer::checkpoint_view() {
+  CheckpointView v = checkpoint_maps();
+  const std::string& s = options_.sharding.strategy;
+  Device& dev = model_->device();
+  if (dev.kind() == DeviceKind::cpu) {
+    v.held = held_params();
+    v.state = optimizer_->state();
+  } else {
+    // Host copies of the device's parameters and state, put back by `store`. (FSDP, which holds
+    // a shard, does not run on a device yet: the held parameters are the model's.)
+    SL_ENFORCE_T(InternalError, s != "fsdp", "checkpoint view: fsdp on the {} device",
+                 to_string(dev.kind()));
+    struct Staging {
+      std::vector<float> held;
+      std::vector<std::vector<float>> state;
+    };
+    auto staging = std::make_shared<Staging>();
+    staging->held = model_->params_to_host();
+    const auto arrays = optimizer_->device_state();
+    for (const auto& [name, array] : arrays) {
+      staging->state.emplace_back(array.size());
+      dev.copy_to_host(DeviceSpan<const float>(array), std::span<float>(staging->state.back()));
+    }
+    v.held = staging->held;
+    for (size_t i = 0; i < arrays.size(); ++i)
+      v.state.emplace_back(arrays[i].first, staging->state[i]);
+    Model* model = model_.get();
+    v.store = [staging, arrays, model, &dev] {
+      dev.copy_from_host(std::span<const float>(staging->held), model->device_params());
+      for (size_t i = 0; i < arrays.size(); ++i)
+        dev.copy_from_host(std::span<const float>(staging->state[i]), arrays[i].second);
+    };
+    v.staging = staging;
+  }
   return v;
 }
 

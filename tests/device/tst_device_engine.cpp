@@ -4,11 +4,13 @@
 // gradient accumulation and clipping, for the MLP and the GPT. The reference is the cpu run (the
 // engine's path since before devices), the other side the device path end to end: data copied
 // in, kernels queued, the loss and the gradient norm read back through counted copies.
+#include <QTemporaryDir>
 #include <QtTest/QtTest>
 
 #include <cstring>
 #include <vector>
 
+#include "engine/checkpoint/checkpoint_store.h"
 #include "engine/core/error.h"
 #include "engine/device/device.h"
 #include "engine/device/device_training.h"
@@ -151,6 +153,46 @@ class TstDeviceEngine : public QObject {
         QCOMPARE(dev.ranks[r].memory.peak[c], cpu.ranks[r].memory.peak[c]);
   }
 
+  // Checkpoints cross devices: a ZeRO-2 run on test devices saves at step 3; the same job on cpu
+  // resumed from that checkpoint ends with the test run's parameters bit for bit (test -> cpu);
+  // a cpu run's step-3 checkpoint resumed on test devices as DDP (resharded: zero2 on 2 ranks ->
+  // ddp on 2) ends there too (cpu -> test). The device's parameters and optimizer state go
+  // through host copies each way.
+  void checkpointsCrossDevices() {
+    QTemporaryDir tmp;
+    QVERIFY(tmp.isValid());
+    JobSpec job = small_job("gpt", "adamw", 1, 0.0);
+    job.parallel.strategy = "zero2";
+    job.parallel.world_size = 2;
+    job.train.steps = 6;
+    job.train.checkpoint_every = 3;
+    auto run = [&](JobSpec j, const std::string& device, const std::string& dir,
+                   const std::string& resume) {
+      j.device = device;
+      j.train.checkpoint_dir = tmp.filePath(QString::fromStdString(dir)).toStdString();
+      const Datasets data = load_completed_data(j);
+      RankRunOptions o;
+      o.resume_from = resume;
+      return run_threads_job(j, data, o);
+    };
+    const ParallelRunResult a = run(job, "test", "a", "");
+    QCOMPARE(a.result.steps, int64_t{6});
+    const std::string a3 = step_dir(tmp.filePath("a").toStdString(), 3);
+    const ParallelRunResult b = run(job, "cpu", "b", a3);
+    QCOMPARE(b.result.losses.size(), size_t{3});
+    QVERIFY2(same_bits(b.result.params, a.result.params), "test -> cpu resume differs");
+
+    const ParallelRunResult c = run(job, "cpu", "c", "");
+    QVERIFY2(same_bits(c.result.params, a.result.params), "zero2 on cpu differs from test");
+    JobSpec as_ddp = job;
+    as_ddp.parallel.strategy = "ddp";
+    const ParallelRunResult d =
+        run(as_ddp, "test", "d", step_dir(tmp.filePath("c").toStdString(), 3));
+    QCOMPARE(d.result.losses.size(), size_t{3});
+    for (size_t i = 0; i < 3; ++i) QCOMPARE(d.result.losses[i], a.result.losses[3 + i]);
+    QVERIFY2(same_bits(d.result.params, a.result.params), "cpu -> test resharded resume differs");
+  }
+
   // What a training step moves between host and device, pinned: per micro-batch the input and the
   // targets go in (the GPT's embedding also reads its ids back to check them and sends them as
   // 32-bit ids), the per-row losses come out; per step the gradient norm comes out. Nothing else:
@@ -189,10 +231,12 @@ class TstDeviceEngine : public QObject {
     JobSpec job = load_job(example_job("fashion_mlp.json"), {"parallel.strategy=fsdp"});
     job.device = "test";
     const std::string problem = device_job_problem(job);
-    QVERIFY2(problem.find("the test device runs parallel.strategy none, ddp, zero1 or zero2 in this version") !=
-                     std::string::npos &&
-                 problem.find("--set device=cpu") != std::string::npos,
-             problem.c_str());
+    QVERIFY2(
+        problem.find(
+            "the test device runs parallel.strategy none, ddp, zero1 or zero2 in this version") !=
+                std::string::npos &&
+            problem.find("--set device=cpu") != std::string::npos,
+        problem.c_str());
     job.parallel.strategy = "none";
     job.parallel.world_size = 1;
     QCOMPARE(QString::fromStdString(device_job_problem(job)), QString());

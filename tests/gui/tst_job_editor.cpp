@@ -594,8 +594,7 @@ class TestJobEditor : public QObject {
 // writes a value of the field's type to the document, which reads back through the engine.
 void TestJobEditor::formIsBuiltFromTheEngineTable() {
   using shardlab::FieldType;
-  const std::set<std::string> json_only = {"device",
-                                           "model.mlp.input_dim",
+  const std::set<std::string> json_only = {"model.mlp.input_dim",
                                            "model.mlp.num_classes",
                                            "model.gpt.vocab_size",
                                            "telemetry.address",
