@@ -941,7 +941,7 @@ class TestJob : public QObject {
     QVERIFY(doc["data"]["corpus"] == json::array());
   }
 
-  // "device": cpu (the default) or cuda; anything else is refused naming the field.
+  // "device": cpu (the default), cuda or test; anything else is refused naming the field.
   void deviceField() {
     JobSpec job = job_from_json(patched(R"({"device": "cuda"})"));
     QCOMPARE(QString::fromStdString(job.device), QString("cuda"));
@@ -1421,7 +1421,7 @@ class TestJob : public QObject {
       QVERIFY2(msg.startsWith(start), qPrintable(msg));
     };
     expect("{\"device\": \"cpu\\u001b[2J\"}",
-           "device: must be one of \"cpu\", \"cuda\", got \"cpu\\x1b[2J\"");
+           "device: must be one of \"cpu\", \"cuda\", \"test\", got \"cpu\\x1b[2J\"");
     expect("{\"train\": {\"steps\": \"1\\u00000\"}}",
            "train.steps: expected an integer, got string \"1\\x000\"");
     expect("{\"telemetry\": {\"address\": \"h\\n:0\"}}",
