@@ -7,14 +7,15 @@
 #include <thread>
 
 #include "engine/core/device.h"
+#include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/gemm.h"
 
 namespace shardlab {
 
 void cublas_check(cublasStatus_t status, const char* what) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
-  SL_THROW(DeviceError, "{}: {} ({})", what, cublasGetStatusName(status),
-           cublasGetStatusString(status));
+  SL_THROW(DeviceError, "{}: {} ({})", what, kernels::cublas_status_name(status),
+           kernels::cublas_status_string(status));
 }
 
 CudaContext::CudaContext(int device) : device_(device) {
@@ -35,7 +36,7 @@ CudaContext::~CudaContext() {
   // Destroying a stream with work still queued is allowed: its resources go once the work is
   // done. Errors are ignored here (a destructor must not throw; a lost device reports elsewhere).
   (void)cudaSetDevice(device_);
-  if (cublas_) (void)cublasDestroy(cublas_);
+  kernels::destroy_cublas_handle(cublas_);
   if (stream_) (void)cudaStreamDestroy(stream_);
 }
 

@@ -14,7 +14,7 @@ if(SHARDLAB_HAVE_CUDA_KERNELS)
   )
   target_link_libraries(shardlab_device_gpu
     PUBLIC shardlab_device shardlab_kernels_cuda shardlab_model shardlab_data shardlab_optim shardlab_train
-           shardlab_comm CUDA::cudart CUDA::cublas
+           shardlab_comm CUDA::cudart
     PRIVATE shardlab_warnings)
   if(TARGET shardlab_comm_nccl)
     target_link_libraries(shardlab_device_gpu PUBLIC shardlab_comm_nccl)

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/warp_rows.cuh"
@@ -107,9 +108,9 @@ bool geometry(const char* call, const AttentionDims& dims, Geometry& g) {
 
 cudaStream_t stream_of(const char* call, cublasHandle_t handle) {
   cudaStream_t s = nullptr;
-  const cublasStatus_t st = cublasGetStream(handle, &s);
+  const cublasStatus_t st = cublas_api().get_stream(handle, &s);
   if (st != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error(std::string(call) + ": cublasGetStream: " + cublasGetStatusName(st));
+    throw std::runtime_error(std::string(call) + ": cublasGetStream: " + cublas_status_name(st));
   return s;
 }
 

@@ -11,6 +11,8 @@
 
 #include "kernels/cuda/gemm.h"
 
+#include "kernels/cuda/cublas_api.h"
+
 namespace shardlab::kernels {
 
 namespace {
@@ -21,7 +23,7 @@ namespace {
 
 void check_status(const char* call, cublasStatus_t s) {
   if (s != CUBLAS_STATUS_SUCCESS)
-    fail(call, std::string(cublasGetStatusName(s)) + " (" + cublasGetStatusString(s) + ")");
+    fail(call, std::string(cublas_status_name(s)) + " (" + cublas_status_string(s) + ")");
 }
 
 int to_int(const char* call, const char* name, int64_t v) {
@@ -44,8 +46,8 @@ void gemm_cuda(cublasHandle_t handle, Trans ta, Trans tb, int64_t m, int64_t n, 
   const int ilda = to_int(kCall, "lda", lda), ildb = to_int(kCall, "ldb", ldb),
             ildc = to_int(kCall, "ldc", ldc);
   if (m == 0 || n == 0) return;  // as the CPU: nothing to write
-  check_status(kCall, cublasSgemm(handle, op(tb), op(ta), in, im, ik, &alpha, b, ildb, a, ilda,
-                                  &beta, c, ildc));
+  check_status(kCall, cublas_api().sgemm(handle, op(tb), op(ta), in, im, ik, &alpha, b, ildb, a,
+                                         ilda, &beta, c, ildc));
 }
 
 void gemm_strided_batched_cuda(cublasHandle_t handle, Trans ta, Trans tb, int64_t m, int64_t n,
@@ -58,7 +60,8 @@ void gemm_strided_batched_cuda(cublasHandle_t handle, Trans ta, Trans tb, int64_
             ildc = to_int(kCall, "ldc", ldc);
   const int ibatch = to_int(kCall, "batch", batch);
   if (m == 0 || n == 0 || batch == 0) return;
-  check_status(kCall, cublasSgemmStridedBatched(handle, op(tb), op(ta), in, im, ik, &alpha, b, ildb,
+  check_status(
+      kCall, cublas_api().sgemm_strided_batched(handle, op(tb), op(ta), in, im, ik, &alpha, b, ildb,
                                                 static_cast<long long>(stride_b), a, ilda,
                                                 static_cast<long long>(stride_a), &beta, c, ildc,
                                                 static_cast<long long>(stride_c), ibatch));
@@ -66,21 +69,21 @@ void gemm_strided_batched_cuda(cublasHandle_t handle, Trans ta, Trans tb, int64_
 
 cublasHandle_t make_cublas_handle(cudaStream_t stream) {
   cublasHandle_t h = nullptr;
-  check_status("make_cublas_handle: cublasCreate", cublasCreate(&h));
+  check_status("make_cublas_handle: cublasCreate", cublas_api().create(&h));
   try {
-    check_status("make_cublas_handle: cublasSetStream", cublasSetStream(h, stream));
+    check_status("make_cublas_handle: cublasSetStream", cublas_api().set_stream(h, stream));
     // CUBLAS_PEDANTIC_MATH rather than CUBLAS_DEFAULT_MATH: both exclude TF32 tensor ops, but
     // pedantic also guarantees standard FP32 arithmetic whatever the environment says (no
     // BF16x9 emulation, no reduced-precision reductions, which default math may be switched to
     // by cuBLAS environment variables such as CUBLAS_EMULATE_SINGLE_PRECISION).
     check_status("make_cublas_handle: cublasSetMathMode",
-                 cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH));
+                 cublas_api().set_math_mode(h, CUBLAS_PEDANTIC_MATH));
     // The default, made explicit: no atomics, so every run gives the same bits (cuBLAS guarantees
     // that on one GPU model with one stream per handle).
     check_status("make_cublas_handle: cublasSetAtomicsMode",
-                 cublasSetAtomicsMode(h, CUBLAS_ATOMICS_NOT_ALLOWED));
+                 cublas_api().set_atomics_mode(h, CUBLAS_ATOMICS_NOT_ALLOWED));
   } catch (...) {
-    cublasDestroy(h);
+    destroy_cublas_handle(h);
     throw;
   }
   return h;

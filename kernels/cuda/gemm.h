@@ -30,7 +30,7 @@ void gemm_strided_batched_cuda(cublasHandle_t handle, Trans ta, Trans tb, int64_
                                float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch);
 
 // A cuBLAS handle on `stream` in CUBLAS_PEDANTIC_MATH (standard FP32: no TF32 tensor-op
-// rounding, no emulation); the caller destroys it with cublasDestroy. Throws std::runtime_error
+// rounding, no emulation); the caller destroys it with destroy_cublas_handle (cublas_api.h). Throws std::runtime_error
 // on failure.
 cublasHandle_t make_cublas_handle(cudaStream_t stream);
 

@@ -73,6 +73,18 @@ class TestClusterLinks : public QObject {
     const ProcessOutcome b = in_ns(c.name() + "-h2", tbf.arg("eth0").split(' '));
     if (a.exit_code != 0 || b.exit_code != 0)
       QSKIP(qPrintable("tc tbf is refused here: " + a.err + b.err));
+    // The tables printed while tc was being applied, and the highest step they show: a naming
+    // that began at or before it began on the healthy link (below).
+    monitor.poll(0);
+    qint64 slowed_by_step = 0;
+    static const QRegularExpression row_step(
+        "^\\s*\\d+\\s+pp\\d+ tp\\d+ dp\\d+\\s+\\S+\\s+(\\d+)\\s");
+    for (const QString& table : monitor.tables())
+      for (const QString& row : table.split('\n')) {
+        const auto m = row_step.match(row);
+        if (m.hasMatch()) slowed_by_step = std::max(slowed_by_step, m.captured(1).toLongLong());
+      }
+    QVERIFY2(slowed_by_step > 0, qPrintable(monitor.output().right(2000)));
     static const QRegularExpression slow(
         "world transfers at (\\S+) (MB|GB)/s against (\\S+) GB/s in the first 10 s — a link is "
         "slow; run shardlab doctor --hosts to find it");
@@ -106,7 +118,10 @@ class TestClusterLinks : public QObject {
     // ranks that spin while they wait, so the scheduler alone holds one back (rank 3 on h2 was
     // named in 17 of 24 healthy tables of one run, its peers waiting 6-17% of their step for it,
     // a real share of their time lost to it); tst_straggler's noSlowdownNamesNobody judges
-    // healthy runs on one host.
+    // healthy runs on one host. So a rank named on the healthy link may still be named in the
+    // first tables after it (a CI run: rank 1 on h1 "named since step 1977", before the link was
+    // slowed, in a table at step 2231 without the slow-transfer line yet): a naming is judged when
+    // it began after the highest step of the tables printed before tc was applied.
     const QStringList tables = monitor.tables();
     const auto naming = [](const QString& t) { return t.contains("STRAGGLER"); };
     qInfo("tables naming a straggler: %lld of %lld before the link was slowed, %lld of %lld after",
@@ -114,11 +129,15 @@ class TestClusterLinks : public QObject {
           static_cast<long long>(before),
           static_cast<long long>(std::count_if(tables.begin() + before, tables.end(), naming)),
           static_cast<long long>(tables.size() - before));
+    static const QRegularExpression named_since("named since step (\\d+)");
     for (const QString& table : tables.mid(before)) {
+      const auto since = named_since.match(table);
+      const bool carried = since.hasMatch() && since.captured(1).toLongLong() <= slowed_by_step;
       for (const QString& row : table.split('\n'))
-        if (row.contains("STRAGGLER")) QVERIFY2(row.contains(" h2 "), qPrintable(table));
+        if (row.contains("STRAGGLER") && !carried)
+          QVERIFY2(row.contains(" h2 "), qPrintable(table));
       for (const QString& line : table.split('\n'))
-        if (line.contains(" is slow: "))
+        if (line.contains(" is slow: ") && !carried)
           QVERIFY2(line.contains(" on h2 is slow"), qPrintable(table));
       if (table.contains(slow))
         QVERIFY2(!table.contains("STRAGGLER") && !table.contains(" is slow: "), qPrintable(table));

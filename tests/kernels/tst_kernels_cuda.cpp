@@ -15,6 +15,7 @@
 #include "engine/core/device.h"
 #include "engine/doctor/check.h"
 #include "engine/doctor/kernel_checks.h"
+#include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/layer_norm.h"
 #include "kernels/cuda/sgd_update.h"
@@ -95,7 +96,7 @@ class tst_KernelsCuda : public QObject {
   }
 
   void cleanupTestCase() {
-    if (cublas_ != nullptr) cublasDestroy(cublas_);
+    destroy_cublas_handle(cublas_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
