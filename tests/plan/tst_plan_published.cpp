@@ -105,7 +105,7 @@ class TestPlanPublished : public QObject {
     o.sequence_parallel = false;
     o.top = 1;
     const PlanResult r = search_plans(job, cluster_preset("a100-80gb"), o);
-    QVERIFY(!r.plans.empty());
+    QVERIFY2(!r.plans.empty(), qPrintable(QString("no plan for the %1B model").arg(billions)));
     const Estimate& e = r.plans.front();
     const double err = e.hw_tflops_per_gpu / tflops - 1;
     const std::string name = QTest::currentDataTag();
