@@ -63,6 +63,7 @@ void Device::release_staging() noexcept {
 }
 
 double Device::squared_norm(DeviceSpan<const float> x) {
+  const std::lock_guard<std::mutex> hold(staging_mu_);
   const DevicePtr<double> slot = staging();
   sq_norm(x.data(), static_cast<int64_t>(x.size()), slot);
   return read(slot);

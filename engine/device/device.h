@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -125,6 +126,8 @@ class Device {
 
   // The squared L2 norm of x (in double), computed on the device and read back through the
   // device's one staging slot: the path every small control value takes (a gradient norm, a flag).
+  // Safe to call from several threads at once (the host device is shared by a process's rank
+  // threads): the slot is held from the kernel's write to the read.
   double squared_norm(DeviceSpan<const float> x);
 
   // Waits for everything queued; TimeoutError naming `what` after the device's timeout,
@@ -204,6 +207,7 @@ class Device {
   void count_from_host(size_t bytes);
   // A few bytes of device memory for control values (not charged to the ledger: the device's own,
   // as a GPU library's workspace is). Derived destructors give it back with release_staging().
+  // Callers hold staging_mu_ from allocation until the value has been read.
   DevicePtr<double> staging();
   void release_staging() noexcept;
 
@@ -211,6 +215,7 @@ class Device {
   static void check_copy(size_t from, size_t to, const char* what);
   // Atomic: the host device is shared by the threads of a process.
   std::atomic<int64_t> to_host_{0}, to_host_bytes_{0}, from_host_{0}, from_host_bytes_{0};
+  std::mutex staging_mu_;
   void* staging_ = nullptr;
 };
 

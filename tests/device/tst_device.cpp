@@ -7,6 +7,7 @@
 
 #include <QtTest/QtTest>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -392,6 +393,42 @@ class TstDevice : public QObject {
       } catch (const InvalidArgument& e) {
         QVERIFY2(QString(e.what()).contains("100 elements but destination 50"), e.what());
       }
+    }
+  }
+
+  // One device shared by several threads (the host device is shared by a process's rank threads):
+  // every thread's squared norm is its own, although they all read it back through the device's
+  // one staging slot. Each thread's vector holds one value v in every element, so its squared
+  // norm, n * v * v, is exact in double and differs from every other thread's.
+  void squaredNormIsThreadSafe() {
+    std::unique_ptr<Device> test_device = make_device(DeviceKind::test);
+    for (Device* dev : {&host_device(), test_device.get()}) {
+      constexpr int kThreads = 6, kRounds = 3000;
+      constexpr int64_t kN = 256;
+      std::vector<DeviceBuffer<float>> bufs;
+      for (int t = 0; t < kThreads; ++t) {
+        bufs.emplace_back(*dev, MemCategory::grads, kN);
+        const std::vector<float> h(static_cast<size_t>(kN), static_cast<float>(t + 1));
+        dev->copy_from_host(std::span<const float>(h), bufs.back().span());
+      }
+      std::atomic<int> wrong{0};
+      std::atomic<double> first_wrong{0};
+      std::vector<std::thread> threads;
+      for (int t = 0; t < kThreads; ++t)
+        threads.emplace_back([&, t] {
+          const double want = static_cast<double>(kN) * (t + 1) * (t + 1);
+          for (int i = 0; i < kRounds; ++i) {
+            const double got = dev->squared_norm(DeviceSpan<const float>(bufs[size_t(t)].span()));
+            if (got != want && wrong.fetch_add(1) == 0) first_wrong = got;
+          }
+        });
+      for (std::thread& th : threads) th.join();
+      QVERIFY2(wrong.load() == 0,
+               qPrintable(QString("%1: %2 of %3 norms were another thread's (first: %4)")
+                              .arg(QString::fromStdString(dev->describe()))
+                              .arg(wrong.load())
+                              .arg(kThreads * kRounds)
+                              .arg(first_wrong.load())));
     }
   }
 
