@@ -8,12 +8,15 @@
 //           gradients into this rank's gradient shard, freeing the buffer once that completes
 //           (at once with overlap off; with overlap on while the next block computes, so at most
 //           two blocks of gradients are ever live).
-// The update runs on the shards only; nothing is gathered afterwards.
-#include <algorithm>
+// The update runs on the shards only; nothing is gathered afterwards. Everything is on the model's
+// device: collectives through DeviceCollectives, the accumulation, norm, clipping and update as
+// the device's kernels.
+#include <optional>
 
+#include "engine/comm/device_collectives.h"
 #include "engine/core/error.h"
+#include "engine/device/device_buffer.h"
 #include "engine/strategies/strategies.h"
-#include "engine/train/step_math.h"
 
 namespace shardlab::parallel_detail {
 
@@ -31,27 +34,35 @@ class Fsdp final : public ShardedOptimizer {
  protected:
   void setup() override {
     build_model_and_optimizer(ModelStorage::external);
+    Device& dev = model_->device();
     layout_ = ShardLayout::blocks(model_->layout(), world_size());
     const int blocks = model_->num_blocks();
     gathered_.resize(static_cast<size_t>(blocks));
     gather_work_.resize(static_cast<size_t>(blocks));
     grad_bufs_.resize(static_cast<size_t>(blocks));
-    param_shard_ = make_buffer(MemCategory::params, layout_.shard_size());
-    grad_shard_ = make_buffer(MemCategory::grads, layout_.shard_size());
+    param_shard_ = DeviceBuffer<float>(dev, MemCategory::params, layout_.shard_size());
+    grad_shard_ = DeviceBuffer<float>(dev, MemCategory::grads, layout_.shard_size());
     // Initialise block by block: materialise one block, run its initialiser exactly as a full
     // model would (Rng::derive(seed, block)), keep this rank's chunk.
     for (int b = 0; b < blocks; ++b) {
       const int u = layout_.unit_of_block(b);
       if (u < 0) continue;
       const ShardUnit& unit = layout_.units()[static_cast<size_t>(u)];
-      Buffer full = make_buffer(MemCategory::params, unit.padded);
-      model_->bind_block(b, DevicePtr<float>(full.data()), {});
+      DeviceBuffer<float> full(dev, MemCategory::params, unit.padded);
+      model_->bind_block(b, full.data(), {});
       model_->init_block(b, options_.model.seed);
       const IndexRange c = layout_.chunk(u, rank());
-      std::copy_n(full.begin() + c.begin, unit.chunk, param_shard_.begin() + unit.shard_offset);
+      dev.copy(DeviceSpan<const float>(full.span()).subspan(c.begin, unit.chunk),
+               shard(param_shard_, unit));
       model_->bind_block(b, {}, {});
     }
-    optimizer_->attach({0, layout_.shard_size()});
+    optimizer_->attach({0, layout_.shard_size()}, dev);
+    collectives_.emplace(comm_, dev);
+  }
+
+  // This rank's chunk of `unit` in a shard buffer.
+  static DeviceSpan<float> shard(DeviceBuffer<float>& buf, const ShardUnit& unit) {
+    return buf.span().subspan(unit.shard_offset, unit.chunk);
   }
 
   // --- gathering ---
@@ -60,13 +71,12 @@ class Fsdp final : public ShardedOptimizer {
     if (u < 0 || !gathered_[static_cast<size_t>(block)].empty()) return;
     const ShardUnit& unit = layout_.units()[static_cast<size_t>(u)];
     auto& buf = gathered_[static_cast<size_t>(block)];
-    buf = make_buffer(MemCategory::params, unit.padded);
-    gather_work_[static_cast<size_t>(block)] = comm_.all_gather_async(
-        std::span<const float>(param_shard_).subspan(unit.shard_offset, unit.chunk), buf,
-        {CommArray::params, u});
+    buf = DeviceBuffer<float>(model_->device(), MemCategory::params, unit.padded);
+    gather_work_[static_cast<size_t>(block)] = collectives_->all_gather_async(
+        DeviceSpan<const float>(shard(param_shard_, unit)), buf.span(), {CommArray::params, u});
   }
 
-  float* gathered(int block) {
+  DevicePtr<float> gathered(int block) {
     start_gather(block);
     auto& work = gather_work_[static_cast<size_t>(block)];
     if (work) {
@@ -82,7 +92,7 @@ class Fsdp final : public ShardedOptimizer {
       work->wait();
       work.reset();
     }
-    free_buffer(gathered_[static_cast<size_t>(block)]);
+    gathered_[static_cast<size_t>(block)].reset();
   }
 
   // The next (step +1) or previous (-1) block that has parameters, or -1.
@@ -95,7 +105,7 @@ class Fsdp final : public ShardedOptimizer {
   // --- hooks ---
   void before_forward(int block) override {
     if (layout_.unit_of_block(block) < 0) return;
-    model_->bind_block(block, DevicePtr<float>(gathered(block)), {});
+    model_->bind_block(block, gathered(block), {});
     if (options_.sharding.overlap) {
       const int next = neighbour(block, +1);
       if (next >= 0) start_gather(next);
@@ -110,10 +120,11 @@ class Fsdp final : public ShardedOptimizer {
   void before_backward(int block) override {
     const int u = layout_.unit_of_block(block);
     if (u < 0) return;
-    float* params = gathered(block);
+    const DevicePtr<float> params = gathered(block);
     auto& g = grad_bufs_[static_cast<size_t>(block)];
-    g = make_buffer(MemCategory::grads, layout_.units()[static_cast<size_t>(u)].padded);
-    model_->bind_block(block, DevicePtr<float>(params), DevicePtr<float>(g.data()));
+    g = DeviceBuffer<float>(model_->device(), MemCategory::grads,
+                            layout_.units()[static_cast<size_t>(u)].padded);
+    model_->bind_block(block, params, g.data());
     if (options_.sharding.overlap) {
       const int prev = neighbour(block, -1);
       if (prev >= 0) start_gather(prev);
@@ -131,25 +142,27 @@ class Fsdp final : public ShardedOptimizer {
     Pending p;
     p.block = block;
     p.unit = u;
-    std::span<float> out = std::span<float>(grad_shard_).subspan(unit.shard_offset, unit.chunk);
+    DeviceSpan<float> out = shard(grad_shard_, unit);
     if (micro_ > 0) {  // accumulate: reduce into a temporary, add after
-      p.partial = make_buffer(MemCategory::comm, unit.chunk);
-      out = p.partial;
+      p.partial = DeviceBuffer<float>(model_->device(), MemCategory::comm, unit.chunk);
+      out = p.partial.span();
     }
-    p.work = comm_.reduce_scatter_async(grad_bufs_[static_cast<size_t>(block)], out, ReduceOp::Avg,
-                                        {CommArray::grads, u});
+    p.work = collectives_->reduce_scatter_async(
+        DeviceSpan<const float>(grad_bufs_[static_cast<size_t>(block)].span()), out, ReduceOp::Avg,
+        {CommArray::grads, u});
     pending_.push_back(std::move(p));
     if (!options_.sharding.overlap) finish_reductions();
   }
 
   void finish_reductions() {
+    Device& dev = model_->device();
     for (Pending& p : pending_) {
       p.work->wait();
-      free_buffer(grad_bufs_[static_cast<size_t>(p.block)]);
+      grad_bufs_[static_cast<size_t>(p.block)].reset();
       if (!p.partial.empty()) {
-        const ShardUnit& unit = layout_.units()[static_cast<size_t>(p.unit)];
-        float* dst = grad_shard_.data() + unit.shard_offset;
-        for (int64_t i = 0; i < unit.chunk; ++i) dst[i] += p.partial[static_cast<size_t>(i)];
+        const DeviceSpan<float> dst =
+            shard(grad_shard_, layout_.units()[static_cast<size_t>(p.unit)]);
+        dev.add(dst.data(), p.partial.data(), dst.data(), static_cast<int64_t>(dst.size()));
       }
     }
     pending_.clear();
@@ -165,32 +178,46 @@ class Fsdp final : public ShardedOptimizer {
   }
 
   // --- update and state ---
-  double owned_grad_square_sum() override { return squared_norm(grad_shard_); }
-  void scale_grads(float factor) override {
-    for (float& g : grad_shard_) g *= factor;
+  double owned_grad_square_sum() override {
+    return model_->device().squared_norm(grad_shard_.span());
   }
-  void update(double lr) override { optimizer_->step(param_shard_, grad_shard_, lr); }
-  std::span<float> held_params() override { return param_shard_; }
+  void scale_grads(float factor) override {
+    model_->device().scale(grad_shard_.data(), grad_shard_.size(), factor);
+  }
+  void update(double lr) override {
+    optimizer_->step(param_shard_.span(), DeviceSpan<const float>(grad_shard_.span()), lr);
+  }
+  std::span<float> held_params() override {
+    return {host_address(model_->device(), param_shard_.data()),
+            static_cast<size_t>(param_shard_.size())};
+  }
+  DeviceSpan<float> held_device_params() override { return param_shard_.span(); }
 
   void load_full_params(std::span<const float> full) override {
+    std::vector<float> mine(static_cast<size_t>(layout_.shard_size()), 0.0f);
     for (int i = 0; i < static_cast<int>(layout_.units().size()); ++i) {
       const ShardUnit& u = layout_.units()[static_cast<size_t>(i)];
       const IndexRange c = layout_.chunk(i, rank());
       for (int64_t k = 0; k < u.chunk; ++k) {
         const int64_t at = c.begin + k;  // within the padded unit
-        param_shard_[static_cast<size_t>(u.shard_offset + k)] =
-            at < u.size ? full[static_cast<size_t>(u.begin + at)] : 0.0f;
+        if (at < u.size)
+          mine[static_cast<size_t>(u.shard_offset + k)] = full[static_cast<size_t>(u.begin + at)];
       }
     }
+    model_->device().copy_from_host(std::span<const float>(mine), param_shard_.span());
   }
 
   void gather_full_params(std::span<float> full) override {
+    Device& dev = model_->device();
     for (int32_t i = 0; i < static_cast<int32_t>(layout_.units().size()); ++i) {
       const ShardUnit& u = layout_.units()[static_cast<size_t>(i)];
-      Buffer unit = make_buffer(MemCategory::comm, u.padded);
-      comm_.all_gather(std::span<const float>(param_shard_).subspan(u.shard_offset, u.chunk), unit,
-                       {CommArray::params, i});
-      std::copy_n(unit.begin(), u.size, full.begin() + u.begin);
+      DeviceBuffer<float> unit(dev, MemCategory::comm, u.padded);
+      collectives_
+          ->all_gather_async(DeviceSpan<const float>(shard(param_shard_, u)), unit.span(),
+                             {CommArray::params, i})
+          ->wait();
+      dev.copy_to_host(DeviceSpan<const float>(unit.span()).first(u.size),
+                       full.subspan(u.begin, u.size));
     }
   }
 
@@ -200,14 +227,15 @@ class Fsdp final : public ShardedOptimizer {
   struct Pending {
     int block = 0;
     int unit = 0;
-    Buffer partial;
+    DeviceBuffer<float> partial;
     WorkHandle work;
   };
 
-  Buffer param_shard_, grad_shard_;
-  std::vector<Buffer> gathered_;         // per block: gathered parameters while live
-  std::vector<WorkHandle> gather_work_;  // per block: the gather in flight
-  std::vector<Buffer> grad_bufs_;        // per block: full gradients until reduce-scattered
+  std::optional<DeviceCollectives> collectives_;
+  DeviceBuffer<float> param_shard_, grad_shard_;
+  std::vector<DeviceBuffer<float>> gathered_;   // per block: gathered parameters while live
+  std::vector<WorkHandle> gather_work_;         // per block: the gather in flight
+  std::vector<DeviceBuffer<float>> grad_bufs_;  // per block: full gradients until reduce-scattered
   std::vector<Pending> pending_;
 };
 

@@ -88,10 +88,6 @@ std::unique_ptr<ShardedOptimizer> ShardedOptimizer::create(Communicator& comm,
   ShardedOptions o = options;
   if (wrapped) o.optimizer = wrapped->config();
   std::unique_ptr<ShardedOptimizer> opt;
-  SL_ENFORCE(!options.device || options.device->kind() == DeviceKind::cpu || s != "fsdp",
-             "device: {} runs parallel.strategy ddp, zero1 or zero2 in this version, not {} (run "
-             "it on cpu)",
-             options.device ? to_string(options.device->kind()) : "cpu", s);
   if (s == "ddp") {
     opt = parallel_detail::make_ddp(comm, o);
   } else if (s == "zero1") {

@@ -42,8 +42,8 @@
 #include "engine/optim/optimizer.h"
 #include "engine/sharding/checkpoint_view.h"
 #include "engine/sharding/shard_layout.h"
-#include "engine/strategies/sharded_optimizer_base.h"
 #include "engine/sharding/sharded_optimizer_interface.h"
+#include "engine/strategies/sharded_optimizer_base.h"
 #include "engine/telemetry/sink.h"
 #include "engine/topology/parallel_config.h"
 #include "engine/train/lr_schedule.h"
@@ -110,6 +110,9 @@ class ShardedOptimizer : public ShardedOptimizerBase, protected BlockHooks {
   virtual void update(double lr) = 0;
   // held_params(): the parameters this rank holds at rest (ShardedOptimizerBase), for
   // serialize() and checkpoints.
+  // The same on the model's device (host copies of it cross devices in checkpoint_view()):
+  // by default the model's whole parameters (DDP, ZeRO-1/2).
+  virtual DeviceSpan<float> held_device_params() { return model_->device_params(); }
   // Writes this rank's chunk of every unit of `full` (the whole flat parameters) into the held
   // parameters.
   virtual void load_full_params(std::span<const float> full) = 0;

@@ -169,22 +169,21 @@ CheckpointView ShardedOptimizer::checkpoint_maps() {
 
 CheckpointView ShardedOptimizer::checkpoint_view() {
   CheckpointView v = checkpoint_maps();
-  const std::string& s = options_.sharding.strategy;
   Device& dev = model_->device();
   if (dev.kind() == DeviceKind::cpu) {
     v.held = held_params();
     v.state = optimizer_->state();
   } else {
-    // Host copies of the device's parameters and state, put back by `store`. (FSDP, which holds
-    // a shard, does not run on a device yet: the held parameters are the model's.)
-    SL_ENFORCE_T(InternalError, s != "fsdp", "checkpoint view: fsdp on the {} device",
-                 to_string(dev.kind()));
+    // Host copies of the held parameters (the model's, or FSDP's shard) and the optimizer state
+    // on the device, put back by `store`.
     struct Staging {
       std::vector<float> held;
       std::vector<std::vector<float>> state;
     };
     auto staging = std::make_shared<Staging>();
-    staging->held = model_->params_to_host();
+    const DeviceSpan<float> held = held_device_params();
+    staging->held.resize(held.size());
+    dev.copy_to_host(DeviceSpan<const float>(held), std::span<float>(staging->held));
     const auto arrays = optimizer_->device_state();
     for (const auto& [name, array] : arrays) {
       staging->state.emplace_back(array.size());
@@ -193,9 +192,8 @@ CheckpointView ShardedOptimizer::checkpoint_view() {
     v.held = staging->held;
     for (size_t i = 0; i < arrays.size(); ++i)
       v.state.emplace_back(arrays[i].first, staging->state[i]);
-    Model* model = model_.get();
-    v.store = [staging, arrays, model, &dev] {
-      dev.copy_from_host(std::span<const float>(staging->held), model->device_params());
+    v.store = [staging, arrays, held, &dev] {
+      dev.copy_from_host(std::span<const float>(staging->held), held);
       for (size_t i = 0; i < arrays.size(); ++i)
         dev.copy_from_host(std::span<const float>(staging->state[i]), arrays[i].second);
     };
