@@ -9,6 +9,7 @@
 #include <map>
 
 #include "engine/core/memory.h"
+#include "engine/device/device.h"
 #include "engine/optim/optimizer.h"
 #include "engine/plan/memory/planner.h"
 #include "engine/run/rank_runner.h"
@@ -189,12 +190,18 @@ class TestShardedMemory : public QObject {
     QTest::addColumn<QString>("strategy");
     QTest::addColumn<QString>("optimizer");
     QTest::addColumn<int>("world");
+    QTest::addColumn<QString>("device");
     for (const char* s : {"ddp", "zero1", "zero2", "fsdp"}) {
       for (const char* o : {"adam", "sgd"})
         for (int w : {1, 2, 3, 4, 8})
           QTest::addRow("mlp/%s/%s/w%d", s, o, w)
-              << QString("mlp") << QString(s) << QString(o) << w;
-      QTest::addRow("gpt/%s/adam/w3", s) << QString("gpt") << QString(s) << QString("adam") << 3;
+              << QString("mlp") << QString(s) << QString(o) << w << QString("cpu");
+      QTest::addRow("gpt/%s/adam/w3", s)
+          << QString("gpt") << QString(s) << QString("adam") << 3 << QString("cpu");
+      // The same ledger on device memory: each rank on a test device of its own.
+      for (const char* m : {"mlp", "gpt"})
+        QTest::addRow("%s/%s/adam/w3/test", m, s)
+            << QString(m) << QString(s) << QString("adam") << 3 << QString("test");
     }
   }
 
@@ -203,7 +210,9 @@ class TestShardedMemory : public QObject {
     QFETCH(QString, strategy);
     QFETCH(QString, optimizer);
     QFETCH(int, world);
-    const JobSpec job = job_for(model, strategy, world, optimizer);
+    QFETCH(QString, device);
+    JobSpec job = job_for(model, strategy, world, optimizer);
+    job.device = device.toStdString();
     std::unique_ptr<Model> built = build_model(job.model);
     const int64_t k = state_bytes_per_param(job.optimizer);
     QVERIFY(k > 0);  // Adam and SGD with momentum both keep state
@@ -243,7 +252,8 @@ class TestShardedMemory : public QObject {
         qInfo("%s  peak {%s}  plan.peak {%s}", qPrintable(where), qPrintable(figures(peak)),
               qPrintable(figures(rep.plan.peak)));
     }
-    reports_[QString("%1/%2/%3/%4").arg(model, strategy, optimizer).arg(world)] = run.ranks;
+    if (device == "cpu")
+      reports_[QString("%1/%2/%3/%4").arg(model, strategy, optimizer).arg(world)] = run.ranks;
   }
 
   // During training steps (peaks restarted after set-up, no evaluation) each rank holds at most
@@ -254,23 +264,32 @@ class TestShardedMemory : public QObject {
     QTest::addColumn<int>("world");
     QTest::addColumn<bool>("overlap");
     QTest::addColumn<bool>("keep_params");
+    QTest::addColumn<QString>("device");
+    const QString cpu("cpu"), test("test");
     for (const char* s : {"ddp", "zero1", "zero2", "fsdp"})
       for (int w : {1, 2, 3, 4, 8})
         for (bool overlap : {true, false})
           QTest::addRow("mlp/%s/w%d%s", s, w, overlap ? "" : "/no-overlap")
-              << QString("mlp") << QString(s) << w << overlap << false;
+              << QString("mlp") << QString(s) << w << overlap << false << cpu;
     for (int w : {1, 2, 3, 8})
       for (bool overlap : {true, false})
         QTest::addRow("mlp/fsdp/w%d/keep-params%s", w, overlap ? "" : "/no-overlap")
-            << QString("mlp") << QString("fsdp") << w << overlap << true;
+            << QString("mlp") << QString("fsdp") << w << overlap << true << cpu;
     // The GPT has four blocks, so keeping gathered blocks from forward to backward shows.
     for (const char* s : {"ddp", "zero1", "zero2", "fsdp"})
       for (bool overlap : {true, false})
         QTest::addRow("gpt/%s/w3%s", s, overlap ? "" : "/no-overlap")
-            << QString("gpt") << QString(s) << 3 << overlap << false;
+            << QString("gpt") << QString(s) << 3 << overlap << false << cpu;
     for (bool overlap : {true, false})
       QTest::addRow("gpt/fsdp/w3/keep-params%s", overlap ? "" : "/no-overlap")
-          << QString("gpt") << QString("fsdp") << 3 << overlap << true;
+          << QString("gpt") << QString("fsdp") << 3 << overlap << true << cpu;
+    // On device memory (each rank a test device of its own): the same peaks, whatever the staged
+    // collectives hold as comm.
+    for (const char* s : {"ddp", "zero1", "zero2", "fsdp"})
+      QTest::addRow("gpt/%s/w3/test", s)
+          << QString("gpt") << QString(s) << 3 << true << false << test;
+    QTest::addRow("gpt/fsdp/w3/keep-params/test")
+        << QString("gpt") << QString("fsdp") << 3 << true << true << test;
   }
 
   void stepPeakMatchesPlanner() {
@@ -279,15 +298,22 @@ class TestShardedMemory : public QObject {
     QFETCH(int, world);
     QFETCH(bool, overlap);
     QFETCH(bool, keep_params);
+    QFETCH(QString, device);
     JobSpec job = job_for(model, strategy, world, "adam");
+    job.device = device.toStdString();
     job.parallel.overlap = overlap;
     job.parallel.fsdp_keep_params = keep_params;
     std::vector<MemorySnapshot> steps(static_cast<size_t>(world));
     std::vector<MemoryPlan> plans(static_cast<size_t>(world));
     run_threads(world, test_comm_options(), [&](Communicator& c) {
+      // The rank's device first (it outlives the optimizer), as rank_runner makes it.
+      std::unique_ptr<Device> dev =
+          device == "cpu" ? nullptr : make_device(parse_device_kind(job.device));
       MemoryLedger ledger;
       LedgerScope bind(&ledger);
-      auto opt = ShardedOptimizer::create(c, sharded_options(job));
+      ShardedOptions options = sharded_options(job);
+      options.device = dev.get();
+      auto opt = ShardedOptimizer::create(c, options);
       ledger.reset_peaks();
       OptimizeInput in;
       in.train = data_for(model).train.get();
