@@ -110,15 +110,22 @@ class TestStepReplay : public QObject {
   Q_OBJECT
 
  private slots:
+  // On cpu and on test devices (each rank its own; collectives staged through the host): the same
+  // replay.
   void oneDimensionalStrategies_data() {
     QTest::addColumn<QString>("strategy");
-    for (const char* s : {"ddp", "zero1", "zero2", "fsdp"}) QTest::newRow(s) << QString(s);
+    QTest::addColumn<QString>("device");
+    for (const char* d : {"cpu", "test"})
+      for (const char* s : {"ddp", "zero1", "zero2", "fsdp"})
+        QTest::addRow("%s/%s", s, d) << QString(s) << QString(d);
   }
 
   void oneDimensionalStrategies() {
     QFETCH(QString, strategy);
+    QFETCH(QString, device);
     const std::string s = strategy.toStdString();
     JobSpec job = mlp_job(s, 4, "adam");
+    job.device = device.toStdString();
     job.parallel.bucket_mb = 0.015;  // 3,932 elements: the MLP's 10,343 in 3 buckets
     const net::RunModel model = model_of(run(job));
     const net::StepReplay replay = net::replay_step(model);
