@@ -8,11 +8,15 @@
 #include <QtTest/QtTest>
 
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "engine/checkpoint/checkpoint_store.h"
+#include "engine/comm/device_collectives.h"
+#include "engine/comm/threads/world.h"
 #include "engine/core/error.h"
 #include "engine/device/device.h"
+#include "engine/device/device_buffer.h"
 #include "engine/device/device_training.h"
 #include "engine/job/build.h"
 #include "engine/job/job_spec.h"
@@ -233,6 +237,107 @@ class TstDeviceEngine : public QObject {
       // Bytes: far below one copy of the parameters.
       QVERIFY(b.from_host_bytes - a.from_host_bytes < r.params * 4 / 4);
     }
+  }
+
+  // The collectives on device memory (DeviceCollectives), threads ranks each on a device of its
+  // own: the cpu device hands its memory to the communicator as it is, the test device is staged
+  // through host copies; both give the exact values written here (small integers in float, so
+  // every sum is exact) for all-reduce (sum, max), reduce-scatter, all-gather and broadcast.
+  void deviceCollectivesGiveExactValues_data() {
+    QTest::addColumn<QString>("device");
+    QTest::addColumn<int>("world");
+    QTest::addColumn<int>("count");
+    for (const QString& d : {QString("cpu"), QString("test")})
+      for (int w : {1, 2, 3, 4})
+        for (int n : {1, 7, 1000}) QTest::addRow("%s/w%d/n%d", qPrintable(d), w, n) << d << w << n;
+  }
+
+  void deviceCollectivesGiveExactValues() {
+    QFETCH(QString, device);
+    QFETCH(int, world);
+    QFETCH(int, count);
+    std::mutex mu;
+    QStringList wrong;
+    auto expect = [&](int rank, const char* what, const std::vector<float>& got,
+                      const std::vector<float>& want) {
+      if (got == want) return;
+      size_t i = 0;
+      while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
+      const std::lock_guard<std::mutex> hold(mu);
+      wrong << QString("rank %1 %2: element %3 is %4, expected %5 (%6 vs %7 elements)")
+                   .arg(rank)
+                   .arg(what)
+                   .arg(i)
+                   .arg(i < got.size() ? double(got[i]) : -1.0)
+                   .arg(i < want.size() ? double(want[i]) : -1.0)
+                   .arg(got.size())
+                   .arg(want.size());
+    };
+    const int64_t n = count;
+    // Rank r's element i.
+    auto value = [](int r, int64_t i) { return static_cast<float>((r + 1) * (i % 5 + 1)); };
+    CommOptions options;
+    options.timeout = std::chrono::milliseconds(30000);
+    run_threads(world, options, [&](Communicator& comm) {
+      const int r = comm.rank();
+      std::unique_ptr<Device> own =
+          device == "cpu" ? nullptr : make_device(parse_device_kind(device.toStdString()));
+      Device& dev = own ? *own : host_device();
+      DeviceCollectives dc(comm, dev);
+      if (dc.staged() != (device == "test")) expect(r, "staged()", {float(dc.staged())}, {});
+      auto upload = [&](const std::vector<float>& h) {
+        DeviceBuffer<float> b(dev, MemCategory::comm, static_cast<int64_t>(h.size()));
+        dev.copy_from_host(std::span<const float>(h), b.span());
+        return b;
+      };
+      auto download = [&](const DeviceBuffer<float>& b) {
+        std::vector<float> h(static_cast<size_t>(b.size()));
+        dev.copy_to_host(b.span(), std::span<float>(h));
+        return h;
+      };
+      std::vector<float> mine(static_cast<size_t>(n)), sum(static_cast<size_t>(n)),
+          most(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        mine[size_t(i)] = value(r, i);
+        for (int q = 0; q < world; ++q) sum[size_t(i)] += value(q, i);
+        most[size_t(i)] = value(world - 1, i);
+      }
+      DeviceBuffer<float> a = upload(mine);
+      dc.all_reduce_async(a.span(), ReduceOp::Sum)->wait();
+      expect(r, "all_reduce(sum)", download(a), sum);
+      DeviceBuffer<float> m = upload(mine);
+      dc.all_reduce_async(m.span(), ReduceOp::Max)->wait();
+      expect(r, "all_reduce(max)", download(m), most);
+
+      const IndexRange c = chunk_range(n, world, r);
+      DeviceBuffer<float> in = upload(mine);
+      DeviceBuffer<float> out = upload(std::vector<float>(static_cast<size_t>(c.size()), -9.0f));
+      dc.reduce_scatter_async(DeviceSpan<const float>(in.span()), out.span(), ReduceOp::Sum)
+          ->wait();
+      expect(r, "reduce_scatter(sum)", download(out),
+             std::vector<float>(sum.begin() + c.begin, sum.begin() + c.end));
+
+      // All-gather: each rank's chunk of its own values.
+      std::vector<float> gathered_want(static_cast<size_t>(n));
+      for (int q = 0; q < world; ++q) {
+        const IndexRange cq = chunk_range(n, world, q);
+        for (int64_t i = cq.begin; i < cq.end; ++i) gathered_want[size_t(i)] = value(q, i);
+      }
+      DeviceBuffer<float> chunk =
+          upload(std::vector<float>(mine.begin() + c.begin, mine.begin() + c.end));
+      DeviceBuffer<float> all = upload(std::vector<float>(static_cast<size_t>(n), -1.0f));
+      dc.all_gather_async(DeviceSpan<const float>(chunk.span()), all.span())->wait();
+      expect(r, "all_gather", download(all), gathered_want);
+
+      DeviceBuffer<float> b = upload(mine);
+      dc.broadcast(b.span(), world - 1);
+      std::vector<float> root(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) root[size_t(i)] = value(world - 1, i);
+      expect(r, "broadcast(root last)", download(b), root);
+      // Staged: every operation copied through the host (the rank's own device counts them).
+      if (own && own->copies().from_host == 0) expect(r, "staged copies", {0.0f}, {1.0f});
+    });
+    QVERIFY2(wrong.isEmpty(), qPrintable(wrong.join('\n')));
   }
 
   // A job on the test device asks only for what it runs in this version, in one line naming
