@@ -233,7 +233,8 @@ T* host_address(const Device& device, DevicePtr<T> p) {
 std::unique_ptr<Device> make_device(DeviceKind kind, const DeviceOptions& options = {});
 
 // The process's host device (kind cpu): one per process, shared by its threads (stateless but for
-// its copy counts and its staging slot, both safe to share). What a model, optimizer or strategy uses when it is given no device.
+// its copy counts and its staging slot, both safe to share). What a model, optimizer or strategy
+// uses when it is given no device.
 Device& host_device();
 
 }  // namespace shardlab
