@@ -104,4 +104,20 @@ void DeviceCollectives::broadcast(DeviceSpan<float> data, int root) {
   device_->copy_from_host(std::span<const float>(host), data);
 }
 
+WorkHandle DeviceCollectives::send_async(DeviceSpan<const float> data, int peer, int tag) {
+  if (!staged_) return comm_->send_async(direct(data), peer, tag);
+  Buffer host = to_host(*device_, data, 0);
+  WorkHandle inner = comm_->send_async(std::span<const float>(host), peer, tag);
+  // Nothing comes back: the work only keeps the host copy alive until the send is done.
+  return std::make_shared<StagedWork>(std::move(inner), *device_, std::move(host), 0,
+                                      DeviceSpan<float>());
+}
+
+WorkHandle DeviceCollectives::recv_async(DeviceSpan<float> data, int peer, int tag) {
+  if (!staged_) return comm_->recv_async(direct(data), peer, tag);
+  Buffer host = make_buffer(MemCategory::comm, static_cast<int64_t>(data.size()));
+  WorkHandle inner = comm_->recv_async(std::span<float>(host), peer, tag);
+  return std::make_shared<StagedWork>(std::move(inner), *device_, std::move(host), 0, data);
+}
+
 }  // namespace shardlab

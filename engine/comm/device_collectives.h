@@ -36,6 +36,15 @@ class DeviceCollectives {
                               CommSubject subject = {});
   // Root's data to every rank.
   void broadcast(DeviceSpan<float> data, int root);
+  // Point to point (Communicator::send_async / recv_async): a staged send copies the data to the
+  // host before it returns (the caller may reuse its device memory at once); a staged receive
+  // copies into `data` when waited for.
+  WorkHandle send_async(DeviceSpan<const float> data, int peer, int tag);
+  WorkHandle recv_async(DeviceSpan<float> data, int peer, int tag);
+  void send(DeviceSpan<const float> data, int peer, int tag) {
+    send_async(data, peer, tag)->wait();
+  }
+  void recv(DeviceSpan<float> data, int peer, int tag) { recv_async(data, peer, tag)->wait(); }
 
  private:
   std::span<float> direct(DeviceSpan<float> s) const;

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/range_embedding.h"
 #include "kernels/cuda/activation.h"
 #include "kernels/cuda/adagrad_update.h"
 #include "kernels/cuda/adam_update.h"
@@ -12,11 +13,13 @@
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/layer_norm.h"
+#include "kernels/cuda/range_embedding.h"
 #include "kernels/cuda/rmsprop_update.h"
 #include "kernels/cuda/scale_cast.h"
 #include "kernels/cuda/sgd_update.h"
 #include "kernels/cuda/softmax_xent.h"
 #include "kernels/cuda/sq_norm.h"
+#include "kernels/cuda/vocab_xent.h"
 
 namespace shardlab {
 
@@ -222,18 +225,8 @@ void CudaDevice::embedding_backward(DevicePtr<const int32_t> ids, std::span<cons
   SL_ENFORCE_T(InternalError, static_cast<int64_t>(host_ids.size()) == n,
                "embedding backward: {} host ids for {} rows", host_ids.size(), n);
   // Rows grouped by id on the host (kernels/cpu/embedding.h), so each id's rows add in order.
-  const kernels::EmbeddingGradIndex index =
-      kernels::embedding_grad_index(host_ids.data(), n, vocab);
-  const size_t a = index.order.size(), b = index.seg_start.size(), c = index.seg_id.size();
-  auto* base = static_cast<int32_t*>(scratch((a + b + c) * sizeof(int32_t)));
-  copy_from_host_bytes(index.order.data(), base, a * sizeof(int32_t));
-  copy_from_host_bytes(index.seg_start.data(), base + a, b * sizeof(int32_t));
-  copy_from_host_bytes(index.seg_id.data(), base + a + b, c * sizeof(int32_t));
-  kernels::EmbeddingGradIndexCuda dev;
-  dev.order = base;
-  dev.seg_start = base + a;
-  dev.seg_id = base + a + b;
-  dev.segments = index.segments();
+  const kernels::EmbeddingGradIndexCuda dev =
+      upload(kernels::embedding_grad_index(host_ids.data(), n, vocab));
   launch("embedding backward", [&] {
     kernels::embedding_backward_cuda(dev, dy.raw(), dtable.raw(), dpos.raw(), n, steps, dim,
                                      ctx_.stream());
@@ -256,6 +249,91 @@ void CudaDevice::softmax_xent_backward(DevicePtr<const float> probs,
   launch("softmax cross-entropy backward", [&] {
     kernels::softmax_xent_backward_cuda(probs.raw(), targets.raw(), dlogits.raw(), rows, classes,
                                         scale, ctx_.stream());
+  });
+}
+
+kernels::EmbeddingGradIndexCuda CudaDevice::upload(const kernels::EmbeddingGradIndex& index) {
+  const size_t a = index.order.size(), b = index.seg_start.size(), c = index.seg_id.size();
+  auto* base = static_cast<int32_t*>(scratch((a + b + c) * sizeof(int32_t)));
+  copy_from_host_bytes(index.order.data(), base, a * sizeof(int32_t));
+  copy_from_host_bytes(index.seg_start.data(), base + a, b * sizeof(int32_t));
+  copy_from_host_bytes(index.seg_id.data(), base + a + b, c * sizeof(int32_t));
+  kernels::EmbeddingGradIndexCuda dev;
+  dev.order = base;
+  dev.seg_start = base + a;
+  dev.seg_id = base + a + b;
+  dev.segments = index.segments();
+  return dev;
+}
+
+void CudaDevice::range_embedding_forward(DevicePtr<const int32_t> ids, DevicePtr<const float> table,
+                                         int64_t begin, int64_t end, DevicePtr<float> y, int64_t n,
+                                         int64_t dim) {
+  launch("range embedding", [&] {
+    kernels::range_embedding_forward_cuda(ids.raw(), table.raw(), begin, end, y.raw(), n, dim,
+                                          ctx_.stream());
+  });
+}
+
+void CudaDevice::range_embedding_backward(DevicePtr<const int32_t> ids,
+                                          std::span<const int32_t> host_ids,
+                                          DevicePtr<const float> dy, int64_t begin, int64_t end,
+                                          DevicePtr<float> dtable, DevicePtr<float> dpos, int64_t n,
+                                          int64_t steps, int64_t dim) {
+  (void)ids;
+  SL_ENFORCE_T(InternalError, static_cast<int64_t>(host_ids.size()) == n,
+               "range embedding backward: {} host ids for {} rows", host_ids.size(), n);
+  // The rows in range grouped by id on the host, so each row's contributions add in order.
+  const kernels::EmbeddingGradIndexCuda dev =
+      upload(kernels::range_embedding_grad_index(host_ids.data(), n, begin, end));
+  launch("range embedding backward", [&] {
+    kernels::range_embedding_backward_cuda(dev, dy.raw(), dtable.raw(), dpos.raw(), n, steps, dim,
+                                           ctx_.stream());
+  });
+}
+
+void CudaDevice::vocab_xent_row_max(DevicePtr<const float> logits, DevicePtr<float> row_max,
+                                    int64_t rows, int64_t cols) {
+  launch("vocab-parallel row max", [&] {
+    kernels::vocab_xent_row_max_cuda(logits.raw(), row_max.raw(), rows, cols, ctx_.stream());
+  });
+}
+
+void CudaDevice::vocab_xent_partials(DevicePtr<const float> logits, DevicePtr<const float> row_max,
+                                     DevicePtr<const int32_t> targets, int64_t vocab_begin,
+                                     DevicePtr<float> sum_exp, DevicePtr<float> target_logit,
+                                     int64_t rows, int64_t cols) {
+  launch("vocab-parallel partials", [&] {
+    kernels::vocab_xent_partials_cuda(logits.raw(), row_max.raw(), targets.raw(), vocab_begin,
+                                      sum_exp.raw(), target_logit.raw(), rows, cols, ctx_.stream());
+  });
+}
+
+void CudaDevice::vocab_xent_probs(DevicePtr<const float> logits, DevicePtr<const float> row_max,
+                                  DevicePtr<const float> sum_exp,
+                                  DevicePtr<const float> target_logit, DevicePtr<float> probs,
+                                  DevicePtr<double> row_loss, int64_t rows, int64_t cols) {
+  launch("vocab-parallel probabilities", [&] {
+    kernels::vocab_xent_probs_cuda(logits.raw(), row_max.raw(), sum_exp.raw(), target_logit.raw(),
+                                   probs.raw(), row_loss.raw(), rows, cols, ctx_.stream());
+  });
+}
+
+void CudaDevice::vocab_xent_backward(DevicePtr<const float> probs, DevicePtr<const int32_t> targets,
+                                     int64_t vocab_begin, DevicePtr<float> dlogits, int64_t rows,
+                                     int64_t cols, float inv_rows) {
+  launch("vocab-parallel cross-entropy backward", [&] {
+    kernels::vocab_xent_backward_cuda(probs.raw(), targets.raw(), vocab_begin, dlogits.raw(), rows,
+                                      cols, inv_rows, ctx_.stream());
+  });
+}
+
+void CudaDevice::vocab_xent_argmax_neg_id(DevicePtr<const float> logits,
+                                          DevicePtr<const float> row_max, int64_t vocab_begin,
+                                          DevicePtr<float> neg_best, int64_t rows, int64_t cols) {
+  launch("vocab-parallel argmax", [&] {
+    kernels::vocab_xent_argmax_neg_id_cuda(logits.raw(), row_max.raw(), vocab_begin, neg_best.raw(),
+                                           rows, cols, ctx_.stream());
   });
 }
 

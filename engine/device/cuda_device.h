@@ -12,6 +12,8 @@
 
 #include "engine/device/cuda_context.h"
 #include "engine/device/device.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cuda/embedding.h"
 
 namespace shardlab {
 
@@ -70,6 +72,29 @@ class CudaDevice final : public Device {
   void softmax_xent_backward(DevicePtr<const float> probs, DevicePtr<const int32_t> targets,
                              DevicePtr<float> dlogits, int64_t rows, int64_t classes,
                              float scale) override;
+  void range_embedding_forward(DevicePtr<const int32_t> ids, DevicePtr<const float> table,
+                               int64_t begin, int64_t end, DevicePtr<float> y, int64_t n,
+                               int64_t dim) override;
+  void range_embedding_backward(DevicePtr<const int32_t> ids, std::span<const int32_t> host_ids,
+                                DevicePtr<const float> dy, int64_t begin, int64_t end,
+                                DevicePtr<float> dtable, DevicePtr<float> dpos, int64_t n,
+                                int64_t steps, int64_t dim) override;
+  void vocab_xent_row_max(DevicePtr<const float> logits, DevicePtr<float> row_max, int64_t rows,
+                          int64_t cols) override;
+  void vocab_xent_partials(DevicePtr<const float> logits, DevicePtr<const float> row_max,
+                           DevicePtr<const int32_t> targets, int64_t vocab_begin,
+                           DevicePtr<float> sum_exp, DevicePtr<float> target_logit, int64_t rows,
+                           int64_t cols) override;
+  void vocab_xent_probs(DevicePtr<const float> logits, DevicePtr<const float> row_max,
+                        DevicePtr<const float> sum_exp, DevicePtr<const float> target_logit,
+                        DevicePtr<float> probs, DevicePtr<double> row_loss, int64_t rows,
+                        int64_t cols) override;
+  void vocab_xent_backward(DevicePtr<const float> probs, DevicePtr<const int32_t> targets,
+                           int64_t vocab_begin, DevicePtr<float> dlogits, int64_t rows,
+                           int64_t cols, float inv_rows) override;
+  void vocab_xent_argmax_neg_id(DevicePtr<const float> logits, DevicePtr<const float> row_max,
+                                int64_t vocab_begin, DevicePtr<float> neg_best, int64_t rows,
+                                int64_t cols) override;
   void sq_norm(DevicePtr<const float> x, int64_t n, DevicePtr<double> out) override;
   void scale_cast_to_bf16(DevicePtr<const float> in, DevicePtr<uint16_t> out, int64_t n,
                           float scale) override;
@@ -88,6 +113,8 @@ class CudaDevice final : public Device {
  private:
   // Device scratch of `bytes`, grown only, for the embedding's segment index.
   void* scratch(size_t bytes);
+  // The index's three arrays copied into scratch, as the CUDA scatter-add takes them.
+  kernels::EmbeddingGradIndexCuda upload(const kernels::EmbeddingGradIndex& index);
 
   CudaContext ctx_;
   double timeout_s_;

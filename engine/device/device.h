@@ -184,6 +184,34 @@ class Device {
   virtual void softmax_xent_backward(DevicePtr<const float> probs, DevicePtr<const int32_t> targets,
                                      DevicePtr<float> dlogits, int64_t rows, int64_t classes,
                                      float scale) = 0;
+  // Tensor parallelism's kernels. The embedding of a table cut by vocabulary rows: this device
+  // holds the global rows [begin, end) (kernels/cpu/range_embedding.h); host_ids as in
+  // embedding_backward.
+  virtual void range_embedding_forward(DevicePtr<const int32_t> ids, DevicePtr<const float> table,
+                                       int64_t begin, int64_t end, DevicePtr<float> y, int64_t n,
+                                       int64_t dim) = 0;
+  virtual void range_embedding_backward(DevicePtr<const int32_t> ids,
+                                        std::span<const int32_t> host_ids,
+                                        DevicePtr<const float> dy, int64_t begin, int64_t end,
+                                        DevicePtr<float> dtable, DevicePtr<float> dpos, int64_t n,
+                                        int64_t steps, int64_t dim) = 0;
+  // The rank-local steps of the vocabulary-parallel cross-entropy (kernels/cpu/vocab_xent.h).
+  virtual void vocab_xent_row_max(DevicePtr<const float> logits, DevicePtr<float> row_max,
+                                  int64_t rows, int64_t cols) = 0;
+  virtual void vocab_xent_partials(DevicePtr<const float> logits, DevicePtr<const float> row_max,
+                                   DevicePtr<const int32_t> targets, int64_t vocab_begin,
+                                   DevicePtr<float> sum_exp, DevicePtr<float> target_logit,
+                                   int64_t rows, int64_t cols) = 0;
+  virtual void vocab_xent_probs(DevicePtr<const float> logits, DevicePtr<const float> row_max,
+                                DevicePtr<const float> sum_exp, DevicePtr<const float> target_logit,
+                                DevicePtr<float> probs, DevicePtr<double> row_loss, int64_t rows,
+                                int64_t cols) = 0;
+  virtual void vocab_xent_backward(DevicePtr<const float> probs, DevicePtr<const int32_t> targets,
+                                   int64_t vocab_begin, DevicePtr<float> dlogits, int64_t rows,
+                                   int64_t cols, float inv_rows) = 0;
+  virtual void vocab_xent_argmax_neg_id(DevicePtr<const float> logits,
+                                        DevicePtr<const float> row_max, int64_t vocab_begin,
+                                        DevicePtr<float> neg_best, int64_t rows, int64_t cols) = 0;
   // *out = the sum of x[i]^2 in double (kernels/cpu/sq_norm.h's order on cpu and test).
   virtual void sq_norm(DevicePtr<const float> x, int64_t n, DevicePtr<double> out) = 0;
   virtual void scale_cast_to_bf16(DevicePtr<const float> in, DevicePtr<uint16_t> out, int64_t n,

@@ -32,12 +32,6 @@ bool device_training_built() {
 std::string device_job_problem(const JobSpec& job) {
   if (job.device == "test") {
     const ParallelConfig& p = job.parallel;
-    if (uses_model_parallelism(p))
-      return fmt::format(
-          "the test device runs parallel.strategy none, ddp, zero1, zero2 or fsdp in this version, "
-          "not pipeline or tensor parallelism (parallel.pp {}, parallel.tp {}: they move onto the "
-          "device next); run it on cpu (--set device=cpu)",
-          p.pp, p.tp);
     if (p.strategy == "none" && !job.train.checkpoint_dir.empty())
       return "strategy none does not save checkpoints on the test device in this version; use "
              "ddp, zero1, zero2 or fsdp, or run it on cpu (--set device=cpu)";

@@ -17,9 +17,11 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/layer_norm.h"
+#include "kernels/cpu/range_embedding.h"
 #include "kernels/cpu/scale_cast.h"
 #include "kernels/cpu/softmax_xent.h"
 #include "kernels/cpu/sq_norm.h"
+#include "kernels/cpu/vocab_xent.h"
 
 namespace shardlab {
 
@@ -145,6 +147,63 @@ class HostKernelDevice : public Device {
     const int32_t* T = at(targets);
     float* DL = at(dlogits);
     go([=] { kernels::softmax_xent_backward(P, T, DL, rows, classes, scale); });
+  }
+  void range_embedding_forward(DevicePtr<const int32_t> ids, DevicePtr<const float> table,
+                               int64_t begin, int64_t end, DevicePtr<float> y, int64_t n,
+                               int64_t dim) override {
+    const int32_t* I = at(ids);
+    const float* T = at(table);
+    float* Y = at(y);
+    go([=] { kernels::range_embedding_forward(I, T, begin, end, Y, n, dim); });
+  }
+  void range_embedding_backward(DevicePtr<const int32_t> ids, std::span<const int32_t> host_ids,
+                                DevicePtr<const float> dy, int64_t begin, int64_t end,
+                                DevicePtr<float> dtable, DevicePtr<float> dpos, int64_t n,
+                                int64_t steps, int64_t dim) override {
+    (void)host_ids;
+    const int32_t* I = at(ids);
+    const float* DY = at(dy);
+    float *DT = at(dtable), *DP = at(dpos);
+    go([=] { kernels::range_embedding_backward(I, DY, begin, end, DT, DP, n, steps, dim); });
+  }
+  void vocab_xent_row_max(DevicePtr<const float> logits, DevicePtr<float> row_max, int64_t rows,
+                          int64_t cols) override {
+    const float* L = at(logits);
+    float* M = at(row_max);
+    go([=] { kernels::vocab_xent_row_max(L, M, rows, cols); });
+  }
+  void vocab_xent_partials(DevicePtr<const float> logits, DevicePtr<const float> row_max,
+                           DevicePtr<const int32_t> targets, int64_t vocab_begin,
+                           DevicePtr<float> sum_exp, DevicePtr<float> target_logit, int64_t rows,
+                           int64_t cols) override {
+    const float *L = at(logits), *M = at(row_max);
+    const int32_t* T = at(targets);
+    float *S = at(sum_exp), *TL = at(target_logit);
+    go([=] { kernels::vocab_xent_partials(L, M, T, vocab_begin, S, TL, rows, cols); });
+  }
+  void vocab_xent_probs(DevicePtr<const float> logits, DevicePtr<const float> row_max,
+                        DevicePtr<const float> sum_exp, DevicePtr<const float> target_logit,
+                        DevicePtr<float> probs, DevicePtr<double> row_loss, int64_t rows,
+                        int64_t cols) override {
+    const float *L = at(logits), *M = at(row_max), *S = at(sum_exp), *TL = at(target_logit);
+    float* P = at(probs);
+    double* RL = at(row_loss);
+    go([=] { kernels::vocab_xent_probs(L, M, S, TL, P, RL, rows, cols); });
+  }
+  void vocab_xent_backward(DevicePtr<const float> probs, DevicePtr<const int32_t> targets,
+                           int64_t vocab_begin, DevicePtr<float> dlogits, int64_t rows,
+                           int64_t cols, float inv_rows) override {
+    const float* P = at(probs);
+    const int32_t* T = at(targets);
+    float* DL = at(dlogits);
+    go([=] { kernels::vocab_xent_backward(P, T, vocab_begin, DL, rows, cols, inv_rows); });
+  }
+  void vocab_xent_argmax_neg_id(DevicePtr<const float> logits, DevicePtr<const float> row_max,
+                                int64_t vocab_begin, DevicePtr<float> neg_best, int64_t rows,
+                                int64_t cols) override {
+    const float *L = at(logits), *M = at(row_max);
+    float* N = at(neg_best);
+    go([=] { kernels::vocab_xent_argmax_neg_id(L, M, vocab_begin, N, rows, cols); });
   }
   void sq_norm(DevicePtr<const float> x, int64_t n, DevicePtr<double> out) override {
     const float* X = at(x);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "engine/comm/device_collectives.h"
 #include "engine/core/error.h"
 #include "engine/hybrid/hybrid_impl.h"
 #include "engine/model/model.h"
@@ -98,12 +99,13 @@ HybridShardedOptimizer::HybridShardedOptimizer(Communicator& world, const Sharde
   im.stage = std::make_unique<PipelineStage>(
       gpt,
       stage_chunks(model_layout(options.model), topo_.pp(), chunks, p.pp_partition, im.coord.pp),
-      slots, im.tp, pad);
+      slots, im.tp, pad, options.device);
   im.stage->init(options.model.seed);
   im.tp_sync =
       std::make_unique<TensorParallelGradSync>(im.tp, im.stage->layout(), im.stage->slices());
-  im.dp_sync = std::make_unique<DataParallelSync>(
-      *im.groups.dp, p.strategy, im.stage->layout().size(), parallel_detail::bucket_elements(p));
+  im.dp_sync = std::make_unique<DataParallelSync>(*im.groups.dp, im.stage->device(), p.strategy,
+                                                  im.stage->layout().size(),
+                                                  parallel_detail::bucket_elements(p));
   if (!optimizer_) optimizer_ = make_optimizer(options.optimizer);
   im.dp_sync->attach(*optimizer_);
   if (im.dp_sync->frees_grads()) im.stage->release_grads();
@@ -113,7 +115,7 @@ HybridShardedOptimizer::HybridShardedOptimizer(Communicator& world, const Sharde
   // Per activation slot of every chunk (chunk c's slot k at c * slots + k).
   const auto all_slots = static_cast<size_t>(chunks * slots);
   im.inputs.resize(all_slots);
-  im.losses.assign(all_slots, VocabParallelCrossEntropy(im.tp));
+  for (size_t k = 0; k < all_slots; ++k) im.losses.emplace_back(im.tp);
   im.out_shapes.resize(all_slots);
   im.act_sends.resize(all_slots);
   im.grad_sends.resize(all_slots);
@@ -158,7 +160,7 @@ StepOutcome HybridShardedOptimizer::run_step(const Dataset& data,
   ++times_.steps;
   // No rank steps before the gradients are synchronised: replicated parameters across tp, then
   // every parameter across dp.
-  im.tp_sync->synchronize_grads(stage.grads());
+  im.tp_sync->synchronize_grads(stage.device(), stage.grads());
   im.dp_sync->reduce(stage.grads());
   // Each loss and each gradient element counted once: the last stage's first tp rank of every
   // replica brings its loss, every rank its owned gradient elements.
@@ -194,9 +196,9 @@ EvalResult HybridShardedOptimizer::evaluate(const Dataset& data, int64_t max_sam
   Impl& im = *impl_;
   im.check_usable();
   PipelineStage& stage = *im.stage;
-  Communicator& pp = *im.groups.pp;
+  DeviceCollectives pp(*im.groups.pp, stage.device());
   const int s = im.coord.pp;
-  const int p = pp.size();
+  const int p = im.groups.pp->size();
   // The dp replicas share the samples; every rank of a replica runs the same forwards, in rounds
   // of one replica's training batch, so the stage's layers (slot 0) never grow beyond what
   // training holds.
@@ -218,15 +220,13 @@ EvalResult HybridShardedOptimizer::evaluate(const Dataset& data, int64_t max_sam
     for (int c = 0; c < stage.chunks(); ++c) {
       const Tensor* x = &b.input;
       if (!stage.first(c)) {
-        in.resize({b.input.dim(0), b.input.dim(1), im.width});
-        pp.recv({in.data(), static_cast<size_t>(in.numel())}, (s + p - 1) % p,
-                pipeline_tag(kEvalTag, c));
+        in.resize({b.input.dim(0), b.input.dim(1), im.width}, stage.device());
+        pp.recv(in.dspan(), (s + p - 1) % p, pipeline_tag(kEvalTag, c));
         x = &in;
       }
       y = &stage.forward(c, 0, *x);
       if (!stage.last(c))
-        pp.send({y->data(), static_cast<size_t>(y->numel())}, (s + 1) % p,
-                pipeline_tag(kEvalTag, (c * p + s + 1) / p));
+        pp.send(y->dspan(), (s + 1) % p, pipeline_tag(kEvalTag, (c * p + s + 1) / p));
     }
     if (!stage.last()) continue;
     const double l = loss_fn.forward(*y, b.targets, im.vocab.begin, im.vocab_size);

@@ -26,9 +26,8 @@ CheckpointView HybridShardedOptimizer::checkpoint_view() {
   Impl& im = *impl_;
   const ParamLayout& local = local_layout();
   CheckpointView v;
-  v.held = held_params();
   v.optimizer = optimizer_.get();
-  v.state = optimizer_->state();
+  view_held_and_state(v, im.stage->device(), im.stage->params().first(local.size()));
   v.held_map = tp_map(im.stage->slices(), local, full_layout());
   const bool ddp = im.dp_sync->strategy() == "ddp";
   // Optimizer state index -> local flat index: the whole slice (ddp) or this dp rank's chunks.
@@ -62,7 +61,11 @@ std::vector<std::vector<IndexRange>> HybridShardedOptimizer::comm_units() {
 }
 
 std::span<float> HybridShardedOptimizer::held_params() {
-  return impl_->stage->params().first(static_cast<size_t>(local_layout().size()));
+  // Host memory: the cpu device's (serialize() and deserialize() run on cpu; checkpoints go
+  // through checkpoint_view() on every device).
+  PipelineStage& stage = *impl_->stage;
+  return {host_address(stage.device(), stage.params().data()),
+          static_cast<size_t>(local_layout().size())};
 }
 
 ShardedOptimizerBase::StateFormat HybridShardedOptimizer::state_format() const {

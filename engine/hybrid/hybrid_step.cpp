@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "engine/comm/device_collectives.h"
 #include "engine/core/error.h"
 #include "engine/core/timer.h"
 #include "engine/hybrid/hybrid_impl.h"
@@ -20,21 +21,15 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-std::span<const float> view(const Tensor& t) {
-  return {t.data(), static_cast<size_t>(t.numel())};
-}
-std::span<float> view(Tensor& t) {
-  return {t.data(), static_cast<size_t>(t.numel())};
-}
-
 }  // namespace
 
 HybridShardedOptimizer::Impl::PipelineOutcome HybridShardedOptimizer::Impl::run_pipeline(
     const Dataset& data, const std::vector<int64_t>& indices, int64_t micro_batches) {
   PipelineOutcome out;
-  Communicator& pp = *groups.pp;
+  Device& dev = stage->device();
+  DeviceCollectives pp(*groups.pp, dev);  // activations and gradients stay on the device
   const int s = coord.pp;
-  const int p = pp.size();
+  const int p = groups.pp->size();
   const int v = stage->chunks();
   const int m = static_cast<int>(micro_batches);
   const int slots = stage->slots();
@@ -78,9 +73,9 @@ HybridShardedOptimizer::Impl::PipelineOutcome HybridShardedOptimizer::Impl::run_
       const Tensor* x = &batch.input;
       if (!stage->first(c)) {
         Tensor& in = inputs[at(c, slot)];
-        in.resize({batch.input.dim(0), batch.input.dim(1), width});
+        in.resize({batch.input.dim(0), batch.input.dim(1), width}, dev);
         const auto t0 = Clock::now();
-        pp.recv(view(in), prev, pipeline_tag(kActivationTag, c));
+        pp.recv(in.dspan(), prev, pipeline_tag(kActivationTag, c));
         out.idle += since(t0);
         x = &in;
       }
@@ -98,7 +93,7 @@ HybridShardedOptimizer::Impl::PipelineOutcome HybridShardedOptimizer::Impl::run_
       const double phase_end = telemetry ? telemetry::now_seconds() : 0.0;
       if (!stage->last(c))
         act_sends[at(c, slot)] = pp.send_async(
-            view(y), next, pipeline_tag(kActivationTag, chunk_of_virtual(virtual_stage + 1)));
+            y.dspan(), next, pipeline_tag(kActivationTag, chunk_of_virtual(virtual_stage + 1)));
       // Published after the send is on its way: a teaching run holds the rank here
       // (TelemetrySink::after_phase), and the next stage must not wait for a held rank's output.
       if (telemetry)
@@ -112,11 +107,11 @@ HybridShardedOptimizer::Impl::PipelineOutcome HybridShardedOptimizer::Impl::run_
       const Tensor* g = &dlogits;
       if (stage->last(c)) {
         losses[at(c, slot)].backward(dlogits);
-        for (int64_t i = 0; i < dlogits.numel(); ++i) dlogits[i] *= inv_m;
+        dev.scale(dlogits.dev(), dlogits.numel(), inv_m);
       } else {
-        grad_in.resize(out_shapes[at(c, slot)]);
+        grad_in.resize(out_shapes[at(c, slot)], dev);
         const auto t0 = Clock::now();
-        pp.recv(view(grad_in), next, pipeline_tag(kGradientTag, c));
+        pp.recv(grad_in.dspan(), next, pipeline_tag(kGradientTag, c));
         out.idle += since(t0);
         g = &grad_in;
       }
@@ -128,7 +123,7 @@ HybridShardedOptimizer::Impl::PipelineOutcome HybridShardedOptimizer::Impl::run_
       const double phase_end = telemetry ? telemetry::now_seconds() : 0.0;
       if (!stage->first(c))
         grad_sends[at(c, slot)] = pp.send_async(
-            view(dx), prev, pipeline_tag(kGradientTag, chunk_of_virtual(virtual_stage - 1)));
+            dx.dspan(), prev, pipeline_tag(kGradientTag, chunk_of_virtual(virtual_stage - 1)));
       if (telemetry)  // after the send, as the forward's
         publish_phase(telemetry, world_rank, virtual_stage, j, telemetry::Phase::backward,
                       phase_start, phase_end);

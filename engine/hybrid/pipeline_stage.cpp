@@ -1,6 +1,7 @@
 #include "engine/hybrid/pipeline_stage.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 
 #include <fmt/format.h>
@@ -111,12 +112,13 @@ struct PipelineStage::Slot {
 };
 
 PipelineStage::PipelineStage(const GptConfig& config, std::vector<IndexRange> chunks, int slots,
-                             TpGroup tp, int64_t pad_multiple)
+                             TpGroup tp, int64_t pad_multiple, Device* device)
     : config_(config),
       chunks_(std::move(chunks)),
       slots_per_chunk_(slots),
       tp_(tp),
-      full_(full_gpt_layout(config)) {
+      full_(full_gpt_layout(config)),
+      device_(device ? device : &host_device()) {
   SL_ENFORCE(slots >= 1, "PipelineStage: needs at least one activation slot, got {}", slots);
   SL_ENFORCE(pad_multiple >= 1, "PipelineStage: pad_multiple must be >= 1, got {}", pad_multiple);
   SL_ENFORCE(!chunks_.empty(), "PipelineStage: needs at least one chunk of blocks");
@@ -147,8 +149,8 @@ PipelineStage::PipelineStage(const GptConfig& config, std::vector<IndexRange> ch
   }
   slices_ = tp_param_slices(layout_, full_, config, tp);
   padded_ = (layout_.size() + pad_multiple - 1) / pad_multiple * pad_multiple;
-  params_ = make_buffer(MemCategory::params, padded_);
-  grads_ = make_buffer(MemCategory::grads, padded_);
+  params_ = DeviceBuffer<float>(*device_, MemCategory::params, padded_);
+  grads_ = DeviceBuffer<float>(*device_, MemCategory::grads, padded_);
   bind_all();
 }
 
@@ -169,25 +171,35 @@ PipelineStage::Slot& PipelineStage::slot_at(int chunk, int slot) {
 PipelineStage::~PipelineStage() = default;
 
 void PipelineStage::bind_all() {
-  // Host buffers (the pipeline runs on cpu until it moves onto the device).
-  const ParamBinding binding{&layout_, &host_device(), DevicePtr<float>(params_.data()),
-                             DevicePtr<float>(grads_.empty() ? nullptr : grads_.data()), 0};
+  const ParamBinding binding{&layout_, device_, params_.data(), grads_.data(), 0};
   for (auto& slot : slots_)
     for (auto& block : slot->blocks) block->bind(binding);
 }
 
 void PipelineStage::zero_grad() {
   if (grads_.empty() && padded_ > 0) {
-    grads_ = make_buffer(MemCategory::grads, padded_);
+    grads_ = DeviceBuffer<float>(*device_, MemCategory::grads, padded_);  // zero-filled
     bind_all();
     return;
   }
-  std::fill(grads_.begin(), grads_.end(), 0.0f);
+  device_->fill(grads_.data(), grads_.size(), 0.0f);
 }
 
 void PipelineStage::release_grads() {
-  free_buffer(grads_);
+  grads_.reset();
   bind_all();
+}
+
+void PipelineStage::write_params(const std::function<void(std::span<float>)>& write) {
+  // On the host device the flat buffer itself; elsewhere zeros on the host, then one copy onto
+  // the device (`write` writes every real element; the padding stays zero).
+  if (device_->kind() == DeviceKind::cpu) {
+    write({host_address(*device_, params_.data()), static_cast<size_t>(padded_)});
+    return;
+  }
+  Buffer host = make_buffer(MemCategory::comm, padded_);
+  write(host);
+  device_->copy_from_host(std::span<const float>(host), params_.span());
 }
 
 void PipelineStage::init(uint64_t seed) {
@@ -195,32 +207,40 @@ void PipelineStage::init(uint64_t seed) {
   ParamLayout scratch;
   for (size_t i = 0; i < full_blocks.size(); ++i)
     full_blocks[i]->declare(scratch, fmt::format("blocks.{}.", i), static_cast<int>(i));
-  for (const IndexRange& blocks : chunks_)
-    for (int64_t b = blocks.begin; b < blocks.end; ++b) {
-      const IndexRange r = full_.block_range(static_cast<int>(b));
-      // The whole block, as the single-process model initialises it (Model::init_block).
-      Buffer block = make_buffer(MemCategory::comm, r.size());
-      Layer& layer = *full_blocks[static_cast<size_t>(b)];
-      layer.bind(ParamBinding{&full_, &host_device(), DevicePtr<float>(block.data()), {}, r.begin});
-      Rng rng = Rng::derive(seed, static_cast<uint64_t>(b));
-      layer.init(rng);
-      for (const ParamSlice& s : slices_)
-        if (full_[s.global].block == b)
-          copy_global_to_local(s, layout_, full_, block, r.begin, params_, 0);
-    }
+  write_params([&](std::span<float> params) {
+    for (const IndexRange& blocks : chunks_)
+      for (int64_t b = blocks.begin; b < blocks.end; ++b) {
+        const IndexRange r = full_.block_range(static_cast<int>(b));
+        // The whole block, as the single-process model initialises it (Model::init_block), on
+        // the host.
+        Buffer block = make_buffer(MemCategory::comm, r.size());
+        Layer& layer = *full_blocks[static_cast<size_t>(b)];
+        layer.bind(
+            ParamBinding{&full_, &host_device(), DevicePtr<float>(block.data()), {}, r.begin});
+        Rng rng = Rng::derive(seed, static_cast<uint64_t>(b));
+        layer.init(rng);
+        for (const ParamSlice& s : slices_)
+          if (full_[s.global].block == b)
+            copy_global_to_local(s, layout_, full_, block, r.begin, params, 0);
+      }
+  });
 }
 
 void PipelineStage::load_full(std::span<const float> full) {
   SL_ENFORCE(static_cast<int64_t>(full.size()) == full_.size(),
              "PipelineStage: {} parameters given, the model has {}", full.size(), full_.size());
-  for (const ParamSlice& s : slices_) copy_global_to_local(s, layout_, full_, full, 0, params_, 0);
+  write_params([&](std::span<float> params) {
+    for (const ParamSlice& s : slices_) copy_global_to_local(s, layout_, full_, full, 0, params, 0);
+  });
 }
 
 void PipelineStage::store_full(std::span<float> full, bool replicated) const {
   SL_ENFORCE(static_cast<int64_t>(full.size()) == full_.size(),
              "PipelineStage: {} parameters given, the model has {}", full.size(), full_.size());
+  Buffer host = make_buffer(MemCategory::comm, padded_);
+  device_->copy_to_host(params_.span(), std::span<float>(host));
   for (const ParamSlice& s : slices_)
-    if (replicated || !s.replicated) copy_local_to_global(s, layout_, full_, params_, 0, full, 0);
+    if (replicated || !s.replicated) copy_local_to_global(s, layout_, full_, host, 0, full, 0);
 }
 
 const Tensor& PipelineStage::forward(int chunk, int slot, const Tensor& x) {

@@ -15,9 +15,14 @@
 // Parameters start exactly where the single-process model starts: each of the stage's blocks is
 // initialised at full size from Rng::derive(seed, block), as Model::init_block does, and this
 // rank's slice is copied out (tp_slicing.h).
+//
+// The flat buffers, the layers' activations and their kernels are on the stage's device (the
+// host device unless given another); parameters cross to the host only to be initialised, loaded
+// or stored as a whole (one counted copy each).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -25,6 +30,7 @@
 
 #include "engine/core/memory.h"
 #include "engine/core/param_layout.h"
+#include "engine/device/device_buffer.h"
 #include "engine/device/tensor.h"
 #include "engine/model/layer.h"
 #include "engine/model/model_config.h"
@@ -59,13 +65,13 @@ class PipelineStage {
   // The stage running `chunks` of the GPT model (non-empty block ranges in increasing order, not
   // overlapping) with `slots` activation slots per chunk (>= 1). The flat buffers hold the local
   // layout padded with zeros to a multiple of pad_multiple (ZeRO over the dp group cuts them into
-  // equal chunks).
+  // equal chunks), on `device` (null: the host device), which must outlive the stage.
   PipelineStage(const GptConfig& config, std::vector<IndexRange> chunks, int slots, TpGroup tp,
-                int64_t pad_multiple = 1);
+                int64_t pad_multiple = 1, Device* device = nullptr);
   // One chunk: `blocks`.
   PipelineStage(const GptConfig& config, IndexRange blocks, int slots, TpGroup tp,
-                int64_t pad_multiple = 1)
-      : PipelineStage(config, std::vector<IndexRange>{blocks}, slots, tp, pad_multiple) {}
+                int64_t pad_multiple = 1, Device* device = nullptr)
+      : PipelineStage(config, std::vector<IndexRange>{blocks}, slots, tp, pad_multiple, device) {}
   PipelineStage(const PipelineStage&) = delete;
   PipelineStage& operator=(const PipelineStage&) = delete;
   ~PipelineStage();
@@ -85,9 +91,11 @@ class PipelineStage {
   const std::vector<ParamSlice>& slices() const { return slices_; }
   TpGroup tp() const { return tp_; }
 
-  // Local flat buffers including the zero padding (layout().size() real elements first).
-  std::span<float> params() { return params_; }
-  std::span<float> grads() { return grads_; }
+  Device& device() const { return *device_; }
+  // Local flat buffers on device() including the zero padding (layout().size() real elements
+  // first).
+  DeviceSpan<float> params() { return params_.span(); }
+  DeviceSpan<float> grads() { return grads_.span(); }
   bool has_grads() const { return !grads_.empty(); }
   // Zeroes the gradients, allocating them first when release_grads() freed them.
   void zero_grad();
@@ -116,6 +124,9 @@ class PipelineStage {
  private:
   struct Slot;
   void bind_all();
+  // Runs `write`, which sets every real element, on host memory standing for the flat parameters,
+  // and puts the result on the device.
+  void write_params(const std::function<void(std::span<float>)>& write);
   Slot& slot_at(int chunk, int slot);
 
   GptConfig config_;
@@ -125,7 +136,8 @@ class PipelineStage {
   ParamLayout full_, layout_;
   std::vector<ParamSlice> slices_;
   int64_t padded_ = 0;
-  Buffer params_, grads_;
+  Device* device_;
+  DeviceBuffer<float> params_, grads_;
   std::vector<std::unique_ptr<Slot>> slots_;  // chunk c's slot k at c * slots() + k
   Tensor dcur_, dnext_;  // gradients flowing between blocks in backward (slot-independent)
 };

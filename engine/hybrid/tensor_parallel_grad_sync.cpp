@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "engine/comm/device_collectives.h"
 #include "engine/core/error.h"
+#include "engine/device/device_buffer.h"
 
 namespace shardlab {
 
@@ -20,20 +22,22 @@ TensorParallelGradSync::TensorParallelGradSync(TpGroup tp, const ParamLayout& lo
   }
 }
 
-void TensorParallelGradSync::synchronize_grads(std::span<float> grads) {
+void TensorParallelGradSync::synchronize_grads(Device& device, DeviceSpan<float> grads) {
   if (tp_.size == 1 || replicated_ == 0) return;
   SL_ENFORCE_T(InternalError, tp_.comm != nullptr,
                "TensorParallelGradSync: tp group of {} ranks without a communicator", tp_.size);
-  Buffer packed = make_buffer(MemCategory::comm, replicated_);
+  DeviceBuffer<float> packed(device, MemCategory::comm, replicated_);
   int64_t at = 0;
   for (const IndexRange& r : replicated_ranges_) {
-    std::copy(grads.begin() + r.begin, grads.begin() + r.end, packed.begin() + at);
+    device.copy(DeviceSpan<const float>(grads.subspan(r.begin, r.size())),
+                packed.span().subspan(at, r.size()));
     at += r.size();
   }
-  tp_.comm->all_reduce(packed, ReduceOp::Avg);
+  DeviceCollectives(*tp_.comm, device).all_reduce_async(packed.span(), ReduceOp::Avg)->wait();
   at = 0;
   for (const IndexRange& r : replicated_ranges_) {
-    std::copy_n(packed.begin() + at, r.size(), grads.begin() + r.begin);
+    device.copy(DeviceSpan<const float>(packed.span().subspan(at, r.size())),
+                grads.subspan(r.begin, r.size()));
     at += r.size();
   }
 }

@@ -14,8 +14,8 @@
 #include <span>
 #include <vector>
 
-#include "engine/core/memory.h"
 #include "engine/core/param_layout.h"
+#include "engine/device/device.h"
 #include "engine/tensor_parallel/tp_group.h"
 #include "engine/tensor_parallel/tp_slicing.h"
 
@@ -27,8 +27,9 @@ class TensorParallelGradSync {
                          const std::vector<ParamSlice>& slices);
 
   // Averages the replicated parameters' gradients over the tp group, in place in the flat local
-  // gradients (one packed all-reduce). Collective over the tp group.
-  void synchronize_grads(std::span<float> grads);
+  // gradients on `device` (packed on the device, one all-reduce through DeviceCollectives).
+  // Collective over the tp group.
+  void synchronize_grads(Device& device, DeviceSpan<float> grads);
   // The local flat ranges this rank leaves out of the global gradient norm so that every element
   // is counted once: the replicated parameters on every tp rank but the first.
   std::span<const IndexRange> not_counted() const;

@@ -128,4 +128,35 @@ void ShardedOptimizerBase::deserialize(std::span<const uint8_t> bytes) {
   position_.restore(p, *optimizer_);
 }
 
+void ShardedOptimizerBase::view_held_and_state(CheckpointView& v, Device& device,
+                                               DeviceSpan<float> held) {
+  if (device.kind() == DeviceKind::cpu) {
+    v.held = {host_address(device, held.data()), held.size()};
+    v.state = optimizer_->state();
+    return;
+  }
+  struct Staging {
+    std::vector<float> held;
+    std::vector<std::vector<float>> state;
+  };
+  auto staging = std::make_shared<Staging>();
+  staging->held.resize(held.size());
+  device.copy_to_host(DeviceSpan<const float>(held), std::span<float>(staging->held));
+  const auto arrays = optimizer_->device_state();
+  for (const auto& [name, array] : arrays) {
+    staging->state.emplace_back(array.size());
+    device.copy_to_host(DeviceSpan<const float>(array), std::span<float>(staging->state.back()));
+  }
+  v.held = staging->held;
+  for (size_t i = 0; i < arrays.size(); ++i)
+    v.state.emplace_back(arrays[i].first, staging->state[i]);
+  Device* dev = &device;
+  v.store = [staging, arrays, held, dev] {
+    dev->copy_from_host(std::span<const float>(staging->held), held);
+    for (size_t i = 0; i < arrays.size(); ++i)
+      dev->copy_from_host(std::span<const float>(staging->state[i]), arrays[i].second);
+  };
+  v.staging = staging;
+}
+
 }  // namespace shardlab

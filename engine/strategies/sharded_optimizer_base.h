@@ -73,6 +73,10 @@ class ShardedOptimizerBase : public IShardedOptimizer {
   virtual void check_state_header(ByteReader& r) = 0;
   // The parameters this rank holds at rest (serialised with its state).
   virtual std::span<float> held_params() = 0;
+  // Sets v.held to `held` (the held parameters on `device`, where the base optimizer is attached)
+  // and v.state to the optimizer's state: the arrays themselves on the cpu device; on any other,
+  // host copies (a counted copy each) that v.store puts back on the device.
+  void view_held_and_state(CheckpointView& v, Device& device, DeviceSpan<float> held);
 
   // After a step's update: counts the step and keeps its gradient norm and the memory ledger then.
   void finish_step(double grad_norm);

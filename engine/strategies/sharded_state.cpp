@@ -169,36 +169,8 @@ CheckpointView ShardedOptimizer::checkpoint_maps() {
 
 CheckpointView ShardedOptimizer::checkpoint_view() {
   CheckpointView v = checkpoint_maps();
-  Device& dev = model_->device();
-  if (dev.kind() == DeviceKind::cpu) {
-    v.held = held_params();
-    v.state = optimizer_->state();
-  } else {
-    // Host copies of the held parameters (the model's, or FSDP's shard) and the optimizer state
-    // on the device, put back by `store`.
-    struct Staging {
-      std::vector<float> held;
-      std::vector<std::vector<float>> state;
-    };
-    auto staging = std::make_shared<Staging>();
-    const DeviceSpan<float> held = held_device_params();
-    staging->held.resize(held.size());
-    dev.copy_to_host(DeviceSpan<const float>(held), std::span<float>(staging->held));
-    const auto arrays = optimizer_->device_state();
-    for (const auto& [name, array] : arrays) {
-      staging->state.emplace_back(array.size());
-      dev.copy_to_host(DeviceSpan<const float>(array), std::span<float>(staging->state.back()));
-    }
-    v.held = staging->held;
-    for (size_t i = 0; i < arrays.size(); ++i)
-      v.state.emplace_back(arrays[i].first, staging->state[i]);
-    v.store = [staging, arrays, held, &dev] {
-      dev.copy_from_host(std::span<const float>(staging->held), held);
-      for (size_t i = 0; i < arrays.size(); ++i)
-        dev.copy_from_host(std::span<const float>(staging->state[i]), arrays[i].second);
-    };
-    v.staging = staging;
-  }
+  // The held parameters (the model's, or FSDP's shard) and the optimizer state.
+  view_held_and_state(v, model_->device(), held_device_params());
   return v;
 }
 

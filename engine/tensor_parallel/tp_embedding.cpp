@@ -5,8 +5,6 @@
 #include "engine/core/error.h"
 #include "engine/model/embedding.h"
 #include "engine/model/shape_util.h"
-#include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/range_embedding.h"
 
 namespace shardlab {
 
@@ -26,33 +24,38 @@ void VocabParallelEmbedding::declare(ParamLayout& layout, const std::string& pre
 }
 
 void VocabParallelEmbedding::bind(const ParamBinding& binding) {
-  // Host loops (tensor parallelism runs on cpu until it moves onto the device).
-  tok_ = host_address(*binding.device, binding.param(tok_index_));
-  dtok_ = host_address(*binding.device, binding.grad(tok_index_));
-  pos_ = host_address(*binding.device, binding.param(pos_index_));
-  dpos_ = host_address(*binding.device, binding.grad(pos_index_));
+  dev_ = binding.device;
+  if (device_ids_.device() != dev_) device_ids_.bind(*dev_, MemCategory::activations);
+  tok_ = binding.param(tok_index_);
+  dtok_ = binding.grad(tok_index_);
+  pos_ = binding.param(pos_index_);
+  dpos_ = binding.grad(pos_index_);
 }
 
 void VocabParallelEmbedding::forward(const Tensor& x, Tensor& y) {
-  SL_ENFORCE(pos_ != nullptr, "VocabParallelEmbedding: forward before bind");
+  SL_ENFORCE(dev_ != nullptr && pos_, "VocabParallelEmbedding: forward before bind");
   SL_ENFORCE(x.rank() == 2, "VocabParallelEmbedding: expected token ids [B, T], got shape {}",
              to_string(x.shape()));
   const int64_t T = x.dim(1), n = x.numel();
   SL_ENFORCE(T <= context_, "VocabParallelEmbedding: sequence length {} exceeds context {}", T,
              context_);
+  // The ids are checked on the host (and kept there: a device may group them for the backward).
   // Every rank sees the same ids, so a bad one fails on all of them before the all-reduce.
+  const std::vector<float> host = x.to_host();
   ids_.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
-    ids_[static_cast<size_t>(i)] =
-        static_cast<int32_t>(checked_token_id(x[i], vocab_, "VocabParallelEmbedding"));
+    ids_[static_cast<size_t>(i)] = static_cast<int32_t>(
+        checked_token_id(host[static_cast<size_t>(i)], vocab_, "VocabParallelEmbedding"));
+  device_ids_.resize(n);
+  dev_->copy_from_host(std::span<const int32_t>(ids_), device_ids_.span());
   x_shape_ = x.shape();
-  y.resize({x.dim(0), T, dim_});
+  y.resize({x.dim(0), T, dim_}, *dev_);
   // Rows of ids held elsewhere are written as zeros.
-  kernels::range_embedding_forward(ids_.data(), tok_, rows_.begin, rows_.end, y.data(), n, dim_);
-  tp_.all_reduce_sum(y.span());  // one rank wrote each row, the others zeros: an exact sum
+  dev_->range_embedding_forward(device_ids_.data(), tok_, rows_.begin, rows_.end, y.dev(), n, dim_);
+  tp_.all_reduce_sum(*dev_, y.dspan());     // one rank wrote each row, the others zeros: exact
   for (int64_t b = 0; b < x.dim(0); ++b) {  // y[b, t] += pos[t]
-    float* yb = y.data() + b * T * dim_;
-    kernels::add(yb, pos_, yb, T * dim_);
+    const DevicePtr<float> yb = y.dev() + b * T * dim_;
+    dev_->add(yb, pos_, yb, T * dim_);
   }
 }
 
@@ -60,9 +63,9 @@ void VocabParallelEmbedding::backward(const Tensor& dy, Tensor& dx) {
   const auto n = static_cast<int64_t>(ids_.size());
   detail::check_grad(dy, n * dim_, dim_, "VocabParallelEmbedding");
   const int64_t T = n > 0 ? x_shape_[1] : 1;
-  kernels::range_embedding_backward(ids_.data(), dy.data(), rows_.begin, rows_.end, dtok_, dpos_, n,
-                                    T, dim_);
-  dx.resize(x_shape_);
+  dev_->range_embedding_backward(device_ids_.data(), ids_, dy.dev(), rows_.begin, rows_.end, dtok_,
+                                 dpos_, n, T, dim_);
+  dx.resize(x_shape_, *dev_);
   dx.zero();
 }
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/device/device_buffer.h"
 #include "engine/model/layer.h"
 #include "engine/tensor_parallel/tp_group.h"
 
@@ -35,11 +36,10 @@ class VocabParallelEmbedding : public Layer {
   TpGroup tp_;
   IndexRange rows_;  // the vocabulary rows held here
   int tok_index_ = -1, pos_index_ = -1;
-  float* tok_ = nullptr;
-  float* dtok_ = nullptr;
-  float* pos_ = nullptr;
-  float* dpos_ = nullptr;
-  std::vector<int32_t> ids_;  // of the last forward (global ids, the kernels' id type)
+  Device* dev_ = nullptr;
+  DevicePtr<float> tok_, dtok_, pos_, dpos_;
+  std::vector<int32_t> ids_;          // of the last forward (global ids, the kernels' id type)
+  DeviceBuffer<int32_t> device_ids_;  // the same, on the device (activations)
   Shape x_shape_;
 };
 

@@ -10,6 +10,7 @@
 
 #include "engine/comm/communicator.h"
 #include "engine/core/param_layout.h"
+#include "engine/device/device.h"
 
 namespace shardlab {
 
@@ -23,8 +24,13 @@ struct TpGroup {
   // The part of `total` items (heads, hidden units, vocabulary rows) this rank owns:
   // chunk_range(total, size, rank), so uneven totals (a vocabulary of 65 over 2) work.
   IndexRange part(int64_t total) const { return chunk_range(total, size, rank); }
-  // Sums `data` over the group in place (nothing when size == 1). Blocking, bounded by the
-  // communicator's timeout.
+  // Sums `data`, in `device`'s memory, over the group in place (nothing when size == 1), through
+  // DeviceCollectives (engine/comm/device_collectives.h: staged through the host where the
+  // communicator cannot reach the device's memory). Blocking, bounded by the communicator's
+  // timeout.
+  void all_reduce_sum(Device& device, DeviceSpan<float> data) const;
+  void all_reduce_max(Device& device, DeviceSpan<float> data) const;
+  // The same on host memory (the host device's).
   void all_reduce_sum(std::span<float> data) const;
   void all_reduce_max(std::span<float> data) const;
 };

@@ -1,7 +1,6 @@
 #include "engine/tensor_parallel/tp_linear.h"
 
 #include "engine/core/error.h"
-#include "kernels/cpu/elementwise.h"
 
 namespace shardlab {
 
@@ -24,7 +23,7 @@ void ColumnParallelLinear::backward(const Tensor& dy, Tensor& dx) {
   // Each rank's dx holds its own output units' share; the input was replicated, so its gradient
   // is the sum of the shares.
   local_.backward(dy, dx);
-  tp_.all_reduce_sum(dx.span());
+  tp_.all_reduce_sum(dx.device(), dx.dspan());
 }
 
 // The product is a bias-free Linear over this rank's input features; the bias is added once,
@@ -39,26 +38,26 @@ void RowParallelLinear::declare(ParamLayout& layout, const std::string& prefix, 
 
 void RowParallelLinear::bind(const ParamBinding& binding) {
   local_.bind(binding);
+  dev_ = binding.device;
   if (bias_) {
-    // Host loops (tensor parallelism runs on cpu until it moves onto the device).
-    b_ = host_address(*binding.device, binding.param(b_index_));
-    db_ = host_address(*binding.device, binding.grad(b_index_));
+    b_ = binding.param(b_index_);
+    db_ = binding.grad(b_index_);
   }
 }
 
 void RowParallelLinear::forward(const Tensor& x, Tensor& y) {
-  SL_ENFORCE(!bias_ || b_ != nullptr, "RowParallelLinear: forward before bind");
+  SL_ENFORCE(dev_ != nullptr && (!bias_ || b_), "RowParallelLinear: forward before bind");
   local_.forward(x, y);
-  tp_.all_reduce_sum(y.span());
+  tp_.all_reduce_sum(*dev_, y.dspan());
   if (!bias_) return;
-  kernels::bias_add(y.data(), b_, y.numel() / out_, out_);
+  dev_->bias_add(y.dev(), b_, y.numel() / out_, out_);
 }
 
 void RowParallelLinear::backward(const Tensor& dy, Tensor& dx) {
   local_.backward(dy, dx);  // checks dy against the last output
   // dy is replicated, so every rank adds the same (whole) bias gradient.
   if (!bias_) return;
-  kernels::bias_grad(dy.data(), db_, dy.numel() / out_, out_);
+  dev_->bias_grad(dy.dev(), db_, dy.numel() / out_, out_);
 }
 
 }  // namespace shardlab

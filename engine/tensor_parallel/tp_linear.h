@@ -65,8 +65,8 @@ class RowParallelLinear : public Layer {
   bool bias_;
   TpGroup tp_;
   int b_index_ = -1;
-  float* b_ = nullptr;
-  float* db_ = nullptr;
+  Device* dev_ = nullptr;
+  DevicePtr<float> b_, db_;
 };
 
 }  // namespace shardlab

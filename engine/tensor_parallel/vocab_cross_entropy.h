@@ -7,13 +7,16 @@
 //   loss_r = log(sum_j exp(l_rj - max_r)) + max_r - l_r,target        mean over rows
 //   dL/dl_rj = (softmax_rj - [j == target_r]) / R                     local columns only
 //
-// Equal to SoftmaxCrossEntropy on the gathered logits up to rounding.
+// Equal to SoftmaxCrossEntropy on the gathered logits up to rounding. Runs on the logits' device
+// (the device's vocab_xent kernels; the per-row values cross the tp group through TpGroup's
+// device all-reduce); only the per-row losses come back to the host, to be summed in row order.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "engine/device/device_buffer.h"
 #include "engine/device/tensor.h"
 #include "engine/tensor_parallel/tp_group.h"
 
@@ -35,6 +38,7 @@ class VocabParallelCrossEntropy {
   TpGroup tp_;
   Tensor probs_;  // local softmax columns
   std::vector<int32_t> targets_;
+  DeviceBuffer<int32_t> device_targets_;  // the same on the logits' device (activations)
   int64_t vocab_begin_ = 0;
 };
 
