@@ -5,8 +5,10 @@
 // comparison with the same job in one process. With --max-restarts N a sharded run that fails is
 // run again from its last checkpoint, at most N times (restart.h).
 //
-// "device": "cuda" runs on GPUs (engine/device/device_training.h): strategy none on GPU 0, ddp
-// with the threads backend on one GPU per rank. Checked right after the job is loaded, before any
+// "device": "cuda" runs on GPUs: strategy none on GPU 0 in this process; ddp with the threads
+// backend and a GPU per rank over NCCL in this process (engine/device/device_training.h,
+// cuda_ddp_over_nccl); every other job's ranks (threads or mpi) as on the cpu, each rank on a GPU
+// of its own or sharing one (rank_runner.h). Checked right after the job is loaded, before any
 // data is read: first what the job asks of the device (device_job_problem, the same answer on
 // every machine), then whether this process has the device and the GPUs the job needs
 // (require_job_device).
@@ -329,13 +331,6 @@ int run_job(const std::vector<std::string>& argv, Json* report) {
   }
   // Before any data is read or rank started: what the job and its flags ask of the device first,
   // so that it is reported alike on every machine, then whether this process has it.
-  SL_ENFORCE(job.device != "cuda" || !args.has("--resume"),
-             "device: cuda cannot resume from a checkpoint in this version; resume it on cpu "
-             "(--set device=cpu)");
-  SL_ENFORCE(job.device != "cuda" || max_restarts == 0,
-             "device: cuda does not save checkpoints in this version, so --max-restarts has "
-             "nothing to restart from; run it without --max-restarts, or on cpu (--set "
-             "device=cpu)");
   require_job_device(job);
   if (max_restarts > 0 && job.train.checkpoint_dir.empty())
     SL_THROW(
@@ -392,7 +387,9 @@ int run_job(const std::vector<std::string>& argv, Json* report) {
                      report);
     });
   }
-  if (job.device == "cuda") return run_in_process(job, quiet, args, tolerance, total, report);
+  // (a run that resumes goes through the engine's ranks, which read checkpoints)
+  if (cuda_ddp_over_nccl(job) && !args.has("--resume"))
+    return run_in_process(job, quiet, args, tolerance, total, report);
   // Read once: bad data is not worth a restart.
   const launch::PreparedJob prepared = launch::prepare_job(job);
   return run_with_restarts(ro, [&](int n, const std::string& resume_from) {

@@ -46,13 +46,6 @@ int worker_command(const std::vector<std::string>& argv) {
   const double tolerance = args.has("--tolerance") ? parse_tolerance(args.get("--tolerance")) : 0.0;
   Stopwatch total;
   JobSpec job = load_job(args.positional()[0], args.all("--set"));
-  // A worker is an mpi rank, and GPU jobs do not run as mpi ranks in this version: refused here
-  // whatever this machine has, before the device check.
-  SL_ENFORCE(job.device != "cuda",
-             "device: {} jobs do not run as mpi workers in this version; run them with shardlab "
-             "run (parallel.strategy none, or ddp with parallel.backend threads), or this one on "
-             "cpu (--set device=cpu)",
-             job.device);
   const std::string problem = device_job_problem(job);
   SL_ENFORCE(problem.empty(), "device: {}", problem);
   require_device(job.device);

@@ -86,4 +86,10 @@ void require_device(const std::string& device) {
   SL_ENFORCE(problem.empty(), "device: {}; run it with --set device=cpu", problem);
 }
 
+int gpu_for_local_rank(int local_rank) {
+  std::string why;
+  const int gpus = usable_gpus(&why);
+  return gpus > 0 ? local_rank % gpus : 0;
+}
+
 }  // namespace shardlab

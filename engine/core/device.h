@@ -11,6 +11,10 @@ namespace shardlab {
 // CUDA runtime's error, "no CUDA device is visible") when there is none.
 int usable_gpus(std::string* why);
 
+// The GPU a rank of a cuda job uses: its rank among the ranks of its machine (`local_rank`)
+// modulo the usable GPUs, so ranks beyond the GPUs share them; 0 when there is none.
+int gpu_for_local_rank(int local_rank);
+
 // Why a job with `device` cannot run in this process, or "" when it can: "cpu" always can;
 // "cuda" needs a CUDA build, the CUDA kernels (built when nvcc was found), which the GPU training
 // path (engine/device/device_training.h) runs on, and a usable GPU 0 they can run on

@@ -1,11 +1,13 @@
-// Running a job on its device. Strategy none: GPU 0 on the calling thread. ddp (threads backend):
-// world_size threads, rank r on GPU r, bootstrapped by a threads world into an NCCL world, each
-// rank a GpuTrainer over its own GpuModel and GpuOptimizer; callbacks on rank 0 (should_stop on
-// every rank: their answers must agree, as in run_threads_job), the result from rank 0.
+// Running a job on its device. Strategy none: GPU 0 on the calling thread. ddp over NCCL (threads
+// backend, one GPU per rank): world_size threads, rank r on GPU r, bootstrapped by a threads world
+// into an NCCL world, each rank a GpuTrainer over its own GpuModel and GpuOptimizer; callbacks on
+// rank 0 (should_stop on every rank: their answers must agree, as in run_threads_job), the result
+// from rank 0. Every other cuda job with ranks runs through run_rank (engine/run/rank_runner.h).
 #include "engine/device/device_training.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "engine/core/device.h"
@@ -30,52 +32,43 @@ bool device_training_built() {
 }
 
 std::string device_job_problem(const JobSpec& job) {
-  if (job.device == "test") {
-    const ParallelConfig& p = job.parallel;
-    if (p.strategy == "none" && !job.train.checkpoint_dir.empty())
-      return "strategy none does not save checkpoints on the test device in this version; use "
-             "ddp, zero1, zero2 or fsdp, or run it on cpu (--set device=cpu)";
-    return {};
-  }
-  if (job.device != "cuda") return {};
-  const ParallelConfig& p = job.parallel;
-  if (uses_model_parallelism(p))
-    return fmt::format(
-        "cuda runs parallel.strategy none or ddp in this version, not pipeline or tensor "
-        "parallelism (parallel.pp {}, parallel.tp {}); run it on cpu (--set device=cpu)",
-        p.pp, p.tp);
-  if (p.strategy != "none" && p.strategy != "ddp")
-    return fmt::format(
-        "cuda runs parallel.strategy none or ddp in this version; {} runs on cpu (--set "
-        "device=cpu)",
-        p.strategy);
-  if (p.strategy == "ddp" && p.backend != "threads")
-    return fmt::format(
-        "cuda runs ddp with parallel.backend threads in this version (one GPU per rank, NCCL); "
-        "backend {} runs on cpu (--set device=cpu), or use --set parallel.backend=threads",
-        p.backend);
-  if (!job.train.checkpoint_dir.empty())
-    return "cuda does not save checkpoints in this version; remove train.checkpoint_dir or run "
-           "it on cpu (--set device=cpu)";
+  // Every job that passes validation runs on every device in this version (strategy none's lack
+  // of checkpoints is validation's rule on every device). Device-specific limits go here.
+  (void)job;
   return {};
+}
+
+bool cuda_ddp_over_nccl(const JobSpec& job) {
+#if defined(SHARDLAB_HAVE_NCCL) && SHARDLAB_HAVE_NCCL
+  const ParallelConfig& p = job.parallel;
+  if (job.device != "cuda" || p.strategy != "ddp" || p.backend != "threads" ||
+      uses_model_parallelism(p) || !job.train.checkpoint_dir.empty())
+    return false;
+  std::string why;
+  return p.world_size <= usable_gpus(&why);
+#else
+  (void)job;
+  return false;
+#endif
 }
 
 void require_job_device(const JobSpec& job) {
   const std::string problem = device_job_problem(job);
   SL_ENFORCE(problem.empty(), "device: {}", problem);
   require_device(job.device);
-  if (job.device != "cuda" || job.parallel.strategy != "ddp") return;
+  if (job.device != "cuda" || job.parallel.strategy == "none") return;
   const ParallelConfig& p = job.parallel;
-  std::string why;
-  const int gpus = usable_gpus(&why);
-  SL_ENFORCE(p.world_size <= gpus,
-             "device: cuda with parallel.world_size {} needs {} GPUs (one per rank), this process "
-             "can use {}; use --set parallel.world_size={} or --set device=cpu",
-             p.world_size, p.world_size, gpus, gpus);
-  for (int g = 1; g < static_cast<int>(p.world_size); ++g) {
-    const std::string gpu = gpu_problem(g);
-    SL_ENFORCE(gpu.empty(), "device: {}; run it with --set device=cpu", gpu);
+  // The GPUs the ranks of this process use (threads: all of them; mpi: checked by each worker
+  // for its own).
+  if (p.backend == "threads") {
+    std::string why;
+    const int used = std::min<int>(static_cast<int>(p.world_size), usable_gpus(&why));
+    for (int g = 1; g < used; ++g) {
+      const std::string gpu = gpu_problem(g);
+      SL_ENFORCE(gpu.empty(), "device: {}; run it with --set device=cpu", gpu);
+    }
   }
+  if (!cuda_ddp_over_nccl(job)) return;
   const int64_t split = p.world_size * job.train.accumulation_steps;
   SL_ENFORCE(job.train.batch_size % split == 0,
              "train.batch_size: must be divisible by parallel.world_size x "
@@ -126,6 +119,10 @@ TrainResult run_device_training(TrainingSetup& setup, const TrainerCallbacks& ca
                  "run_device_training: the setup's model is not on a GPU");
     return run_training(setup, callbacks);
   }
+  SL_ENFORCE(cuda_ddp_over_nccl(job),
+             "run_device_training: a {} job on {} ranks (backend {}) runs its ranks through the "
+             "engine (run_rank), not here",
+             job.parallel.strategy, job.parallel.world_size, job.parallel.backend);
 
 #if defined(SHARDLAB_HAVE_NCCL) && SHARDLAB_HAVE_NCCL
   const auto world = static_cast<int>(job.parallel.world_size);

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -223,6 +224,19 @@ void publish_layout(telemetry::TelemetrySink* sink, IShardedOptimizer& opt,
   sink->publish(std::move(e));
 }
 
+// This rank's place among the ranks of its machine: its rank for threads; under mpi the launcher's
+// local rank (Open MPI's OMPI_COMM_WORLD_LOCAL_RANK, Slurm's SLURM_LOCALID), else its rank.
+int local_rank(const Communicator& comm) {
+  if (std::string(comm.backend()) != "mpi") return comm.rank();
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"})
+    if (const char* v = std::getenv(name)) {
+      char* end = nullptr;
+      const long r = std::strtol(v, &end, 10);
+      if (end != v && *end == '\0' && r >= 0) return static_cast<int>(r);
+    }
+  return comm.rank();
+}
+
 }  // namespace
 
 ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Datasets& data,
@@ -230,13 +244,9 @@ ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Dataset
   SL_ENFORCE(job.parallel.strategy != "none",
              "parallel.strategy: 'none' runs in one process; choose ddp, zero1, zero2 or fsdp");
   SL_ENFORCE(data.train != nullptr, "run_rank: no training data");
-  // cpu, or the test device (each rank its own: DDP on device memory, staged collectives); a cuda
-  // job runs through run_device_training (engine/device/device_training.h), so one reaching here
-  // would silently train on the CPU.
-  SL_ENFORCE(job.device != "cuda",
-             "device: {} jobs do not run as CPU ranks; shardlab run trains them on the GPU "
-             "(parallel.strategy none, or ddp with parallel.backend threads)",
-             job.device);
+  // cpu, or a device of the rank's own (test, or cuda on GPU local rank mod the usable GPUs, so
+  // ranks may share one): the strategies run on device memory, collectives staged through the
+  // host.
   require_device(job.device);
   SL_ENFORCE(!options.callbacks.should_stop,
              "run_rank: callbacks.should_stop would run on rank 0 only; use RankRunOptions::stop");
@@ -254,7 +264,9 @@ ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Dataset
     std::unique_ptr<Device> device;
     ShardedOptions sharded = sharded_options(job);
     if (job.device != "cpu") {
-      device = make_device(parse_device_kind(job.device));
+      DeviceOptions d;
+      if (job.device == "cuda") d.index = gpu_for_local_rank(local_rank(comm));
+      device = make_device(parse_device_kind(job.device), d);
       sharded.device = device.get();
     }
     std::unique_ptr<IShardedOptimizer> opt = make_sharded_optimizer(comm, sharded);

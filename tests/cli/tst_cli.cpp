@@ -707,32 +707,18 @@ class TestCli : public QObject {
              qPrintable(from_model + " vs " + from_seed));
   }
 
-  // A job for the GPU. What the job asks of the device is checked first, so that it gets the same
-  // answer on every machine (zero2 is refused on cuda with device_job_problem's line, GPU or
-  // not); then whether this process has a usable GPU; both before any data is read. Where one is
-  // usable, a 2-step strategy-none run trains on it and names it.
+  // A job for the GPU: every strategy and the 3D layout, with checkpoints and over mpi, pass
+  // validation and then stop, where no GPU is usable, only for want of one, with one line and
+  // before any data is read. Where one is usable, a 2-step strategy-none run trains on it and
+  // names it.
   void deviceCudaStopsBeforeStarting() {
-    Outcome o = run_cli({"run", kMlpJob, "--set", "device=cuda", "--no-record"});
-    QCOMPARE(o.exit_code, 1);
-    QVERIFY2(o.err.startsWith("shardlab: error: device: cuda runs parallel.strategy none or ddp in "
-                              "this version; zero2 runs on cpu (--set device=cpu)"),
-             qPrintable(o.err));
-    QCOMPARE(o.err.count('\n'), 1);
-    QVERIFY2(!o.out.contains("data:") && !o.out.contains("step "), qPrintable(o.out));
-
-    // Checkpoints are not saved on cuda yet: refused alike everywhere.
-    o = run_cli({"run", kMlpJob, "--set", "device=cuda", "--set", "parallel.strategy=ddp", "--set",
-                 "train.checkpoint_dir=" + tmp_.filePath("ckpt"), "--no-record"});
-    QCOMPARE(o.exit_code, 1);
-    QVERIFY2(o.err.startsWith("shardlab: error: device: cuda does not save checkpoints"),
-             qPrintable(o.err));
-    QCOMPARE(o.err.count('\n'), 1);
-
+    Outcome o;
     o = run_cli({"run", kMlpJob, "--set", "device=cuda", "--set", "parallel={}", "--set",
                  "train.steps=2", "--set", "train.log_every=1", "--set", "train.eval_batches=1",
                  "--no-record"});
     QCOMPARE(o.status, QProcess::NormalExit);
-    if (o.exit_code == 0) {
+    const bool gpu = o.exit_code == 0;
+    if (gpu) {
       QVERIFY2(o.out.contains("device: cuda:0 "), qPrintable(o.out));
       QVERIFY2(o.out.contains("summary:"), qPrintable(o.out));
       QVERIFY2(o.out.contains("2 steps"), qPrintable(o.out));
@@ -745,6 +731,27 @@ class TestCli : public QObject {
       QVERIFY2(o.err.contains("--set device=cpu"), qPrintable(o.err));
       QCOMPARE(o.err.count('\n'), 1);
       QVERIFY2(!o.out.contains("data:") && !o.out.contains("step "), qPrintable(o.out));
+    }
+    if (!gpu) {
+      const QString ckpt = "train.checkpoint_dir=" + tmp_.filePath("ckpt");
+      const std::vector<QStringList> jobs = {
+          {kMlpJob},  // zero2
+          {kMlpJob, "--set", "parallel.strategy=ddp", "--set", ckpt},
+          {kMlpJob, "--set", "parallel.strategy=zero1", "--set", "parallel.backend=mpi"},
+          {kMlpJob, "--set", "parallel.strategy=fsdp", "--set", ckpt},
+          {"resources/jobs/gpt-3d.json", "--set", ckpt},
+      };
+      for (const QStringList& job : jobs) {
+        o = run_cli(QStringList{"run"} + job + QStringList{"--set", "device=cuda", "--no-record"});
+        QCOMPARE(o.exit_code, 1);
+        QVERIFY2(o.err.startsWith("shardlab: error: device: "), qPrintable(o.err));
+        QVERIFY2(o.err.contains("cuda needs a usable GPU") ||
+                     o.err.contains("this shardlab was built without the CUDA kernels"),
+                 qPrintable(job.join(' ') + ": " + o.err));
+        QVERIFY2(o.err.contains("--set device=cpu"), qPrintable(o.err));
+        QCOMPARE(o.err.count('\n'), 1);
+        QVERIFY2(!o.out.contains("data:") && !o.out.contains("step "), qPrintable(o.out));
+      }
     }
   }
 
