@@ -242,7 +242,8 @@ class TstDeviceEngine : public QObject {
   // The collectives on device memory (DeviceCollectives), threads ranks each on a device of its
   // own: the cpu device hands its memory to the communicator as it is, the test device is staged
   // through host copies; both give the exact values written here (small integers in float, so
-  // every sum is exact) for all-reduce (sum, max), reduce-scatter, all-gather and broadcast.
+  // every sum is exact) for all-reduce (sum, max), reduce-scatter, all-gather, broadcast and
+  // send/recv.
   void deviceCollectivesGiveExactValues_data() {
     QTest::addColumn<QString>("device");
     QTest::addColumn<int>("world");
@@ -334,6 +335,22 @@ class TstDeviceEngine : public QObject {
       std::vector<float> root(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) root[size_t(i)] = value(world - 1, i);
       expect(r, "broadcast(root last)", download(b), root);
+
+      // Point to point around a ring: each rank sends its values to the next and receives the
+      // previous rank's (staged: the send's device memory is reused at once, the send having
+      // copied it out; direct: it stays untouched until the send is waited for).
+      if (world > 1) {
+        DeviceBuffer<float> src = upload(mine);
+        DeviceBuffer<float> dst = upload(std::vector<float>(static_cast<size_t>(n), -1.0f));
+        const int next = (r + 1) % world, prev = (r + world - 1) % world;
+        WorkHandle sent = dc.send_async(DeviceSpan<const float>(src.span()), next, 7);
+        if (dc.staged()) dev.fill(src.data(), n, -2.0f);
+        dc.recv(dst.span(), prev, 7);
+        sent->wait();
+        std::vector<float> from_prev(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) from_prev[size_t(i)] = value(prev, i);
+        expect(r, "send/recv (ring)", download(dst), from_prev);
+      }
       // Staged: every operation copied through the host (the rank's own device counts them).
       if (own && own->copies().from_host == 0) expect(r, "staged copies", {0.0f}, {1.0f});
     });

@@ -290,18 +290,23 @@ class TestStepReplay : public QObject {
       QCOMPARE(after.frames[i].title, before.frames[i].title);
   }
 
-  // ZeRO-2 on a 2 x 2 tp x dp GPT and ZeRO-1 on a 2 x 2 pp x dp GPT.
+  // ZeRO-2 on a 2 x 2 tp x dp GPT and ZeRO-1 on a 2 x 2 pp x dp GPT, on cpu and on test devices.
   void tensorAndPipelineLayouts_data() {
     QTest::addColumn<int>("tp");
     QTest::addColumn<int>("pp");
-    QTest::newRow("zero2 tp2 x dp2") << 2 << 1;
-    QTest::newRow("zero1 pp2 x dp2") << 1 << 2;
+    QTest::addColumn<QString>("device");
+    for (const char* d : {"cpu", "test"}) {
+      QTest::addRow("zero2 tp2 x dp2/%s", d) << 2 << 1 << QString(d);
+      QTest::addRow("zero1 pp2 x dp2/%s", d) << 1 << 2 << QString(d);
+    }
   }
 
   void tensorAndPipelineLayouts() {
     QFETCH(int, tp);
     QFETCH(int, pp);
+    QFETCH(QString, device);
     JobSpec job = gpt_job(tp > 1 ? "zero2" : "zero1", 4, corpus_vocab());
+    job.device = device.toStdString();
     set_grid(job, {.pp = pp, .tp = tp, .dp = 2, .micro_batches = pp > 1 ? 2 : 1});
     const net::RunModel model = model_of(run(job));
     const net::StepReplay replay = net::replay_step(model);
