@@ -113,6 +113,10 @@ class Communicator {
   const std::string& name() const { return name_; }
   const CommOptions& options() const { return options_; }
   virtual const char* backend() const = 0;  // "threads", "mpi", "nccl"
+  // For a backend that moves device memory itself (nccl): its operations wait, on the device, for
+  // the work already queued on `stream` (the native stream of the device whose memory they move,
+  // Device::native_stream()) before they read it. Nothing for host backends.
+  virtual void order_after_stream(void* stream) { (void)stream; }
 
   // In place over `data` (the same count on every rank). Avg divides the sum by size().
   // `subject`: what the caller moves (comm_record.h), carried to the operation's record.

@@ -51,7 +51,11 @@ DeviceCollectives::DeviceCollectives(Communicator& comm, Device& device)
     : comm_(&comm),
       device_(&device),
       staged_(device.kind() != DeviceKind::cpu &&
-              !(device.kind() == DeviceKind::cuda && std::string(comm.backend()) == "nccl")) {}
+              !(device.kind() == DeviceKind::cuda && std::string(comm.backend()) == "nccl")) {
+  // A communicator that reads the device's memory itself starts after the kernels that wrote it;
+  // the kernels queued after a wait() run after it, since the host queues them only then.
+  if (!staged_ && device.native_stream()) comm.order_after_stream(device.native_stream());
+}
 
 std::span<float> DeviceCollectives::direct(DeviceSpan<float> s) const {
   return {s.data().raw(), s.size()};

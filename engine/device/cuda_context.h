@@ -56,8 +56,8 @@ class CudaContext {
   // DeviceError when the queued work failed.
   void sync(const char* what, double timeout_s = 300.0) const;
   // Makes stream() wait, on the device (the host does not wait), for everything queued so far on
-  // the legacy default stream: CudaBuffer zero-fills a new allocation with cudaMemset there,
-  // and a non-blocking stream is not otherwise ordered after it. Call after allocating.
+  // the legacy default stream (a cudaMemset there, say), which a non-blocking stream is not
+  // otherwise ordered after. Call after such work.
   void order_after_default_stream() const;
 
  private:

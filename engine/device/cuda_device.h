@@ -29,6 +29,7 @@ class CudaDevice final : public Device {
   void deallocate(void* p, size_t bytes) noexcept override;
   void synchronize(const char* what) override { ctx_.sync(what, timeout_s_); }
   CudaContext& context() { return ctx_; }
+  void* native_stream() const override { return ctx_.stream(); }
 
   void fill(DevicePtr<float> x, int64_t n, float value) override;
   void gemm(kernels::Trans ta, kernels::Trans tb, int64_t m, int64_t n, int64_t k, float alpha,

@@ -1,6 +1,7 @@
 // One optimizer update on the GPU: the kernels/cuda launcher for whichever kernel an UpdateArgs
 // (engine/optim/update_args.h, built from the optimizer's registry entry) is for. Shared by
-// GpuOptimizer and `bench optimizer --device cuda`, so neither names the optimizers.
+// `bench optimizer --device cuda`, so it does not name the optimizers (the engine's optimizers on
+// the cuda device go through CudaDevice's kernel table instead).
 #pragma once
 
 #include <cuda_runtime_api.h>

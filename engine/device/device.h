@@ -130,6 +130,11 @@ class Device {
   // threads): the slot is held from the kernel's write to the read.
   double squared_norm(DeviceSpan<const float> x);
 
+  // The native stream the device's work is queued on, for a communicator that moves the device's
+  // memory itself and must order its work after the kernels that wrote it (cuda: its
+  // cudaStream_t; null on cpu and test, whose collectives are staged or direct on the host).
+  virtual void* native_stream() const { return nullptr; }
+
   // Waits for everything queued; TimeoutError naming `what` after the device's timeout,
   // DeviceError when queued work failed.
   virtual void synchronize(const char* what) = 0;

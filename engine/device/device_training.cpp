@@ -1,8 +1,8 @@
 // Running a job on its device. Strategy none: GPU 0 on the calling thread. ddp over NCCL (threads
-// backend, one GPU per rank): world_size threads, rank r on GPU r, bootstrapped by a threads world
-// into an NCCL world, each rank a GpuTrainer over its own GpuModel and GpuOptimizer; callbacks on
-// rank 0 (should_stop on every rank: their answers must agree, as in run_threads_job), the result
-// from rank 0. Every other cuda job with ranks runs through run_rank (engine/run/rank_runner.h).
+// backend, one GPU per rank): world_size threads, rank r on GPU r, each the engine's ddp rank
+// (run_rank) whose gradient buckets NCCL all-reduces from device memory, bootstrapped by the
+// threads world; callbacks on rank 0, the result from rank 0. Every other cuda job with ranks runs
+// through run_rank with its collectives staged through the host (engine/run/rank_runner.h).
 #include "engine/device/device_training.h"
 
 #include <fmt/format.h>
@@ -16,10 +16,7 @@
 
 #if SHARDLAB_HAVE_DEVICE_TRAINING
 #include "engine/comm/threads/world.h"
-#include "engine/device/cuda_context.h"
-#include "engine/device/gpu_model.h"
-#include "engine/device/gpu_optimizer.h"
-#include "engine/device/gpu_trainer.h"
+#include "engine/run/rank_runner.h"
 #if defined(SHARDLAB_HAVE_NCCL) && SHARDLAB_HAVE_NCCL
 #include "engine/comm/nccl/world.h"
 #endif
@@ -78,33 +75,6 @@ void require_job_device(const JobSpec& job) {
 
 #if SHARDLAB_HAVE_DEVICE_TRAINING
 
-namespace {
-
-// One rank's GPU run on `ctx`: the host model's parameters (initialised by build_training) copied
-// to the device and trained there. With data parallelism the NCCL world is made after the model
-// and optimizer and so goes first when a rank fails: its destructor settles or aborts what is
-// still queued (bounded) before their device buffers are freed (cudaFree waits for the device).
-TrainResult train_on(CudaContext& ctx, TrainingSetup& setup, Communicator* bootstrap,
-                     const CommOptions& options, const TrainerCallbacks& callbacks) {
-  GpuModel model(setup.job.model, setup.model->params(), ctx);
-  GpuOptimizer optimizer(setup.job.optimizer, model.num_params(), ctx);
-  std::unique_ptr<Communicator> nccl;
-#if defined(SHARDLAB_HAVE_NCCL) && SHARDLAB_HAVE_NCCL
-  if (bootstrap) {
-    nccl = make_nccl_world(*bootstrap, ctx.device(), options);
-    ctx.make_current();
-  }
-#else
-  (void)options;
-  SL_ENFORCE_T(InternalError, bootstrap == nullptr, "train_on: data parallel without NCCL");
-#endif
-  GpuTrainer trainer(model, optimizer, *setup.data.train, setup.data.eval.get(), setup.job.train,
-                     setup.job.optimizer.lr, nccl.get());
-  return trainer.run(callbacks);
-}
-
-}  // namespace
-
 TrainResult run_device_training(TrainingSetup& setup, const TrainerCallbacks& callbacks,
                                 const CommOptions& comm) {
   const JobSpec& job = setup.job;
@@ -125,18 +95,22 @@ TrainResult run_device_training(TrainingSetup& setup, const TrainerCallbacks& ca
              job.parallel.strategy, job.parallel.world_size, job.parallel.backend);
 
 #if defined(SHARDLAB_HAVE_NCCL) && SHARDLAB_HAVE_NCCL
+  // The engine's ddp on each rank's GPU (run_rank: the model built on its device), its gradient
+  // buckets all-reduced by NCCL straight from device memory; the small control values over the
+  // threads world that bootstrapped NCCL.
+  SL_ENFORCE_T(InternalError, !callbacks.should_stop,
+               "run_device_training: should_stop would run on rank 0 only");
   const auto world = static_cast<int>(job.parallel.world_size);
-  const CommOptions& copts = comm;
-  TrainerCallbacks others;
-  others.should_stop = callbacks.should_stop;
+  RankRunOptions ro;
+  ro.callbacks = callbacks;
+  ro.device_comm = [&comm](Communicator& bootstrap, Device& device) {
+    (void)device;  // rank r's device is GPU r (world_size <= the usable GPUs)
+    return make_nccl_world(bootstrap, bootstrap.rank(), comm);
+  };
   std::optional<TrainResult> result;
-  run_threads(world, copts, [&](Communicator& bootstrap) {
-    const int rank = bootstrap.rank();
-    MemoryLedger ledger;
-    LedgerScope bind(&ledger);
-    CudaContext ctx(rank);
-    TrainResult r = train_on(ctx, setup, &bootstrap, copts, rank == 0 ? callbacks : others);
-    if (rank == 0) result = std::move(r);
+  run_threads(world, comm, [&](Communicator& bootstrap) {
+    ParallelRunResult r = run_rank(job, bootstrap, setup.data, ro);
+    if (bootstrap.rank() == 0) result = std::move(r.result);
   });
   SL_ENFORCE_T(InternalError, result.has_value(), "run_device_training: rank 0 gave no result");
   return std::move(*result);

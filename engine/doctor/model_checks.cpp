@@ -9,15 +9,10 @@
 #include <vector>
 
 #include "engine/core/device.h"
-#include "engine/model/cross_entropy.h"
-
-#if SHARDLAB_HAVE_DEVICE_TRAINING
 #include "engine/data/batch.h"
-#include "engine/device/cuda_context.h"
-#include "engine/device/gpu_model.h"
+#include "engine/device/device.h"
 #include "engine/model/cross_entropy.h"
 #include "engine/model/model.h"
-#endif
 
 namespace shardlab::doctor {
 
@@ -65,23 +60,29 @@ Batch check_batch(const ModelConfig& config, uint32_t seed, int64_t steps) {
   return b;
 }
 
-// The reference: Model::forward, SoftmaxCrossEntropy forward and backward, Model::backward from
-// zeroed gradients.
-CpuStep cpu_step(Model& model, const Batch& batch) {
+// The model's step from zeroed gradients on its device: Model::forward, SoftmaxCrossEntropy forward
+// and backward (dlogits scaled by `scale` on the device), Model::backward; the gradients read back.
+CpuStep model_step(Model& model, const Batch& batch, float scale, bool zero) {
   CpuStep out;
-  model.zero_grad();
+  if (zero) model.zero_grad();
   const Tensor& logits = model.forward(batch.input);
   SoftmaxCrossEntropy xent;
   out.loss = xent.forward(logits, batch.targets);
   out.correct = count_correct(logits, batch.targets);
   Tensor dlogits;
   xent.backward(dlogits);
+  if (scale != 1.0f) model.device().scale(dlogits.dev(), dlogits.numel(), scale);
   model.backward(dlogits);
-  out.grads.assign(model.grads().begin(), model.grads().end());
+  out.grads.resize(static_cast<size_t>(model.num_params()));
+  model.device().copy_to_host(DeviceSpan<const float>(model.device_grads()),
+                              std::span<float>(out.grads));
   return out;
 }
 
-#if SHARDLAB_HAVE_DEVICE_TRAINING
+CpuStep cpu_step(Model& model, const Batch& batch) {
+  return model_step(model, batch, 1.0f, true);
+}
+
 namespace {
 
 constexpr const char* kGroup = "model";
@@ -120,33 +121,35 @@ double differing(const std::vector<float>& a, const std::vector<float>& b) {
   return n;
 }
 
-void matches_cpu(CheckList& out, const Case& c, CudaContext& ctx) {
+// The case's model on `device`, with the parameters of `cpu` (the same build, on the host).
+std::unique_ptr<Model> on_device(const Case& c, const Model& cpu, Device& device) {
+  auto m = build_model(c.config, ModelStorage::owned, 1, &device);
+  device.copy_from_host(cpu.params(), m->device_params());
+  return m;
+}
+
+std::vector<float> params_of(Model& m) {
+  std::vector<float> h(static_cast<size_t>(m.num_params()));
+  m.device().copy_to_host(DeviceSpan<const float>(m.device_params()), std::span<float>(h));
+  return h;
+}
+
+void matches_cpu(CheckList& out, const Case& c, Device& device) {
   auto cpu = build_model(c.config);
   const Batch batch = check_batch(c.config, 123, c.steps);
   const CpuStep want = cpu_step(*cpu, batch);
-
-  GpuModel gpu(c.config, cpu->params(), ctx);
-  const auto& gl = gpu.layout().params();
-  const auto& cl = cpu->layout().params();
-  double layout_diff = gl.size() == cl.size() ? 0 : INFINITY;
-  for (size_t i = 0; i < std::min(gl.size(), cl.size()); ++i)
-    layout_diff += gl[i].name == cl[i].name && gl[i].offset == cl[i].offset ? 0 : 1;
-  out.push_back(bounded(kGroup, c.name + " layout", "tensors placed differently", layout_diff, 0,
-                        "the GPU model's parameter names and offsets are the CPU model's"));
-  gpu.zero_grad();
-  int64_t correct = -1;
-  const float loss = gpu.forward_loss(batch, &correct);
-  gpu.backward();
-  const std::vector<float> grads = gpu.download_grads();
+  auto dev = on_device(c, *cpu, device);
+  const CpuStep got = model_step(*dev, batch, 1.0f, true);
+  const std::vector<float>& grads = got.grads;
 
   out.push_back(bounded(kGroup, c.name + " loss", "rel err",
-                        std::fabs(static_cast<double>(loss) - want.loss) / std::fabs(want.loss),
-                        1e-5, fmt::format("gpu {:.9g}, cpu {:.9g}", loss, want.loss)));
+                        std::fabs(static_cast<double>(got.loss) - want.loss) / std::fabs(want.loss),
+                        1e-5, fmt::format("device {:.9g}, cpu {:.9g}", got.loss, want.loss)));
   out.push_back(bounded(kGroup, c.name + " correct", "abs diff",
-                        std::fabs(static_cast<double>(correct - want.correct)), 0,
-                        fmt::format("gpu {}, cpu {}", correct, want.correct)));
+                        std::fabs(static_cast<double>(got.correct - want.correct)), 0,
+                        fmt::format("device {}, cpu {}", got.correct, want.correct)));
   out.push_back(bounded(kGroup, c.name + " gradients", "max rel err", rel_err(grads, want.grads),
-                        1e-4, "max |gpu - cpu| / max |cpu| over every gradient"));
+                        1e-4, "max |device - cpu| / max |cpu| over every gradient"));
   double worst = 0;
   std::string worst_name;
   for (const ParamInfo& p : cpu->layout().params()) {
@@ -172,43 +175,53 @@ void matches_cpu(CheckList& out, const Case& c, CudaContext& ctx) {
                           0, "the key bias cannot change the softmax: its gradient is 0"));
 }
 
-void accumulates_and_scales(CheckList& out, const Case& c, CudaContext& ctx) {
+void accumulates_and_scales(CheckList& out, const Case& c, Device& device) {
   auto cpu = build_model(c.config);
   const Batch batch = check_batch(c.config, 321, c.steps);
-  GpuModel gpu(c.config, cpu->params(), ctx);
-  gpu.zero_grad();
-  gpu.forward_loss(batch);
-  gpu.backward();
-  const std::vector<float> once = gpu.download_grads();
-  gpu.backward();
-  const std::vector<float> twice = gpu.download_grads();
+  auto dev = on_device(c, *cpu, device);
+  const std::vector<float> once = model_step(*dev, batch, 1.0f, true).grads;
+  const std::vector<float> twice = model_step(*dev, batch, 1.0f, false).grads;
   out.push_back(bounded(kGroup, c.name + " accumulate", "max rel err",
                         rel_err(twice, scaled(once, 2.0f)), 1e-4,
-                        "two backward calls against twice one"));
-  gpu.zero_grad();
-  gpu.forward_loss(batch);
-  gpu.backward(0.5f);
-  const std::vector<float> half = gpu.download_grads();
+                        "two steps' gradients added against twice one"));
+  const std::vector<float> half = model_step(*dev, batch, 0.5f, true).grads;
   out.push_back(bounded(kGroup, c.name + " scale", "max rel err", rel_err(half, scaled(once, 0.5f)),
-                        1e-6, "backward(0.5) against half of backward(1)"));
+                        1e-6, "dlogits halved against half of one step's gradients"));
 }
 
-void round_trip(CheckList& out, const Case& c, CudaContext& ctx) {
+void round_trip(CheckList& out, const Case& c, Device& device) {
   auto cpu = build_model(c.config);
-  GpuModel gpu(c.config, cpu->params(), ctx);
+  auto dev = on_device(c, *cpu, device);
   const std::vector<float> initial(cpu->params().begin(), cpu->params().end());
-  double d = differing(gpu.download_params(), initial);
+  double d = differing(params_of(*dev), initial);
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 3.0f);
   std::vector<float> other(initial.size());
   for (float& v : other) v = normal(rng);
-  gpu.upload_params(other);
-  d += differing(gpu.download_params(), other);
+  device.copy_from_host(std::span<const float>(other), dev->device_params());
+  d += differing(params_of(*dev), other);
   out.push_back(bounded(kGroup, c.name + " parameter round trip", "elements differing", d, 0,
-                        "after construction and after an upload"));
+                        "after construction and after a copy from the host"));
 }
 
 }  // namespace
+
+CheckList device_model_checks(Device& device) {
+  CheckList out;
+  const std::vector<Case> cases = {{"mlp-relu", check_mlp_config("relu")},
+                                   {"mlp-gelu", check_mlp_config("gelu")},
+                                   {"gpt T=16", check_gpt_config(), 16},
+                                   {"gpt T=11", check_gpt_config(), 11}};
+  for (const Case& c : cases) {
+    guarded(out, kGroup, c.name, [&](CheckList& o) { matches_cpu(o, c, device); });
+    guarded(out, kGroup, c.name + " accumulate",
+            [&](CheckList& o) { accumulates_and_scales(o, c, device); });
+  }
+  guarded(out, kGroup, "mlp-relu round trip",
+          [&](CheckList& o) { round_trip(o, cases[0], device); });
+  guarded(out, kGroup, "gpt round trip", [&](CheckList& o) { round_trip(o, cases[2], device); });
+  return out;
+}
 
 CheckList gpu_model_checks(int device) {
   CheckList out;
@@ -216,32 +229,15 @@ CheckList gpu_model_checks(int device) {
     out.push_back(skipped(kGroup, "GPU model", why));
     return out;
   }
-  std::unique_ptr<CudaContext> ctx;
-  guarded(out, kGroup, fmt::format("CUDA context on device {}", device),
-          [&](CheckList&) { ctx = std::make_unique<CudaContext>(device); });
-  if (!ctx) return out;
-  const std::vector<Case> cases = {{"mlp-relu", check_mlp_config("relu")},
-                                   {"mlp-gelu", check_mlp_config("gelu")},
-                                   {"gpt T=16", check_gpt_config(), 16},
-                                   {"gpt T=11", check_gpt_config(), 11}};
-  for (const Case& c : cases) {
-    guarded(out, kGroup, c.name, [&](CheckList& o) { matches_cpu(o, c, *ctx); });
-    guarded(out, kGroup, c.name + " accumulate",
-            [&](CheckList& o) { accumulates_and_scales(o, c, *ctx); });
-  }
-  guarded(out, kGroup, "mlp-relu round trip", [&](CheckList& o) { round_trip(o, cases[0], *ctx); });
-  guarded(out, kGroup, "gpt round trip", [&](CheckList& o) { round_trip(o, cases[2], *ctx); });
+  std::unique_ptr<Device> gpu;
+  DeviceOptions o;
+  o.index = device;
+  guarded(out, kGroup, fmt::format("CUDA device {}", device),
+          [&](CheckList&) { gpu = make_device(DeviceKind::cuda, o); });
+  if (!gpu) return out;
+  CheckList checks = device_model_checks(*gpu);
+  out.insert(out.end(), checks.begin(), checks.end());
   return out;
 }
-
-#else
-
-CheckList gpu_model_checks(int) {
-  return {skipped("model", "GPU model",
-                  "this shardlab was built without the CUDA kernels (nvcc was not found when it "
-                  "was built)")};
-}
-
-#endif
 
 }  // namespace shardlab::doctor

@@ -49,6 +49,9 @@ void check_options(Communicator& world, const ShardedOptions& o) {
   SL_ENFORCE(std::isfinite(p.bucket_mb) && p.bucket_mb > 0 && p.bucket_mb <= 4096,
              "parallel.bucket_mb: must be in (0, 4096] MiB, got {}", p.bucket_mb);
   SL_ENFORCE(!p.fsdp_keep_params, "parallel.fsdp_keep_params: only used by fsdp");
+  SL_ENFORCE_T(InternalError, o.device_comm == nullptr,
+               "HybridShardedOptimizer: a device communicator (nccl) serves the 1-D strategies in "
+               "this version; pp x tp x dp stages its collectives through the rank's");
   SL_ENFORCE(!o.blocks,
              "model: a model of the caller's own blocks runs on ddp, zero1, zero2 or fsdp; tensor "
              "and pipeline parallelism slice the GPT model");

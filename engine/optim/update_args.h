@@ -1,7 +1,7 @@
 // The fused update kernels' arguments for one step under an OptimizerConfig: how each base
 // optimizer's hyper-parameters map onto kernels/cpu/*_update.h, written once for the CPU
-// optimizers (engine/optim) and the GPU one (engine/device/gpu_optimizer.h), whose kernels take
-// the same Args. Pointers are host or device alike. Which mapping an optimizer uses is its
+// optimizers (engine/optim), whose kernels on any device take the same Args, and `bench optimizer
+// --device cuda` (engine/device/cuda_update.h). Pointers are host or device alike. Which mapping an optimizer uses is its
 // registry entry's (registry.h).
 #pragma once
 

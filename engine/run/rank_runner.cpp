@@ -269,7 +269,20 @@ ParallelRunResult run_rank(const JobSpec& job, Communicator& comm, const Dataset
       device = make_device(parse_device_kind(job.device), d);
       sharded.device = device.get();
     }
+    std::unique_ptr<Communicator> device_comm;
+    if (options.device_comm) {
+      SL_ENFORCE_T(InternalError, device != nullptr,
+                   "run_rank: a device communicator for a job on the host device");
+      device_comm = options.device_comm(comm, *device);
+      sharded.device_comm = device_comm.get();
+    }
     std::unique_ptr<IShardedOptimizer> opt = make_sharded_optimizer(comm, sharded);
+    // Declared after the optimizer, so destroyed before it: the device communicator settles what
+    // it still has queued while the buffers it reads exist.
+    struct SettleFirst {
+      std::unique_ptr<Communicator>& c;
+      ~SettleFirst() { c.reset(); }
+    } settle_first{device_comm};
     start_rank(*opt, comm, job, options);
     plan_of = plan_of_ranks(job, *opt);
     publish_layout(sink, *opt, plan_of(comm.rank()));

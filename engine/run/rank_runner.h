@@ -25,6 +25,8 @@
 
 namespace shardlab {
 
+class Device;
+
 struct RankReport {
   int rank = 0;
   MemorySnapshot memory;    // current: after the last training step (steady); peak: whole run
@@ -128,6 +130,12 @@ struct RankRunOptions {
   // Ranks slowed on purpose (engine/train/slowdown.h's format, e.g. "5:3000"; "" none). The
   // launch layer fills it from SHARDLAB_SLOW_RANKS (engine/launch/slow_ranks.h).
   std::string slow_ranks;
+  // When set (a job on a device, 1-D strategies), every rank calls it once its device exists, with
+  // the rank's communicator and device, for a communicator that moves that device's memory itself
+  // (make_nccl_world: one GPU per rank); the strategy's collectives on device memory go over it
+  // (ShardedOptions::device_comm). Collective. It is destroyed before the optimizer, so whatever
+  // it still has queued settles before the device buffers it reads are freed.
+  std::function<std::unique_ptr<Communicator>(Communicator& comm, Device& device)> device_comm;
 };
 
 // One rank: binds a fresh MemoryLedger to this thread, builds the sharded optimizer from `job`

@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/device/device.h"
 #include "engine/core/memory.h"
 #include "engine/core/param_layout.h"
 #include "engine/data/dataset.h"
+#include "engine/device/device.h"
 #include "engine/model/layer.h"
 #include "engine/model/model_config.h"
 #include "engine/optim/optimizer.h"
@@ -57,9 +57,14 @@ struct ShardedOptions {
   // becomes a copy of the instance's config()).
   OptimizerConfig optimizer;
   TrainConfig train;  // steps, global batch, accumulation, clipping, schedule, early stopping
-  // Where this rank's model lives (null: the host device); it must outlive the optimizer. ddp,
-  // zero1 and zero2 run on any device in this version (fsdp holds host buffers yet).
+  // Where this rank's model lives (null: the host device); it must outlive the optimizer. Every
+  // strategy and layout runs on any device.
   Device* device = nullptr;
+  // A communicator over the same ranks that moves `device`'s memory itself (nccl, one GPU per
+  // rank), or null. When set, the 1-D strategies' collectives on device memory (gradient buckets,
+  // shards, gathers) go over it, without staging; control values (norms, losses, flags, checkpoint
+  // agreement) stay on the rank's communicator. It must outlive the optimizer.
+  Communicator* device_comm = nullptr;
 };
 
 // `options` with the launch fields (parallel.world_size, backend, timeout_s) describing `comm`:

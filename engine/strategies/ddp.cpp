@@ -24,7 +24,7 @@ class Ddp final : public BucketedOptimizer {
     // Buckets only: nothing is sharded, so no padding (world 1 layout).
     layout_ = ShardLayout::buckets(model_->num_params(), 1, bucket_elements(options_.sharding));
     optimizer_->attach({0, model_->num_params()}, model_->device());
-    collectives_.emplace(comm_, model_->device());
+    collectives_.emplace(data_comm(), model_->device());
   }
 
   WorkHandle launch_bucket(int unit) override {

@@ -57,7 +57,7 @@ class Fsdp final : public ShardedOptimizer {
       model_->bind_block(b, {}, {});
     }
     optimizer_->attach({0, layout_.shard_size()}, dev);
-    collectives_.emplace(comm_, dev);
+    collectives_.emplace(data_comm(), dev);
   }
 
   // This rank's chunk of `unit` in a shard buffer.

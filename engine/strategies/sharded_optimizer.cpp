@@ -85,6 +85,12 @@ std::unique_ptr<ShardedOptimizer> ShardedOptimizer::create(Communicator& comm,
   SL_ENFORCE(std::isfinite(options.sharding.bucket_mb) && options.sharding.bucket_mb > 0 &&
                  options.sharding.bucket_mb <= 4096,
              "parallel.bucket_mb: must be in (0, 4096] MiB, got {}", options.sharding.bucket_mb);
+  SL_ENFORCE_T(InternalError,
+               !options.device_comm ||
+                   (options.device_comm->size() == comm.size() &&
+                    options.device_comm->rank() == comm.rank() && options.device != nullptr),
+               "ShardedOptimizer: the device communicator must span the same ranks as the "
+               "rank's, with a device for its memory");
   ShardedOptions o = options;
   if (wrapped) o.optimizer = wrapped->config();
   std::unique_ptr<ShardedOptimizer> opt;

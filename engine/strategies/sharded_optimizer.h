@@ -97,6 +97,9 @@ class ShardedOptimizer : public ShardedOptimizerBase, protected BlockHooks {
   // Builds model_ (options_.blocks or options_.model; initialised unless its storage is external)
   // and, unless create() was given one, optimizer_ from options_.optimizer.
   void build_model_and_optimizer(ModelStorage storage, int64_t pad_multiple = 1);
+  // The communicator the strategy's collectives on device memory go over: options_.device_comm
+  // when set (nccl), else the rank's.
+  Communicator& data_comm() const { return options_.device_comm ? *options_.device_comm : comm_; }
   // Before the first micro-step of a step (e.g. allocate gradient buffers).
   virtual void begin_step() {}
   // After each micro-step's backward; `last` is the step's final micro-step. Gradients must be

@@ -41,7 +41,7 @@ class Zero final : public BucketedOptimizer {
         "ZeRO: model padding {} differs from the shard layout's {}",
         model_->padded_device_params().size(), layout_.padded_total());
     optimizer_->attach({0, layout_.shard_size()}, model_->device());
-    collectives_.emplace(comm_, model_->device());
+    collectives_.emplace(data_comm(), model_->device());
     if (stage_ == 2) {
       grad_shard_ = DeviceBuffer<float>(model_->device(), MemCategory::grads, layout_.shard_size());
       model_->release_grads();

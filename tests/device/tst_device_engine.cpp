@@ -12,12 +12,14 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint_store.h"
+#include "engine/comm/comm_record.h"
 #include "engine/comm/device_collectives.h"
 #include "engine/comm/threads/world.h"
 #include "engine/core/error.h"
 #include "engine/device/device.h"
 #include "engine/device/device_buffer.h"
 #include "engine/device/device_training.h"
+#include "engine/doctor/model_checks.h"
 #include "engine/job/build.h"
 #include "engine/job/job_spec.h"
 #include "engine/run/rank_runner.h"
@@ -355,6 +357,66 @@ class TstDeviceEngine : public QObject {
       if (own && own->copies().from_host == 0) expect(r, "staged copies", {0.0f}, {1.0f});
     });
     QVERIFY2(wrong.isEmpty(), qPrintable(wrong.join('\n')));
+  }
+
+  // A device communicator (what NCCL is on a GPU: RankRunOptions::device_comm) carries a
+  // strategy's collectives on device memory while the control values stay on the rank's
+  // communicator. Here it is a split of the threads world named "data", over test devices: ddp
+  // and zero2 train bit for bit as without it, every gradient and parameter collective
+  // (CommSubject grads / params) is on "data", and "world" carries none of them.
+  void deviceCommunicatorCarriesTheData_data() {
+    QTest::addColumn<QString>("strategy");
+    for (const char* s : {"ddp", "zero2"}) QTest::newRow(s) << QString(s);
+  }
+
+  void deviceCommunicatorCarriesTheData() {
+    QFETCH(QString, strategy);
+    JobSpec job = small_job("gpt", "adamw", 1, 0.05);
+    job.parallel.strategy = strategy.toStdString();
+    job.parallel.world_size = 2;
+    job.parallel.bucket_mb = 0.01;
+    job.device = "test";
+    const Datasets data = load_completed_data(job);
+    const ParallelRunResult plain = run_threads_job(job, data, RankRunOptions{});
+
+    auto sink = std::make_shared<MemorySink>();
+    CommOptions co = job_comm_options(job.parallel);
+    co.sink = sink;
+    RankRunOptions ro;
+    ro.device_comm = [](Communicator& comm, Device&) { return comm.split(0, comm.rank(), "data"); };
+    std::vector<ParallelRunResult> out(2);
+    run_threads(2, co, [&](Communicator& comm) {
+      out[static_cast<size_t>(comm.rank())] = run_rank(job, comm, data, ro);
+    });
+    QCOMPARE(out[0].result.losses, plain.result.losses);
+    QVERIFY2(same_bits(out[0].result.params, plain.result.params),
+             "training with a device communicator differs");
+    int on_data = 0, on_world = 0;
+    for (const CommRecord& r : sink->records()) {
+      const bool payload =
+          r.subject.array == CommArray::grads || r.subject.array == CommArray::params;
+      if (!payload) continue;
+      (r.group == "data" ? on_data : on_world) += 1;
+    }
+    QVERIFY2(
+        on_data > 0 && on_world == 0,
+        qPrintable(
+            QString("payload collectives: %1 on data, %2 on world").arg(on_data).arg(on_world)));
+  }
+
+  // The doctor's model checks (engine/doctor/model_checks.h), which a GPU runs with tolerances, on
+  // the test device: every one there, every one passing, and every figure against the cpu 0 (the
+  // same kernels in the same order as the cpu reference; "accumulate" compares a GEMM that adds
+  // into its output with twice one that does not, which rounds differently on any device).
+  void doctorModelChecksOnTestDevice() {
+    std::unique_ptr<Device> dev = make_device(DeviceKind::test);
+    const doctor::CheckList checks = doctor::device_model_checks(*dev);
+    QCOMPARE(checks.size(), size_t{28});  // 2 MLP cases x 6, 2 GPT cases x 7, 2 round trips
+    for (const doctor::CheckResult& c : checks) {
+      QVERIFY2(c.status == doctor::CheckStatus::kPass, (c.name + ": " + c.detail).c_str());
+      if (c.name.find(" accumulate") == std::string::npos)
+        QVERIFY2(c.figure == 0.0, (c.name + ": " + std::to_string(c.figure)).c_str());
+    }
   }
 
   // Every job that validates runs on the test device: device_job_problem has nothing to say about

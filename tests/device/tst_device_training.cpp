@@ -3,8 +3,8 @@
 // and clipping, and the GPT, each judged by the --verify rule against the CPU run (final
 // parameters, every step's loss, the evaluations); ddp over NCCL on one GPU against the single-GPU
 // run and, where two GPUs are usable, on every GPU against the CPU; the memory ledger counting
-// device bytes exactly as the planner says. One data row per check. Also, here only: GpuOptimizer's
-// validation and device-filled state, and which jobs cuda refuses. Skipped without a usable GPU.
+// device bytes exactly as the planner says. One data row per check. Also, here only: which jobs
+// cuda refuses (none). Skipped without a usable GPU.
 #include <QtTest>
 
 #include <algorithm>
@@ -15,9 +15,7 @@
 #include "engine/core/device.h"
 #include "engine/core/error.h"
 #include "engine/core/memory.h"
-#include "engine/device/cuda_context.h"
 #include "engine/device/device_training.h"
-#include "engine/device/gpu_optimizer.h"
 #include "engine/doctor/gpu_fixtures.h"
 #include "engine/doctor/training_checks.h"
 #include "engine/job/build.h"
@@ -68,31 +66,6 @@ class TestDeviceTraining : public QObject {
                                      [&](const doctor::CheckResult& c) { return c.name == name; });
       QVERIFY2(found, name);
     }
-  }
-
-  // GpuOptimizer validates with make_optimizer's messages; Adagrad's initial accumulator is
-  // filled on the device.
-  void gpuOptimizerState() {
-    CudaContext ctx(0);
-    OptimizerConfig bad;
-    bad.name = "adam";
-    bad.momentum = 0.9;  // not used by adam
-    try {
-      GpuOptimizer opt(bad, 10, ctx);
-      QFAIL("no error");
-    } catch (const shardlab::InvalidArgument& e) {
-      QVERIFY2(QString(e.what()).startsWith("optimizer.momentum: not used by adam"), e.what());
-    }
-    OptimizerConfig ada;
-    ada.name = "adagrad";
-    ada.initial_accumulator = 0.25;
-    GpuOptimizer opt(ada, 1000, ctx);
-    const auto state = opt.download_state();
-    QCOMPARE(state.size(), size_t{1});
-    QCOMPARE(state[0].first, std::string("sum"));
-    QCOMPARE(state[0].second.size(), size_t{1000});
-    for (const float v : state[0].second) QVERIFY(v == 0.25f);  // exact (QCOMPARE is fuzzy)
-    QCOMPARE(opt.state_bytes(), int64_t{4000});
   }
 
   void jobProblems() {

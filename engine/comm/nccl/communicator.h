@@ -74,6 +74,9 @@ class NcclCommunicator final : public Communicator {
   // Operations wait on the GPU for work queued on `stream` before the call. Default:
   // cudaStreamLegacy.
   void set_compute_stream(cudaStream_t stream) { compute_stream_ = stream; }
+  void order_after_stream(void* stream) override {
+    set_compute_stream(static_cast<cudaStream_t>(stream));
+  }
   // True once a timeout or failure has aborted the NCCL communicator.
   bool aborted() const { return aborted_; }
 
