@@ -9,7 +9,7 @@
 #include "engine/core/device.h"
 #include "engine/core/error.h"
 #include "engine/core/paths.h"
-#include "engine/device/device_training.h"
+#include "engine/run/device_training.h"
 #include "engine/job/build.h"
 #include "engine/job/job_spec.h"
 #include "kernels/cpu/gemm.h"

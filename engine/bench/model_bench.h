@@ -1,7 +1,7 @@
 // `shardlab bench model`: training throughput of the example jobs on each device. Runs
 // resources/jobs/fashion_mlp.json (samples/s) and chars_gpt.json (tokens/s) in one process
 // (parallel.strategy none, no evaluation) for warm-up steps and then timed steps, on the CPU
-// (Trainer) and on GPU 0 (engine/device/device_training.h), and reports each rate and the
+// (Trainer) and on GPU 0 (engine/run/device_training.h), and reports each rate and the
 // GPU/CPU ratio. The rate of a run is the units (samples or target tokens) of its timed steps over
 // their summed step times (StepInfo::step_seconds).
 //

@@ -6,7 +6,7 @@
 // run again from its last checkpoint, at most N times (restart.h).
 //
 // "device": "cuda" runs on GPUs: strategy none on GPU 0 in this process; ddp with the threads
-// backend and a GPU per rank over NCCL in this process (engine/device/device_training.h,
+// backend and a GPU per rank over NCCL in this process (engine/run/device_training.h,
 // cuda_ddp_over_nccl); every other job's ranks (threads or mpi) as on the cpu, each rank on a GPU
 // of its own or sharing one (rank_runner.h). Checked right after the job is loaded, before any
 // data is read: first what the job asks of the device (device_job_problem, the same answer on
@@ -31,7 +31,7 @@
 #include "engine/cli/verify.h"
 #include "engine/core/device.h"
 #include "engine/core/timer.h"
-#include "engine/device/device_training.h"
+#include "engine/run/device_training.h"
 #include "engine/job/build.h"
 #include "engine/job/job_spec.h"
 #include "engine/launch/compute_threads.h"

@@ -8,7 +8,7 @@
 
 #include "engine/cli/args.h"
 #include "engine/core/error.h"
-#include "engine/device/device_training.h"
+#include "engine/run/device_training.h"
 #include "engine/job/build.h"
 #include "engine/job/equivalence.h"
 

@@ -15,7 +15,7 @@
 #include "engine/cli/verify.h"
 #include "engine/core/device.h"
 #include "engine/core/timer.h"
-#include "engine/device/device_training.h"
+#include "engine/run/device_training.h"
 #include "engine/job/job_spec.h"
 #include "engine/launch/compute_threads.h"
 #include "engine/launch/prepared_job.h"

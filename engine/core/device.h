@@ -17,7 +17,7 @@ int gpu_for_local_rank(int local_rank);
 
 // Why a job with `device` cannot run in this process, or "" when it can: "cpu" always can;
 // "cuda" needs a CUDA build, the CUDA kernels (built when nvcc was found), which the GPU training
-// path (engine/device/device_training.h) runs on, and a usable GPU 0 they can run on
+// path (engine/run/device_training.h) runs on, and a usable GPU 0 they can run on
 // (gpu_problem(0)). The reason only, e.g. "cuda needs a usable GPU, but no CUDA device is visible
 // to this process"; callers add what to do. Whether the job itself can run on cuda (its strategy,
 // checkpoints) is device_job_problem()'s question.

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "engine/core/device.h"
-#include "engine/device/device_training.h"
+#include "engine/run/device_training.h"
 
 namespace shardlab::doctor {
 

@@ -11,11 +11,12 @@
 
 #include "engine/core/device.h"
 #include "engine/core/memory.h"
-#include "engine/device/device_training.h"
 #include "engine/doctor/gpu_fixtures.h"
+#include "engine/doctor/sharing_checks.h"
 #include "engine/job/build.h"
 #include "engine/job/equivalence.h"
 #include "engine/plan/memory/planner.h"
+#include "engine/run/device_training.h"
 
 namespace shardlab::doctor {
 namespace {
@@ -38,13 +39,26 @@ JobSpec on(JobSpec job, const std::string& device) {
   return job;
 }
 
-// `gpu_job` trained on the GPU(s) against `cpu_job` (the same job, strategy none, on the CPU)
-// under the --verify rule: the CPU's noise floor decides the tolerances.
-void verify_case(CheckList& out, const std::string& name, const JobSpec& cpu_job,
-                 const JobSpec& gpu_job) {
-  const RunFigures ref = run_figures(cpu_job, cpu_runner);
-  // The cuts of the GPU job's layout (ddp: world x accumulation), run on the CPU.
-  const NoiseFloor floor = measure_noise_floor(on(gpu_job, "cpu"), ref, cpu_runner);
+// `gpu_job` trained on the GPU(s) against the same job in one process on the CPU, under the
+// --verify rule.
+void verify_case(CheckList& out, const std::string& name, const JobSpec& gpu_job) {
+  judge_against_cpu(out, name, gpu_job,
+                    [&gpu_job] { return run_figures(gpu_job, gpu_runner).result; });
+}
+
+struct OptimizerCase {
+  const char* name;
+  std::function<void(JobSpec&)> set;
+};
+
+}  // namespace
+
+void judge_against_cpu(CheckList& out, const std::string& name, const JobSpec& job,
+                       const std::function<TrainResult()>& run) {
+  const JobSpec on_cpu = on(job, "cpu");
+  const RunFigures ref = run_figures(single_process_job(on_cpu), cpu_runner);
+  // The cuts of the job's layout (ranks x accumulation, micro-batches), run on the CPU.
+  const NoiseFloor floor = measure_noise_floor(on_cpu, ref, cpu_runner);
   std::string why;
   if (!floor_is_consistent(floor, &why)) {
     out.push_back(failed("training", name, "the CPU's reordered runs disagree: " + why));
@@ -59,26 +73,19 @@ void verify_case(CheckList& out, const std::string& name, const JobSpec& cpu_job
                                      moved, kMinMovement, tol.params)));
     return;
   }
-  const RunFigures gpu = run_figures(gpu_job, gpu_runner);
+  const TrainResult got = run();
   const std::string basis = describe(floor);
   out.push_back(bounded("training", name + ": final parameters", "max rel diff",
-                        max_rel_diff(gpu.result.params, ref.result.params), tol.params, basis));
-  out.push_back(bounded("training", name + ": every step's loss", "max rel diff",
-                        max_rel_diff(std::span<const double>(gpu.result.losses),
-                                     std::span<const double>(ref.result.losses)),
-                        tol.losses, basis));
-  const std::vector<double> ge = eval_losses(gpu.result), ce = eval_losses(ref.result);
+                        max_rel_diff(got.params, ref.result.params), tol.params, basis));
+  out.push_back(bounded(
+      "training", name + ": every step's loss", "max rel diff",
+      max_rel_diff(std::span<const double>(got.losses), std::span<const double>(ref.result.losses)),
+      tol.losses, basis));
+  const std::vector<double> ge = eval_losses(got), ce = eval_losses(ref.result);
   out.push_back(bounded("training", name + ": evaluation losses", "max rel diff",
                         max_rel_diff(std::span<const double>(ge), std::span<const double>(ce)),
                         tol.eval_loss, basis));
 }
-
-struct OptimizerCase {
-  const char* name;
-  std::function<void(JobSpec&)> set;
-};
-
-}  // namespace
 
 CheckList training_checks(int device) {
   CheckList out;
@@ -134,11 +141,11 @@ CheckList training_checks(int device) {
     JobSpec job = mlp;
     c.set(job);
     guarded(out, "training", c.name,
-            [&](CheckList& o) { verify_case(o, c.name, on(job, "cpu"), on(job, "cuda")); });
+            [&](CheckList& o) { verify_case(o, c.name, on(job, "cuda")); });
   }
   guarded(out, "training", "gpt adamw", [&](CheckList& o) {
     const JobSpec gpt = gpt_check_job();
-    verify_case(o, "gpt adamw", on(gpt, "cpu"), on(gpt, "cuda"));
+    verify_case(o, "gpt adamw", on(gpt, "cuda"));
   });
 
   // ddp over NCCL, world 1, against the single-GPU run.
@@ -168,9 +175,11 @@ CheckList training_checks(int device) {
       JobSpec ddp = on(job, "cuda");
       ddp.parallel.strategy = "ddp";
       ddp.parallel.world_size = gpus;
-      verify_case(o, fmt::format("ddp over nccl on {} GPUs", gpus), on(job, "cpu"), ddp);
+      verify_case(o, fmt::format("ddp over nccl on {} GPUs", gpus), ddp);
     });
   }
+  const CheckList shared = shared_device_checks("cuda");
+  out.insert(out.end(), shared.begin(), shared.end());
   return out;
 }
 

@@ -42,8 +42,8 @@ TrainingSetup build_training(const JobSpec& job) {
   s.job = job;
   s.data = load_completed_data(s.job);
   ModelConfig& mc = s.job.model;
-  // cuda ddp still trains on the GPU path of old (engine/device/device_training.h), which takes
-  // the model from the host.
+  // A sharded job's ranks build their own models on their own devices (engine/run/rank_runner.h);
+  // the model built here for one is the host's (its initial parameters).
   if (job.device == "test" || (job.device == "cuda" && job.parallel.strategy == "none"))
     s.device = make_device(parse_device_kind(job.device));
   s.model = build_model(mc, ModelStorage::owned, 1, s.device.get());

@@ -18,7 +18,7 @@
 #include "engine/core/error.h"
 #include "engine/device/device.h"
 #include "engine/device/device_buffer.h"
-#include "engine/device/device_training.h"
+#include "engine/run/device_training.h"
 #include "engine/doctor/model_checks.h"
 #include "engine/job/build.h"
 #include "engine/job/job_spec.h"

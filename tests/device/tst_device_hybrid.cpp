@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint_store.h"
-#include "engine/device/device_training.h"
+#include "engine/run/device_training.h"
 #include "engine/job/build.h"
 #include "engine/job/job_spec.h"
 #include "engine/run/rank_runner.h"

@@ -15,7 +15,7 @@
 #include "engine/core/device.h"
 #include "engine/core/error.h"
 #include "engine/core/memory.h"
-#include "engine/device/device_training.h"
+#include "engine/run/device_training.h"
 #include "engine/doctor/gpu_fixtures.h"
 #include "engine/doctor/training_checks.h"
 #include "engine/job/build.h"

@@ -207,7 +207,8 @@ class TestDoctor : public QObject {
          {"info", "bench_model", "run_fashion_mlp_cpu", "run_fashion_mlp_cpu_native",
           "run_chars_gpt_cpu", "run_chars_gpt_cpu_native"})
       QVERIFY2(exits.value(s, -1) == 0, qPrintable(QString(s) + ": " + r.out.right(3000)));
-    for (const char* s : {"doctor", "bench_optimizer", "run_chars_gpt_cuda", "run_cuda_ddp_verify"})
+    for (const char* s : {"doctor", "bench_optimizer", "run_chars_gpt_cuda", "run_cuda_ddp_verify",
+                          "run_cuda_zero2_shared_verify", "run_cuda_3d_verify"})
       QVERIFY2(exits.contains(s) && exits[s] != 0, s);
     QVERIFY2(!exits.contains("configure") && !exits.contains("build"),
              "SHARDLAB_BIN builds nothing");

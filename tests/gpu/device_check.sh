@@ -2,9 +2,11 @@
 # The GPU node check: one script for a machine with an NVIDIA GPU, CUDA (nvcc) and Python with
 # PyTorch, no Qt and no internet. It configures ShardLab without the app and the Qt suites,
 # builds the CLI for this GPU's architecture, runs `shardlab doctor --device cuda` (every CUDA
-# kernel against its CPU reference, the GPU model against the CPU model, GPU training against CPU
-# training under the --verify rule, the device-memory ledger against the planner, NCCL on the
-# local GPUs), the GPU benches and their PyTorch peers on the same GPU (tests/bench/pytorch_gpu.py,
+# kernel against its CPU reference, the engine's model on the GPU against the CPU model, GPU
+# training against CPU training under the --verify rule: one process, ddp over NCCL, ddp, zero1,
+# zero2 and fsdp with 4 ranks sharing the GPU, the GPT as tp 2 x dp 2 and pp 2 x dp 2, a
+# checkpoint saved on the GPU resumed on the CPU; the device-memory ledger against the planner,
+# NCCL on the local GPUs), the demo job and the 3D example on the GPU with --verify, the GPU benches and their PyTorch peers on the same GPU (tests/bench/pytorch_gpu.py,
 # which imports its GPT from tests/bench/torch_peers.py beside it: run from the tree, never copied
 # alone), and reads a TensorBoard export and a safetensors model file back with the official
 # packages (tests/gpu/ecosystem_check.py). Everything goes to OUTDIR: device_check.json (one
@@ -148,6 +150,13 @@ if [[ -x $sl ]]; then
   done
   stage run_cuda_ddp_verify 240 "$sl" run "$jobs/chars_gpt.json" "${common[@]}" --set device=cuda \
     --set train.steps=40 --quiet --verify
+  # The engine's strategies with ranks sharing the GPU, against one process: the demo job as it
+  # ships (ZeRO-2 on 4 ranks) and the 3D example (pp 2 x tp 2 x dp 2, 8 ranks).
+  stage run_cuda_zero2_shared_verify 180 "$sl" run "$jobs/fashion_mlp.json" --set data.path="$fm" \
+    --set device=cuda --set train.steps=30 --set train.eval_every=0 --set train.log_every=10 \
+    --no-record --quiet --verify
+  stage run_cuda_3d_verify 180 "$sl" run "$jobs/gpt-3d.json" --set device=cuda --set train.steps=20 \
+    --set train.eval_every=0 --set train.log_every=10 --no-record --quiet --verify
 fi
 if [[ -f $repo/tests/gpu/ecosystem_check.py ]]; then
   stage ecosystem 180 python3 "$repo/tests/gpu/ecosystem_check.py" --shardlab "$sl" --work "$work" \

@@ -3,7 +3,7 @@
 // (run_rank) whose gradient buckets NCCL all-reduces from device memory, bootstrapped by the
 // threads world; callbacks on rank 0, the result from rank 0. Every other cuda job with ranks runs
 // through run_rank with its collectives staged through the host (engine/run/rank_runner.h).
-#include "engine/device/device_training.h"
+#include "engine/run/device_training.h"
 
 #include <fmt/format.h>
 
