@@ -5,17 +5,17 @@
 // comparison with the same job in one process. With --max-restarts N a sharded run that fails is
 // run again from its last checkpoint, at most N times (restart.h).
 //
-// "device": "cuda" runs on GPUs: strategy none on GPU 0 in this process; ddp with the threads
-// backend and a GPU per rank over NCCL in this process (engine/run/device_training.h,
-// cuda_ddp_over_nccl); every other job's ranks (threads or mpi) as on the cpu, each rank on a GPU
-// of its own or sharing one (rank_runner.h). Checked right after the job is loaded, before any
-// data is read: first what the job asks of the device (device_job_problem, the same answer on
-// every machine), then whether this process has the device and the GPUs the job needs
-// (require_job_device).
+// "device": "cuda" runs on GPUs: strategy none on GPU 0 in this process; a job's ranks (threads
+// or mpi) as on the cpu, each rank on a GPU of its own or sharing one (rank_runner.h), over NCCL
+// where threads ranks have a GPU each (engine/run/device_training.h, cuda_over_nccl). Checked right
+// after the job is loaded, before any data is read: first what the job asks of the device
+// (device_job_problem, the same answer on every machine), then whether this process has the device
+// and the GPUs the job needs (require_job_device).
 #include <fmt/format.h>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -31,7 +31,6 @@
 #include "engine/cli/verify.h"
 #include "engine/core/device.h"
 #include "engine/core/timer.h"
-#include "engine/run/device_training.h"
 #include "engine/job/build.h"
 #include "engine/job/job_spec.h"
 #include "engine/launch/compute_threads.h"
@@ -42,6 +41,7 @@
 #include "engine/launch/threads_run.h"
 #include "engine/launch/workers.h"
 #include "engine/model/model_file.h"
+#include "engine/run/device_training.h"
 #include "engine/train/step_telemetry.h"
 #include "net/auth.h"
 #include "net/publisher.h"
@@ -50,12 +50,20 @@ namespace shardlab::cli {
 namespace {
 
 // "device: cuda:0 NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)" (", 4 GPUs: cuda:0..cuda:3" for ranks).
-void print_gpu_line(int gpus) {
+// The GPUs a cuda job of `ranks` ranks in this process uses (rank r on GPU r mod the usable ones).
+void print_gpu_line(int ranks) {
   const std::string name = describe_gpu(0);
-  if (gpus <= 1)
+  std::string why;
+  const int gpus = std::max(1, std::min(ranks, usable_gpus(&why)));
+  if (gpus <= 1 && ranks <= 1)
     fmt::print("device: cuda:0 {}\n", name);
-  else
+  else if (gpus <= 1)
+    fmt::print("device: cuda:0 ({} ranks sharing it) {}\n", ranks, name);
+  else if (gpus == ranks)
     fmt::print("device: cuda:0..cuda:{} ({} GPUs, one per rank) {}\n", gpus - 1, gpus, name);
+  else
+    fmt::print("device: cuda:0..cuda:{} ({} GPUs shared by {} ranks) {}\n", gpus - 1, gpus, ranks,
+               name);
   std::fflush(stdout);
 }
 
@@ -103,18 +111,16 @@ int report_verified(Json* report, bool ok) {
   return ok ? 0 : 1;
 }
 
-// In this process, on rank 0 of the job's topology: strategy none (on the CPU or GPU 0), or ddp on
-// one GPU per rank (device cuda, backend threads). The training setup (its data loaded, its model
-// sizes completed, its model built) comes from build_training; the launch layer adds the topology
-// the HELLO announces and the ranks' communication options.
-int run_in_process(const JobSpec& job, bool quiet, const Args& args, double tolerance,
-                   Stopwatch& total, Json* report) {
+// Strategy none in this process (on the CPU, the test device or GPU 0). The training setup (its
+// data loaded, its model sizes completed, its model built) comes from build_training; the launch
+// layer adds the topology the HELLO announces.
+int run_in_process(const JobSpec& job, bool quiet, const Args& args, Stopwatch& total,
+                   Json* report) {
   const bool cuda = job.device == "cuda";
-  const bool ddp = job.parallel.strategy == "ddp";
   // A one-device run's ledger counts its device buffers (they charge the thread's ledger), from
   // the model's parameters on: bound before the model is built.
   MemoryLedger ledger;
-  const bool own_ledger = job.device != "cpu" && !ddp;
+  const bool own_ledger = job.device != "cpu";
   const LedgerScope bind(own_ledger ? &ledger : current_ledger());
   TrainingSetup setup = build_training(job);
   launch::use_compute_threads(setup.job);
@@ -122,7 +128,7 @@ int run_in_process(const JobSpec& job, bool quiet, const Args& args, double tole
   const bool tokens = setup.job.model.kind == "gpt";
   RunTelemetry tel(args, plan, {0}, true);
   print_job_header(setup.job, setup.data.description, setup.model->num_params());
-  if (cuda) print_gpu_line(ddp ? static_cast<int>(setup.job.parallel.world_size) : 1);
+  if (cuda) print_gpu_line(1);
   TrainerCallbacks cb = progress_printer(tokens, quiet);
   add_step_telemetry(cb, tel.sink(0), 0, tokens, own_ledger ? &ledger : nullptr);
   const TrainResult r = launch::with_job_state(tel.sink(0), [&] {
@@ -132,13 +138,7 @@ int run_in_process(const JobSpec& job, bool quiet, const Args& args, double tole
   report_result(report, setup.job, r);
   if (report) (*report)["parameters"] = setup.model->num_params();
   tel.close();
-  if (!ddp) return 0;
-  if (args.has("--save-model")) {
-    save_model_file(args.get("--save-model"), setup.model->layout(), r.params);
-    if (!quiet) fmt::print("model: saved to {}\n", args.get("--save-model"));
-  }
-  if (!args.has("--verify")) return 0;
-  return report_verified(report, verify_against_single_process(job, r.params, tolerance));
+  return 0;
 }
 
 // The prepared job's ranks as threads of this process; resume_from: "" or a checkpoint.
@@ -149,6 +149,7 @@ int run_threads(const launch::PreparedJob& prepared, bool quiet, const Args& arg
   for (int r = 0; r < job.parallel.world_size; ++r) ranks.push_back(r);
   RunTelemetry tel(args, prepared, ranks, true);
   print_job_header(job, prepared.data.description, model_layout(job.model).size());
+  if (job.device == "cuda") print_gpu_line(static_cast<int>(job.parallel.world_size));
   RankRunOptions opts;
   opts.callbacks = progress_printer(job.model.kind == "gpt", quiet);
   opts.telemetry = tel.sink_of();
@@ -359,7 +360,7 @@ int run_job(const std::vector<std::string>& argv, Json* report) {
       SL_THROW(UsageError,
                "--save-model: only a sharded job writes a model file (parallel.strategy ddp, "
                "zero1, zero2 or fsdp)");
-    return run_in_process(job, quiet, args, tolerance, total, report);
+    return run_in_process(job, quiet, args, total, report);
   }
   RestartOptions ro;
   ro.max_restarts = max_restarts;
@@ -387,9 +388,6 @@ int run_job(const std::vector<std::string>& argv, Json* report) {
                      report);
     });
   }
-  // (a run that resumes goes through the engine's ranks, which read checkpoints)
-  if (cuda_ddp_over_nccl(job) && !args.has("--resume"))
-    return run_in_process(job, quiet, args, tolerance, total, report);
   // Read once: bad data is not worth a restart.
   const launch::PreparedJob prepared = launch::prepare_job(job);
   return run_with_restarts(ro, [&](int n, const std::string& resume_from) {

@@ -4,6 +4,7 @@
 
 #include "engine/launch/compute_threads.h"
 #include "engine/launch/slow_ranks.h"
+#include "engine/run/device_training.h"
 
 namespace shardlab::launch {
 
@@ -11,6 +12,8 @@ ParallelRunResult run_threads(const PreparedJob& prepared, const RankRunOptions&
   use_compute_threads(prepared.job);
   RankRunOptions opts = options;
   opts.comm_topology = prepared.comm_topology();
+  // A cuda job with a GPU per rank moves device memory over NCCL (engine/run/device_training.h).
+  if (!opts.device_comm) opts.device_comm = nccl_device_comm(prepared.job, prepared.comm);
   if (opts.slow_ranks.empty()) opts.slow_ranks = slow_ranks_from_environment();
   return run_threads_job(prepared.job, prepared.data, prepared.comm, opts);
 }

@@ -1,8 +1,6 @@
-// Running a job on its device. Strategy none: GPU 0 on the calling thread. ddp over NCCL (threads
-// backend, one GPU per rank): world_size threads, rank r on GPU r, each the engine's ddp rank
-// (run_rank) whose gradient buckets NCCL all-reduces from device memory, bootstrapped by the
-// threads world; callbacks on rank 0, the result from rank 0. Every other cuda job with ranks runs
-// through run_rank with its collectives staged through the host (engine/run/rank_runner.h).
+// Running a job on its device. Strategy none: GPU 0 on the calling thread. With ranks: threads
+// running the engine's strategies (run_threads_job), over NCCL where each rank has a GPU of its
+// own; callbacks on rank 0, the result from rank 0.
 #include "engine/run/device_training.h"
 
 #include <fmt/format.h>
@@ -14,12 +12,9 @@
 #include "engine/core/error.h"
 #include "engine/core/memory.h"
 
-#if SHARDLAB_HAVE_DEVICE_TRAINING
-#include "engine/comm/threads/world.h"
 #include "engine/run/rank_runner.h"
 #if defined(SHARDLAB_HAVE_NCCL) && SHARDLAB_HAVE_NCCL
 #include "engine/comm/nccl/world.h"
-#endif
 #endif
 
 namespace shardlab {
@@ -35,11 +30,11 @@ std::string device_job_problem(const JobSpec& job) {
   return {};
 }
 
-bool cuda_ddp_over_nccl(const JobSpec& job) {
+bool cuda_over_nccl(const JobSpec& job) {
 #if defined(SHARDLAB_HAVE_NCCL) && SHARDLAB_HAVE_NCCL
   const ParallelConfig& p = job.parallel;
-  if (job.device != "cuda" || p.strategy != "ddp" || p.backend != "threads" ||
-      uses_model_parallelism(p) || !job.train.checkpoint_dir.empty())
+  if (job.device != "cuda" || p.strategy == "none" || p.backend != "threads" ||
+      uses_model_parallelism(p))
     return false;
   std::string why;
   return p.world_size <= usable_gpus(&why);
@@ -49,28 +44,34 @@ bool cuda_ddp_over_nccl(const JobSpec& job) {
 #endif
 }
 
+std::function<std::unique_ptr<Communicator>(Communicator&, Device&)> nccl_device_comm(
+    const JobSpec& job, const CommOptions& comm) {
+#if defined(SHARDLAB_HAVE_NCCL) && SHARDLAB_HAVE_NCCL
+  if (!cuda_over_nccl(job)) return {};
+  return [comm](Communicator& bootstrap, Device& device) {
+    (void)device;  // rank r's device is GPU r (world_size <= the usable GPUs, threads)
+    return make_nccl_world(bootstrap, bootstrap.rank(), comm);
+  };
+#else
+  (void)job, (void)comm;
+  return {};
+#endif
+}
+
 void require_job_device(const JobSpec& job) {
   const std::string problem = device_job_problem(job);
   SL_ENFORCE(problem.empty(), "device: {}", problem);
   require_device(job.device);
   if (job.device != "cuda" || job.parallel.strategy == "none") return;
   const ParallelConfig& p = job.parallel;
-  // The GPUs the ranks of this process use (threads: all of them; mpi: checked by each worker
-  // for its own).
-  if (p.backend == "threads") {
-    std::string why;
-    const int used = std::min<int>(static_cast<int>(p.world_size), usable_gpus(&why));
-    for (int g = 1; g < used; ++g) {
-      const std::string gpu = gpu_problem(g);
-      SL_ENFORCE(gpu.empty(), "device: {}; run it with --set device=cpu", gpu);
-    }
+  // The GPUs the ranks of this process use (threads: all of them; mpi: each worker its own).
+  if (p.backend != "threads") return;
+  std::string why;
+  const int used = std::min<int>(static_cast<int>(p.world_size), usable_gpus(&why));
+  for (int g = 1; g < used; ++g) {
+    const std::string gpu = gpu_problem(g);
+    SL_ENFORCE(gpu.empty(), "device: {}; run it with --set device=cpu", gpu);
   }
-  if (!cuda_ddp_over_nccl(job)) return;
-  const int64_t split = p.world_size * job.train.accumulation_steps;
-  SL_ENFORCE(job.train.batch_size % split == 0,
-             "train.batch_size: must be divisible by parallel.world_size x "
-             "train.accumulation_steps = {} on cuda ddp, got {}",
-             split, job.train.batch_size);
 }
 
 #if SHARDLAB_HAVE_DEVICE_TRAINING
@@ -89,37 +90,15 @@ TrainResult run_device_training(TrainingSetup& setup, const TrainerCallbacks& ca
                  "run_device_training: the setup's model is not on a GPU");
     return run_training(setup, callbacks);
   }
-  SL_ENFORCE(cuda_ddp_over_nccl(job),
-             "run_device_training: a {} job on {} ranks (backend {}) runs its ranks through the "
-             "engine (run_rank), not here",
-             job.parallel.strategy, job.parallel.world_size, job.parallel.backend);
-
-#if defined(SHARDLAB_HAVE_NCCL) && SHARDLAB_HAVE_NCCL
-  // The engine's ddp on each rank's GPU (run_rank: the model built on its device), its gradient
-  // buckets all-reduced by NCCL straight from device memory; the small control values over the
-  // threads world that bootstrapped NCCL.
+  // The ranks as threads, each the engine's strategy on its GPU: device memory over NCCL where
+  // there is a GPU per rank, staged through the host otherwise; control values over the threads
+  // world.
   SL_ENFORCE_T(InternalError, !callbacks.should_stop,
                "run_device_training: should_stop would run on rank 0 only");
-  const auto world = static_cast<int>(job.parallel.world_size);
   RankRunOptions ro;
   ro.callbacks = callbacks;
-  ro.device_comm = [&comm](Communicator& bootstrap, Device& device) {
-    (void)device;  // rank r's device is GPU r (world_size <= the usable GPUs)
-    return make_nccl_world(bootstrap, bootstrap.rank(), comm);
-  };
-  std::optional<TrainResult> result;
-  run_threads(world, comm, [&](Communicator& bootstrap) {
-    ParallelRunResult r = run_rank(job, bootstrap, setup.data, ro);
-    if (bootstrap.rank() == 0) result = std::move(r.result);
-  });
-  SL_ENFORCE_T(InternalError, result.has_value(), "run_device_training: rank 0 gave no result");
-  return std::move(*result);
-#else
-  (void)comm;
-  SL_THROW(InvalidArgument,
-           "device: cuda runs ddp over NCCL, and this shardlab was built without NCCL; use "
-           "--set parallel.strategy=none for one GPU or --set device=cpu");
-#endif
+  ro.device_comm = nccl_device_comm(job, comm);
+  return run_threads_job(job, setup.data, comm, ro).result;
 }
 
 #else
